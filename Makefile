@@ -1,0 +1,35 @@
+# gymsmith — set-up and entry points. `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# Python extras installed into the venv; grows as the heavy parts land.
+EXTRAS ?= dev
+# Debian packages the installed parts need at run time (installed only when missing).
+DEB_PACKAGES ?=
+STAMP  := $(VENV)/.installed-$(EXTRAS)
+
+.PHONY: setup system-packages demo test bench clean
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@bash scripts/install-system-packages.sh $(DEB_PACKAGES)
+
+# Reinstall only when the project metadata changes: `make setup` is idempotent and fast.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/gymsmith demo
+
+test: setup
+	$(PY) -m pytest -q -ra
+
+bench: setup
+	$(PY) benchmarks/ops_reset.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,35 @@
+"""Core types shared by every layer: tasks, tools, actions, observations, rewards, trajectories."""
+
+from gymsmith.core.errors import (
+    GymsmithError,
+    KnobError,
+    SplitPolicyError,
+    StoreError,
+    TaskSetError,
+    UnknownFamilyError,
+    VerifierError,
+)
+from gymsmith.core.hashing import canonical_json, content_hash
+from gymsmith.core.types import (
+    Action,
+    ActionErrorKind,
+    ActionError,
+    Observation,
+    Reward,
+    RewardComponent,
+    RolloutStatus,
+    Split,
+    StartStateRef,
+    Step,
+    StepResult,
+    TaskSpec,
+    ToolSpec,
+    Trajectory,
+)
+
+__all__ = [
+    "Action", "ActionError", "ActionErrorKind", "GymsmithError", "KnobError", "Observation", "Reward",
+    "RewardComponent", "RolloutStatus", "Split", "SplitPolicyError", "StartStateRef", "Step",
+    "StepResult", "StoreError", "TaskSetError", "TaskSpec", "ToolSpec", "Trajectory",
+    "UnknownFamilyError", "VerifierError", "canonical_json", "content_hash",
+]

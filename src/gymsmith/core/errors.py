@@ -1,0 +1,44 @@
+"""Errors a user can cause. Each names the input and what was expected."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GymsmithError(Exception):
+    """Base class of every error gymsmith raises on purpose."""
+
+
+class UnknownFamilyError(GymsmithError, KeyError):
+    """No family is registered under the requested name."""
+
+    def __init__(self, name: str, known: Iterable[str]):
+        known = sorted(known)
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(f"unknown family {name!r}; registered families: {', '.join(known) or 'none'}.{hint}")
+        self.name, self.known = name, known
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.args[0]
+
+
+class KnobError(GymsmithError, ValueError):
+    """A knob value is unknown, of the wrong type, or outside its declared range."""
+
+
+class TaskSetError(GymsmithError, ValueError):
+    """A task-set definition cannot be satisfied (bad range, bad split, too few tasks)."""
+
+
+class SplitPolicyError(GymsmithError, PermissionError):
+    """Something that trains asked for held-out tasks."""
+
+
+class StoreError(GymsmithError):
+    """The trajectory store cannot be opened or does not hold what was asked for."""
+
+
+class VerifierError(GymsmithError):
+    """The verifier service crashed, timed out or returned something unreadable."""

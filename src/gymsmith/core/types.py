@@ -1,0 +1,201 @@
+"""Pydantic models for everything that crosses a process, file or network boundary."""
+
+from __future__ import annotations
+
+import enum
+import json
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+
+from gymsmith.core.hashing import content_hash
+
+
+class Split(str, enum.Enum):
+    """Which side of the train / held-out wall a task is on."""
+
+    TRAIN = "train"
+    HELDOUT = "heldout"
+
+
+class ToolSpec(BaseModel):
+    """One tool the agent may call, in OpenAI function-calling form."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Function name the agent calls.", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+    description: str = Field(description="What the tool does; this is the model's documentation.")
+    parameters: dict[str, Any] = Field(description="JSON Schema (an object schema) of the arguments.")
+
+    def to_openai(self) -> dict[str, Any]:
+        """The `tools` entry expected by an OpenAI-compatible chat-completions endpoint."""
+        return {"type": "function", "function": self.model_dump()}
+
+
+class StartStateRef(BaseModel):
+    """Where a task's start state comes from, and the digest that proves which one it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = Field(description="How the state is built, e.g. 'generated' (rebuilt from the seed).")
+    digest: str = Field(description="Content hash of the pristine start state.")
+
+
+class TaskSpec(BaseModel):
+    """A versioned task definition. Its `id` is a content hash of every other field.
+
+    Nothing here is private: a TaskSpec is what the agent side may see. Solution witnesses and expected
+    final states are rebuilt by the verifier from the same seed and never stored in the spec.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    family: str = Field(description="Name of the family that generated the task.")
+    family_version: str = Field(description="Version of that family; a new version makes new ids.")
+    seed: int = Field(description="Seed the generator was called with.")
+    knobs: dict[str, Any] = Field(description="Every knob value used, defaults resolved; includes 'difficulty'.")
+    goal: str = Field(description="The instruction the agent receives.")
+    start_state: StartStateRef
+    tools: tuple[ToolSpec, ...] = Field(description="Tools available in this task.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Agent-visible facts (e.g. goal kind).")
+
+    @field_validator("knobs")
+    @classmethod
+    def _difficulty_in_unit_range(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        d = knobs.get("difficulty")
+        if d is None or not (0.0 <= float(d) <= 1.0):
+            raise ValueError(f"knobs['difficulty'] must be a number in [0, 1], got {d!r}")
+        return knobs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_stated_id(cls, data: Any) -> Any:
+        # A spec read from a file may carry its id; it must match the content or the file was edited.
+        if isinstance(data, dict) and "id" in data:
+            data = dict(data)
+            stated = data.pop("id")
+            spec = cls.model_validate(data)
+            if spec.id != stated:
+                raise ValueError(f"task id {stated!r} does not match its content (hash {spec.id!r}); "
+                                 "the task was edited or made by another family version")
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def id(self) -> str:
+        body = self.model_dump(exclude={"id"}, mode="json")
+        return f"{self.family}-{content_hash(body, length=20)}"
+
+    @property
+    def difficulty(self) -> float:
+        return float(self.knobs["difficulty"])
+
+
+class Action(BaseModel):
+    """A tool call from the agent. `arguments` may be the raw JSON text a model produced."""
+
+    tool: str = Field(description="Name of the tool to call.")
+    arguments: dict[str, Any] | str = Field(default_factory=dict, description="Arguments object or its JSON text.")
+    call_id: str | None = Field(default=None, description="The model's tool-call id, if any.")
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, sort_keys=True)
+
+
+class ActionErrorKind(str, enum.Enum):
+    """Why an action produced an error observation instead of an effect."""
+
+    MALFORMED_JSON = "malformed_json"        # arguments are not a JSON object
+    UNKNOWN_TOOL = "unknown_tool"            # no tool of that name in this task
+    INVALID_ARGUMENTS = "invalid_arguments"  # arguments fail the tool's JSON schema
+    NOT_FOUND = "not_found"                  # a referenced record does not exist
+    RULE_VIOLATION = "rule_violation"        # the business rules refuse the action
+    TRANSIENT = "transient"                  # simulated flaky backend; retrying may work
+    RATE_LIMITED = "rate_limited"            # simulated rate limit; retrying later may work
+    EPISODE_OVER = "episode_over"            # the task was already submitted
+
+    @property
+    def is_invalid_action(self) -> bool:
+        """True for errors that mean the agent sent a bad call (counted as invalid actions)."""
+        return self in (ActionErrorKind.MALFORMED_JSON, ActionErrorKind.UNKNOWN_TOOL,
+                        ActionErrorKind.INVALID_ARGUMENTS, ActionErrorKind.EPISODE_OVER)
+
+
+class ActionError(BaseModel):
+    kind: ActionErrorKind
+    message: str = Field(description="What went wrong, written for the agent to read.")
+
+
+class Observation(BaseModel):
+    """What the agent sees after reset or a step."""
+
+    text: str = Field(description="Text rendering for a language model.")
+    data: Any = Field(default=None, description="The same result as JSON, for programmatic agents.")
+    error: ActionError | None = Field(default=None, description="Set when the action had no effect.")
+
+
+class StepResult(BaseModel):
+    observation: Observation
+    done: bool = Field(description="The episode ended (submitted).")
+    truncated: bool = Field(default=False, description="The episode was cut by a step or time limit.")
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class RewardComponent(BaseModel):
+    value: float = Field(ge=0.0, le=1.0, description="Score of this component in [0, 1].")
+    weight: float = Field(ge=0.0, description="Weight in the shaped reward.")
+    detail: str = Field(default="", description="Why this score, for humans.")
+
+
+class Reward(BaseModel):
+    """The verifier's verdict: dense components, a sparse gate, and the scalar a policy made of them."""
+
+    components: dict[str, RewardComponent]
+    accepted: bool = Field(description="The hidden checks' gate: every hard requirement holds.")
+    gate_failures: list[str] = Field(default_factory=list, description="Hard requirements that failed.")
+    value: float = Field(description="The scalar for training, computed by `policy`.")
+    policy: str = Field(description="Name of the reward policy that computed `value`.")
+    errors: list[str] = Field(default_factory=list, description="Non-fatal problems met while checking.")
+
+    @property
+    def shaped(self) -> float:
+        total = sum(c.weight for c in self.components.values())
+        return sum(c.value * c.weight for c in self.components.values()) / total if total else 0.0
+
+
+class RolloutStatus(str, enum.Enum):
+    COMPLETED = "completed"  # the agent submitted and the verifier scored it
+    TRUNCATED = "truncated"  # a step or time limit ended it; still scored
+    ERROR = "error"          # infrastructure or verifier error: no reward, never a reward of 0
+
+
+class Step(BaseModel):
+    index: int
+    action: Action
+    observation: Observation
+    duration_ms: float = Field(description="Wall time the environment took for this step.")
+
+
+class Trajectory(BaseModel):
+    """One rollout: every action, observation and the reward, with what is needed to reproduce it."""
+
+    rollout_id: str
+    run_id: str
+    task_id: str
+    family: str
+    family_version: str
+    split: Split
+    difficulty: float
+    seed: int = Field(description="Episode seed (agent sampling, simulated faults).")
+    agent: str
+    package_version: str
+    reset_observation: Observation
+    steps: list[Step] = Field(default_factory=list)
+    reward: Reward | None = None
+    status: RolloutStatus
+    error: str | None = Field(default=None, description="Infrastructure or verifier error, if any.")
+    invalid_actions: int = 0
+    final_state_hash: str | None = None
+    started_at: float = Field(description="Unix time the rollout started (wall clock, for the record only).")
+    finished_at: float

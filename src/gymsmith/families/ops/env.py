@@ -1,0 +1,121 @@
+"""The ops environment: a back office in SQLite, reset from a pristine image, with seeded API faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from gymsmith.core.hashing import canonical_json
+from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
+from gymsmith.envs.base import FinalState, ToolEnvironment, error_observation
+from gymsmith.families.ops import tools
+from gymsmith.families.ops.generator import generate_world
+from gymsmith.families.ops.schema import create_database, state_digest
+
+FAULT_RATE_AT_FULL_FIDELITY = 0.2  # share of calls that fail transiently when fidelity = 1
+
+
+@lru_cache(maxsize=256)
+def _build(seed: int, knobs_json: str) -> tuple[bytes, str]:
+    conn = create_database(generate_world(seed, json.loads(knobs_json)).rows)
+    try:
+        return conn.serialize(), state_digest(conn)
+    finally:
+        conn.close()
+
+
+def pristine_image(seed: int, knobs: dict[str, Any]) -> tuple[bytes, str]:
+    """The pristine SQLite image of a task and its content digest; built once per task, then cached."""
+    return _build(seed, canonical_json(knobs))
+
+
+def _task_image(task: TaskSpec) -> bytes:
+    image, digest = pristine_image(task.seed, task.knobs)
+    if digest != task.start_state.digest:
+        raise RuntimeError(f"task {task.id}: rebuilt start state has digest {digest}, the task says "
+                           f"{task.start_state.digest}; the generator changed without a version bump")
+    return image
+
+
+class FaultModel:
+    """Seeded back-office failures: transient errors, rate limits and stale reads.
+
+    Draws come from a Random seeded by (task id, episode seed), so a rollout's faults are reproducible.
+    Faults happen before a tool runs, so a failed call never has a partial effect.
+    """
+
+    def __init__(self, task: TaskSpec, seed: int):
+        self.rate = FAULT_RATE_AT_FULL_FIDELITY * float(task.knobs.get("fidelity") or 0.0)
+        self.rng = random.Random(f"faults:{task.id}:{seed}")
+        self._last_reads: dict[str, Any] = {}
+
+    def failure(self, tool: str) -> Observation | None:
+        if tool == "submit" or self.rate == 0.0:
+            return None
+        r = self.rng.random()
+        if r < self.rate * 0.6:
+            return error_observation(ActionErrorKind.TRANSIENT, f"{tool}: upstream service unavailable (503); retry the call")
+        if r < self.rate:
+            return error_observation(ActionErrorKind.RATE_LIMITED, f"{tool}: rate limit reached (429); retry the call")
+        return None
+
+    def read(self, key: str, fresh: Any) -> Any:
+        """Return `fresh`, or (sometimes) the previous answer to the same read, as a lagging replica would."""
+        stale = self._last_reads.get(key)
+        self._last_reads[key] = fresh
+        if stale is not None and self.rate and self.rng.random() < self.rate * 0.5:
+            return stale
+        return fresh
+
+
+class OpsEnvironment(ToolEnvironment):
+    """Reset restores the task's pristine SQLite image into one in-memory connection (a memcpy, not a rebuild)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn: sqlite3.Connection | None = None
+        self.task: TaskSpec | None = None
+        self.faults: FaultModel | None = None
+
+    def _reset(self, task: TaskSpec, seed: int) -> Observation:
+        image = _task_image(task)
+        if self.conn is None:
+            self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.conn.deserialize(image)
+        self.conn.execute("PRAGMA journal_mode=MEMORY")
+        self.task, self.faults = task, FaultModel(task, seed)
+        board = tools.dashboard(self.conn, task.metadata, task.difficulty)
+        return Observation(text=f"{task.goal}\n\nDashboard: {json.dumps(board, sort_keys=True)}",
+                           data={"goal": task.goal, "dashboard": board})
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
+        assert self.conn is not None and self.faults is not None, "reset() must be called before step()"
+        failure = self.faults.failure(name)
+        if failure is not None:
+            return failure
+        result = tools.call_tool(self.conn, name, arguments)
+        if name in tools.READ_ONLY:  # a lagging replica may serve the answer it gave before the last writes
+            result = self.faults.read(f"{name}:{json.dumps(arguments, sort_keys=True)}", result)
+        return Observation(text=json.dumps(result, sort_keys=True), data=result)
+
+    def state_hash(self) -> str:
+        assert self.conn is not None, "reset() must be called first"
+        return state_digest(self.conn)
+
+    def final_state(self, directory: Path) -> FinalState:
+        assert self.conn is not None, "reset() must be called first"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "final.sqlite"
+        path.write_bytes(self.conn.serialize())
+        os.chmod(path, 0o444)
+        return FinalState(kind="sqlite", path=str(path), digest=self.state_hash())
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

@@ -1,0 +1,101 @@
+"""The ops back office as SQLite: tables, building a database from rows, and the state digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Days are integers on a simulated clock: day 0 is `clock.start_date`, the Monday the task begins.
+# Negative days are history. Money is in integer cents. No wall-clock time appears anywhere.
+TABLES: dict[str, str] = {
+    "clock": "id INTEGER PRIMARY KEY CHECK (id = 1), day INTEGER NOT NULL, start_date TEXT NOT NULL",
+    "budgets": "category TEXT PRIMARY KEY, limit_cents INTEGER NOT NULL, spent_cents INTEGER NOT NULL",
+    "warehouses": "id INTEGER PRIMARY KEY, name TEXT NOT NULL",
+    "customers": "id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL, card_on_file INTEGER NOT NULL",
+    "products": "id INTEGER PRIMARY KEY, sku TEXT NOT NULL UNIQUE, name TEXT NOT NULL, price_cents INTEGER NOT NULL",
+    "inventory": ("warehouse_id INTEGER NOT NULL, product_id INTEGER NOT NULL, on_hand INTEGER NOT NULL, "
+                  "reserved INTEGER NOT NULL, PRIMARY KEY (warehouse_id, product_id)"),
+    "suppliers": ("id INTEGER PRIMARY KEY, name TEXT NOT NULL, product_id INTEGER NOT NULL, "
+                  "unit_cost_cents INTEGER NOT NULL, lead_days INTEGER NOT NULL, active INTEGER NOT NULL"),
+    "purchase_orders": ("id INTEGER PRIMARY KEY, supplier_id INTEGER NOT NULL, product_id INTEGER NOT NULL, "
+                        "warehouse_id INTEGER NOT NULL, quantity INTEGER NOT NULL, cost_cents INTEGER NOT NULL, "
+                        "placed_day INTEGER NOT NULL, arrival_day INTEGER NOT NULL, status TEXT NOT NULL"),
+    "orders": ("id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, product_id INTEGER NOT NULL, "
+               "quantity INTEGER NOT NULL, total_cents INTEGER NOT NULL, placed_day INTEGER NOT NULL, "
+               "due_day INTEGER NOT NULL, status TEXT NOT NULL, warehouse_id INTEGER, shipped_day INTEGER"),
+    "payments": ("id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, customer_id INTEGER NOT NULL, kind TEXT NOT NULL, "
+                 "amount_cents INTEGER NOT NULL, day INTEGER NOT NULL, refund_of INTEGER, reason TEXT"),
+    "staff": ("id INTEGER PRIMARY KEY, name TEXT NOT NULL, max_hours_week INTEGER NOT NULL, "
+              "hourly_cents INTEGER NOT NULL, unavailable_days TEXT NOT NULL"),
+    "shift_needs": "day INTEGER NOT NULL, warehouse_id INTEGER NOT NULL, staff_needed INTEGER NOT NULL, PRIMARY KEY (day, warehouse_id)",
+    "shifts": "id INTEGER PRIMARY KEY, staff_id INTEGER NOT NULL, day INTEGER NOT NULL, warehouse_id INTEGER NOT NULL, hours INTEGER NOT NULL",
+    # The log of mutating tool calls; part of the state (so replays compare it) but ignored by collateral checks.
+    "activity": "id INTEGER PRIMARY KEY, day INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL",
+}
+INDEXES = (
+    "CREATE INDEX orders_by_customer ON orders (customer_id)",
+    "CREATE INDEX orders_by_due ON orders (status, due_day)",
+    "CREATE INDEX payments_by_order ON payments (order_id)",
+    "CREATE INDEX payments_by_customer ON payments (customer_id)",
+    "CREATE INDEX suppliers_by_product ON suppliers (product_id)",
+    "CREATE INDEX shifts_by_staff_day ON shifts (staff_id, day)",
+    "CREATE INDEX po_by_status ON purchase_orders (status, arrival_day)",
+)
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "clock": ("id",), "budgets": ("category",), "inventory": ("warehouse_id", "product_id"),
+    "shift_needs": ("day", "warehouse_id"),
+}
+START_DATE = "2026-03-02"  # a Monday; day N is START_DATE + N days
+
+Rows = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def primary_key(table: str) -> tuple[str, ...]:
+    return PRIMARY_KEYS.get(table, ("id",))
+
+
+def _column_names(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def create_database(rows: Rows) -> sqlite3.Connection:
+    """A new in-memory database holding `rows` (table name -> list of column dicts)."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=MEMORY")
+    conn.execute("BEGIN")
+    for table, ddl in TABLES.items():
+        conn.execute(f"CREATE TABLE {table} ({ddl})")
+    for statement in INDEXES:
+        conn.execute(statement)
+    for table, table_rows in rows.items():
+        if not table_rows:
+            continue
+        names = _column_names(conn, table)
+        placeholders = ",".join("?" for _ in names)
+        conn.executemany(f"INSERT INTO {table} ({','.join(names)}) VALUES ({placeholders})",
+                         [tuple(r.get(n) for n in names) for r in table_rows])
+    conn.execute("COMMIT")
+    return conn
+
+
+def dump_tables(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
+    """Every table's rows in primary-key order: the canonical content of the state."""
+    return {table: conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(primary_key(table))}").fetchall()
+            for table in TABLES}
+
+
+def state_digest(conn: sqlite3.Connection) -> str:
+    """Content hash of the database, independent of page layout (so equal content, equal digest)."""
+    h = hashlib.sha256()
+    for table, rows in dump_tables(conn).items():
+        h.update(table.encode())
+        h.update(json.dumps(rows, separators=(",", ":")).encode())
+    return h.hexdigest()[:32]
+
+
+def open_snapshot(path: str) -> sqlite3.Connection:
+    """Open a final-state snapshot file read-only (the verifier never writes to it)."""
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)

@@ -1,0 +1,73 @@
+"""Finding families: built-ins, the `gymsmith.families` entry-point group, and explicit registration."""
+
+from __future__ import annotations
+
+import threading
+from importlib.metadata import entry_points
+
+from gymsmith.core.errors import GymsmithError, UnknownFamilyError
+from gymsmith.registry.family import Family, FamilyInfo
+
+ENTRY_POINT_GROUP = "gymsmith.families"
+_BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily"}
+
+_lock = threading.Lock()
+_registered: dict[str, tuple[Family, str]] = {}
+_loaded = False
+
+
+def register_family(family: Family, *, source: str = "register_family") -> Family:
+    """Register a family instance under `family.name` (a later registration replaces it)."""
+    if not isinstance(family, Family):
+        raise TypeError(f"{family!r} does not implement the Family protocol (name, version, knobs, "
+                        "checks_module, generate, make_env, agents)")
+    with _lock:
+        _registered[family.name] = (family, source)
+    return family
+
+
+def _load(target: str, source: str) -> None:
+    module_name, _, attr = target.partition(":")
+    module = __import__(module_name, fromlist=[attr])
+    obj = getattr(module, attr)
+    register_family(obj() if isinstance(obj, type) else obj, source=source)
+
+
+def _ensure_loaded() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for name, target in _BUILTINS.items():
+        _load(target, "builtin")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value in _BUILTINS.values():
+            continue  # our own package's entry point for a built-in
+        try:
+            _load(ep.value, f"entry point {ep.name} = {ep.value}")
+        except Exception as exc:  # a broken plug-in must name itself, not break every command
+            raise GymsmithError(f"family entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+    _loaded = True
+
+
+def get_family(name: str) -> Family:
+    """Return the family registered as `name`. Raises UnknownFamilyError with close matches."""
+    _ensure_loaded()
+    try:
+        return _registered[name][0]
+    except KeyError:
+        raise UnknownFamilyError(name, _registered) from None
+
+
+def list_families() -> list[FamilyInfo]:
+    """Every registered family, sorted by name."""
+    _ensure_loaded()
+    return [FamilyInfo(name=n, version=f.version, source=src, knobs=list(f.knobs), agents=sorted(f.agents()))
+            for n, (f, src) in sorted(_registered.items())]
+
+
+def reload_families() -> None:
+    """Forget discovered families and scan again (for plug-ins installed while running)."""
+    global _loaded
+    with _lock:
+        _registered.clear()
+        _loaded = False

@@ -1,0 +1,33 @@
+"""Messages between the runner and the verifier process, and what hidden checks return."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from gymsmith.core.types import Reward, RewardComponent, TaskSpec
+
+
+class CheckResult(BaseModel):
+    """What a family's hidden checks return: dense components and the gate's failures (empty = accepted)."""
+
+    components: dict[str, RewardComponent]
+    gate_failures: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.gate_failures
+
+
+class VerifyRequest(BaseModel):
+    request_id: int
+    task: TaskSpec
+    final_state_kind: str
+    final_state_path: str = Field(description="Read-only snapshot written by the environment.")
+    policy: str
+
+
+class VerifyResponse(BaseModel):
+    request_id: int
+    reward: Reward | None = None
+    error: str | None = Field(default=None, description="Set when the checks could not produce a verdict.")

@@ -1,0 +1,144 @@
+"""The runner's side of the verifier: a pool of long-lived worker processes behind one call."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from gymsmith.core.errors import VerifierError
+from gymsmith.core.types import Reward, TaskSpec
+from gymsmith.envs.base import FinalState
+from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
+from gymsmith.verifier.protocol import VerifyRequest, VerifyResponse
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class _Worker:
+    """One verifier process. Not thread-safe: the pool hands each worker to one caller at a time."""
+
+    def __init__(self, env: Mapping[str, str] | None):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gymsmith.verifier.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr_tail: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self._keep_stderr), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, sink) -> None:
+        for line in stream:
+            sink(line)
+        sink(None)
+
+    def _keep_stderr(self, line: str | None) -> None:
+        if line is not None:
+            self.stderr_tail = (self.stderr_tail + [line.rstrip()])[-20:]
+
+    def call(self, request: VerifyRequest, timeout: float) -> VerifyResponse:
+        try:
+            self.proc.stdin.write(request.model_dump_json() + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise VerifierError(f"verifier process is gone ({exc}); stderr: {self._tail()}") from None
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise VerifierError(f"verifier timed out after {timeout:g} s on task {request.task.id}") from None
+        if line is None:
+            code = self.proc.wait()
+            raise VerifierError(f"verifier process died (exit code {code}) on task {request.task.id}; stderr: {self._tail()}")
+        try:
+            response = VerifyResponse.model_validate_json(line)
+        except ValueError as exc:
+            self.kill()
+            raise VerifierError(f"verifier sent an unreadable response: {exc}") from None
+        if response.request_id != request.request_id:
+            self.kill()
+            raise VerifierError(f"verifier answered request {response.request_id}, expected {request.request_id}")
+        return response
+
+    def _tail(self) -> str:
+        return " | ".join(self.stderr_tail[-5:]) or "(empty)"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class VerifierService:
+    """Scores final states in separate processes. Thread-safe; `workers` verifications run at once.
+
+    A crash, a timeout or an error inside the checks raises VerifierError: it is never turned into a
+    reward of 0. A dead or timed-out worker is replaced on the next call.
+    """
+
+    def __init__(self, *, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.timeout_s, self._env = timeout_s, env
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        for _ in range(workers):
+            self._idle.put(None)  # started lazily
+        self._ids = itertools.count(1)
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def verify(self, task: TaskSpec, final_state: FinalState, *, policy: str = DEFAULT_POLICY) -> Reward:
+        """Return the Reward for `final_state` of `task` under `policy`. Raises VerifierError, ValueError (policy)."""
+        get_policy(policy)
+        if not Path(final_state.path).exists():
+            raise VerifierError(f"final state {final_state.path} does not exist")
+        request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind=final_state.kind,
+                                final_state_path=final_state.path, policy=policy)
+        worker = self._idle.get()
+        try:
+            if worker is None or not worker.alive():
+                worker = _Worker(self._env)
+                with self._lock:
+                    self._all.append(worker)
+            response = worker.call(request, self.timeout_s)
+        finally:
+            self._idle.put(worker if worker is not None and worker.alive() else None)
+        if response.error is not None or response.reward is None:
+            raise VerifierError(response.error or "verifier returned neither a reward nor an error")
+        return response.reward
+
+    def pids(self) -> list[int]:
+        """Process ids of the live workers (for tests that check the boundary)."""
+        with self._lock:
+            return [w.proc.pid for w in self._all if w.alive()]
+
+    def close(self) -> None:
+        with self._lock:
+            for w in self._all:
+                w.close()
+            self._all.clear()
+
+    def __enter__(self) -> "VerifierService":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
