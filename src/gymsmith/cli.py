@@ -1,0 +1,234 @@
+"""The `gymsmith` command line: a thin layer over the Python API (every command is a plain call)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gymsmith.core.errors import GymsmithError
+from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
+from gymsmith.runner.local import RunConfig, SummaryRow, run as run_config, summarize
+from gymsmith.store import DEFAULT_STORE, TrajectoryStore, export_parquet
+from gymsmith.verifier.policies import DEFAULT_POLICY
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Build, run and audit verifiable RL environments for LLM agents.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Generate and inspect tasks.")
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect stored runs.")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(runs_app, name="runs")
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _guard(fn):
+    """Turn user errors into one clear line and exit code 2, instead of a traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (GymsmithError, ValueError, ValidationError) as exc:
+            _fail(str(exc))
+    return wrapper
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _knobs(pairs: list[str], difficulty: Optional[str]) -> dict[str, Any]:
+    knobs: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--knob {pair!r}: expected NAME=VALUE or NAME=LOW:HIGH")
+        name, value = pair.split("=", 1)
+        knobs[name] = _range_or_value(value, f"--knob {name}")
+    if difficulty is not None:
+        knobs["difficulty"] = _range_or_value(difficulty, "--difficulty")
+    return knobs
+
+
+def _range_or_value(text: str, what: str) -> Any:
+    if ":" in text:
+        low, _, high = text.partition(":")
+        try:
+            return [float(low), float(high)]
+        except ValueError:
+            raise ValueError(f"{what} {text!r}: expected LOW:HIGH numbers") from None
+    return _parse_value(text)
+
+
+@app.command()
+@_guard
+def families() -> None:
+    """List registered task families with their knobs and agents."""
+    table = Table("family", "version", "source", "knobs", "agents")
+    for f in list_families():
+        knobs = ", ".join(f"{k.name}[{'|'.join(k.choices)}]" if k.choices else f"{k.name}[{k.low:g}..{k.high:g}]"
+                          for k in f.knobs)
+        table.add_row(f.name, f.version, f.source, knobs, ", ".join(f.agents))
+    console.print(table)
+
+
+@tasks_app.command("sample")
+@_guard
+def tasks_sample(family: str, seed: int = typer.Option(0, help="Generator seed."),
+                 difficulty: Optional[float] = typer.Option(None, help="Difficulty in [0, 1]."),
+                 knob: list[str] = typer.Option([], help="NAME=VALUE, repeatable."),
+                 as_json: bool = typer.Option(False, "--json", help="Print the TaskSpec as JSON.")) -> None:
+    """Generate one task. The same seed and knobs always give the same task (and id)."""
+    knobs = _knobs(knob, None if difficulty is None else str(difficulty))
+    task = get_family(family).generate(seed, **knobs)
+    if as_json:
+        sys.stdout.write(task.model_dump_json(indent=2) + "\n")
+        return
+    console.print(f"[bold]{task.id}[/]  split={split_of(task.id).value}  difficulty={task.difficulty}")
+    console.print(f"knobs: {task.knobs}")
+    console.print(task.goal)
+
+
+@tasks_app.command("list")
+@_guard
+def tasks_list(family: str, count: int = 10, split: str = "all", base_seed: int = 0,
+               difficulty: str = typer.Option("0:1", help="VALUE or LOW:HIGH."),
+               knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
+               as_json: bool = typer.Option(False, "--json", help="One TaskSpec JSON per line.")) -> None:
+    """List a reproducible task set."""
+    spec = TaskSetSpec(family=family, count=count, split=split, base_seed=base_seed, knobs=_knobs(knob, difficulty))
+    tasks = build_taskset(spec)
+    if as_json:
+        for t in tasks:
+            sys.stdout.write(t.model_dump_json() + "\n")
+        return
+    table = Table("task id", "split", "difficulty", "kind", "goal")
+    for t in tasks:
+        table.add_row(t.id, split_of(t.id).value, f"{t.difficulty:.2f}", str(t.knobs.get("kind", "")), t.goal[:70] + "…")
+    console.print(table)
+
+
+def print_summary(rows: list[SummaryRow], title: str) -> None:
+    table = Table("split", "agent", "difficulty", "rollouts", "errors", "mean reward", "acceptance", title=title)
+    for r in rows:
+        table.add_row(r.split, r.agent, r.difficulty_bin, str(r.rollouts), str(r.errors),
+                      "—" if r.mean_reward is None else f"{r.mean_reward:.3f}",
+                      "—" if r.acceptance is None else f"{r.acceptance:.1%}")
+    console.print(table)
+
+
+def execute(config: RunConfig, store_path: str, *, show_progress: bool = True) -> TrajectoryStore:
+    """Run `config` into the store with a progress bar; print the summary. Shared by run, eval and demo."""
+    store = TrajectoryStore(store_path)
+    columns = (TextColumn(f"[bold]{config.run_id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[last]}"))
+    with Progress(*columns, console=err, disable=not show_progress, transient=False) as bar:
+        job = bar.add_task("rollouts", total=None, last="")
+
+        def report(done: int, total: int, t) -> None:
+            last = "" if t is None else f"{t.agent}: {t.status.value}" + ("" if t.reward is None else f" r={t.reward.value:.2f}")
+            bar.update(job, completed=done, total=total, last=last)
+
+        run_config(config, store, progress=report)
+    print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")
+    return store
+
+
+def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
+                 difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str) -> None:
+    config = RunConfig(run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=purpose,
+                       taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
+                                           base_seed=base_seed, knobs=_knobs(knob, difficulty)),
+                       agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
+                       concurrency=concurrency, max_steps=max_steps, policy=policy)
+    execute(config, store)
+
+
+_AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names.")
+
+
+@app.command()
+@_guard
+def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."), agents: str = _AGENTS,
+        seeds: int = typer.Option(1, help="Episode seeds per task and agent."),
+        run_id: Optional[str] = typer.Option(None, help="Reuse an id to resume a run."),
+        store: str = typer.Option(DEFAULT_STORE, help="SQLite path or database URL."),
+        difficulty: str = typer.Option("0:1", help="VALUE or LOW:HIGH."),
+        knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
+        base_seed: int = 0, concurrency: int = 2, max_steps: int = 300,
+        policy: str = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")) -> None:
+    """Run agents on train-split tasks (held-out tasks are only reachable through `eval`)."""
+    _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps, policy)
+
+
+@app.command("eval")
+@_guard
+def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."), agents: str = _AGENTS,
+          seeds: int = 1, run_id: Optional[str] = None, store: str = DEFAULT_STORE,
+          difficulty: str = "0:1", knob: list[str] = typer.Option([]), base_seed: int = 0,
+          concurrency: int = 2, max_steps: int = 300, policy: str = DEFAULT_POLICY) -> None:
+    """Evaluate agents on held-out tasks only."""
+    _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps, policy)
+
+
+@runs_app.command("list")
+@_guard
+def runs_list(store: str = DEFAULT_STORE) -> None:
+    """Runs in the store."""
+    table = Table("run id", "purpose", "created", "rollouts", "errors", "version")
+    for r in TrajectoryStore(store).runs():
+        table.add_row(r.run_id, r.purpose, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
+                      str(r.rollouts), str(r.errors), r.package_version)
+    console.print(table)
+
+
+@runs_app.command("show")
+@_guard
+def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = True) -> None:
+    """Summary of one run: mean reward and acceptance by split, agent and difficulty bin."""
+    s = TrajectoryStore(store)
+    if not s.run_exists(run_id):
+        known = ", ".join(r.run_id for r in s.runs()[-5:]) or "none"
+        raise GymsmithError(f"no run {run_id!r} in {store}; latest runs: {known}")
+    print_summary(summarize(s.rollout_rows([run_id]), by_bin=by_difficulty), f"run {run_id}")
+
+
+@app.command()
+@_guard
+def export(parquet: Path = typer.Option(..., help="Output Parquet file."), store: str = DEFAULT_STORE,
+           run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted.")) -> None:
+    """Export stored rollouts (steps and reward components nested) to Parquet."""
+    n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)
+    console.print(f"wrote {n} rollouts to {parquet}")
+
+
+@app.command()
+@_guard
+def demo(store: str = DEFAULT_STORE, train_tasks: int = 200, heldout_tasks: int = 50,
+         out: Path = typer.Option(Path("runs/demo-summary.html"), help="HTML summary path.")) -> None:
+    """Generate ops tasks across difficulties, run oracle, greedy, random and null on train and held-out tasks."""
+    from gymsmith.demo import run_demo
+
+    if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out):
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,139 @@
+"""The local runner: task set x agents x seeds, bounded concurrency, resumable, stored as it goes."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from gymsmith.core.errors import SplitPolicyError
+from gymsmith.core.types import Split, TaskSpec, Trajectory
+from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
+from gymsmith.runner.rollout import run_rollout
+from gymsmith.store.sql import TrajectoryStore
+from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
+from gymsmith.verifier.service import VerifierService
+
+DIFFICULTY_BINS = 5
+
+
+class RunConfig(BaseModel):
+    """A run: which tasks, which agents, how many episode seeds, and the limits."""
+
+    run_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+    purpose: Literal["train", "eval"] = "train"
+    taskset: TaskSetSpec
+    agents: list[str] = Field(min_length=1)
+    seeds: int = Field(default=1, ge=1, le=1000, description="Episode seeds per (task, agent): 0..seeds-1.")
+    max_steps: int = Field(default=300, ge=1)
+    time_limit_s: float = Field(default=120.0, gt=0)
+    concurrency: int = Field(default=2, ge=1, le=64)
+    policy: str = DEFAULT_POLICY
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        get_policy(value)
+        return value
+
+
+class SummaryRow(BaseModel):
+    split: str
+    agent: str
+    difficulty_bin: str
+    rollouts: int
+    errors: int
+    mean_reward: float | None
+    acceptance: float | None
+
+
+def check_split_policy(config: RunConfig) -> None:
+    """Training runs see train tasks only; eval runs held-out tasks only. Raises SplitPolicyError."""
+    split = config.taskset.split
+    if config.purpose == "train" and split != "train":
+        raise SplitPolicyError(f"a training run may only use split 'train', not {split!r}; "
+                               "held-out tasks are for evaluation (gymsmith eval)")
+    if config.purpose == "eval" and split != "heldout":
+        raise SplitPolicyError(f"an eval run uses split 'heldout', not {split!r}")
+
+
+def _bin(difficulty: float) -> str:
+    i = min(DIFFICULTY_BINS - 1, int(difficulty * DIFFICULTY_BINS))
+    return f"{i / DIFFICULTY_BINS:.1f}-{(i + 1) / DIFFICULTY_BINS:.1f}"
+
+
+def summarize(rows: list[dict[str, Any]], *, by_bin: bool = True) -> list[SummaryRow]:
+    """Mean reward and acceptance by split, agent and difficulty bin; errors are counted, not averaged in."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["split"], r["agent"], _bin(r["difficulty"]) if by_bin else "all")].append(r)
+    out = []
+    for (split, agent, b), rs in sorted(groups.items()):
+        scored = [r for r in rs if r["status"] != "error"]
+        out.append(SummaryRow(split=split, agent=agent, difficulty_bin=b, rollouts=len(rs), errors=len(rs) - len(scored),
+                              mean_reward=sum(r["reward"] for r in scored) / len(scored) if scored else None,
+                              acceptance=sum(bool(r["accepted"]) for r in scored) / len(scored) if scored else None))
+    return out
+
+
+ProgressCallback = Callable[[int, int, Trajectory | None], None]
+
+
+def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
+        tasks: list[TaskSpec] | None = None) -> list[Trajectory]:
+    """Run every (task, agent, seed) of `config` not already stored under its run id; return the new trajectories.
+
+    Each finished rollout is written in its own transaction as soon as it completes, so a killed run
+    loses at most the rollouts in flight, and rerunning the same run id finishes the rest.
+    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
+    """
+    check_split_policy(config)
+    family = get_family(config.taskset.family)
+    factories = family.agents()
+    unknown = [a for a in config.agents if a not in factories]
+    if unknown:
+        raise ValueError(f"unknown agent(s) {unknown} for family {family.name!r}; available: {sorted(factories)}")
+    tasks = tasks if tasks is not None else build_taskset(config.taskset)
+    store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
+    done = store.completed_keys(config.run_id)
+    work = [(t, a, s) for t in tasks for a in config.agents for s in range(config.seeds) if (t.id, a, s) not in done]
+    total = len(tasks) * len(config.agents) * config.seeds
+    finished = total - len(work)
+    if progress:
+        progress(finished, total, None)
+    local = threading.local()
+
+    def one(task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
+        if not hasattr(local, "env"):
+            local.env = family.make_env()  # one environment per worker thread, reused across rollouts
+        split = split_of(task.id, heldout_fraction=config.taskset.heldout_fraction)
+        return run_rollout(env=local.env, agent=factories[agent_name](), task=task, split=split, seed=seed,
+                           run_id=config.run_id, verifier=verifier, policy=config.policy,
+                           max_steps=config.max_steps, time_limit_s=config.time_limit_s)
+
+    results: list[Trajectory] = []
+    with VerifierService(workers=config.concurrency) as verifier, ThreadPoolExecutor(config.concurrency) as pool:
+        pending: dict[Future, TaskSpec] = {}
+        queue = iter(work)
+        for item in queue:  # keep at most 2 x concurrency submitted, so an interrupt loses little
+            pending[pool.submit(one, *item)] = item[0]
+            if len(pending) >= 2 * config.concurrency:
+                break
+        while pending:
+            finished_now, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished_now:
+                task = pending.pop(fut)
+                trajectory = fut.result()
+                store.add(trajectory, task)
+                results.append(trajectory)
+                finished += 1
+                if progress:
+                    progress(finished, total, trajectory)
+                nxt = next(queue, None)
+                if nxt is not None:
+                    pending[pool.submit(one, *nxt)] = nxt[0]
+    return results

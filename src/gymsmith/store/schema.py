@@ -1,0 +1,79 @@
+"""The trajectory store's SQL schema (SQLAlchemy Core): runs, rollouts, steps, reward components."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+metadata = MetaData()
+
+runs = Table(
+    "runs", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("created_at", Float, nullable=False),
+    Column("purpose", String(16), nullable=False),  # train | eval
+    Column("package_version", String(64), nullable=False),
+    Column("config", Text, nullable=False),  # RunConfig as JSON
+)
+
+rollouts = Table(
+    "rollouts", metadata,
+    Column("rollout_id", String(64), primary_key=True),
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("task_id", String(64), nullable=False),
+    Column("family", String(64), nullable=False),
+    Column("family_version", String(32), nullable=False),
+    Column("split", String(16), nullable=False),
+    Column("difficulty", Float, nullable=False),
+    Column("agent", String(64), nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("reward", Float),  # NULL exactly when status = 'error'
+    Column("accepted", Boolean),
+    Column("policy", String(32)),
+    Column("n_steps", Integer, nullable=False),
+    Column("invalid_actions", Integer, nullable=False),
+    Column("final_state_hash", String(64)),
+    Column("error", Text),
+    Column("package_version", String(64), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float, nullable=False),
+    Column("task", Text, nullable=False),  # TaskSpec JSON (agent-visible; no witness)
+    Column("reset_observation", Text, nullable=False),
+    Column("gate_failures", Text, nullable=False),  # JSON list
+    UniqueConstraint("run_id", "task_id", "agent", "seed", name="one_rollout_per_key"),
+    Index("rollouts_by_run", "run_id"),
+    Index("rollouts_by_reward", "reward"),
+)
+
+steps = Table(
+    "steps", metadata,
+    Column("rollout_id", String(64), ForeignKey("rollouts.rollout_id"), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("tool", String(64), nullable=False),
+    Column("arguments", Text, nullable=False),  # as sent (a model's raw JSON text is kept verbatim)
+    Column("observation", Text, nullable=False),  # Observation JSON
+    Column("error_kind", String(32)),
+    Column("duration_ms", Float, nullable=False),
+)
+
+reward_components = Table(
+    "reward_components", metadata,
+    Column("rollout_id", String(64), ForeignKey("rollouts.rollout_id"), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("value", Float, nullable=False),
+    Column("weight", Float, nullable=False),
+    Column("detail", Text, nullable=False),
+)

@@ -1,0 +1,179 @@
+"""The trajectory store: SQLite by default (WAL), any SQLAlchemy URL otherwise. One transaction per rollout."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+
+from gymsmith.core.errors import StoreError
+from gymsmith.core.types import Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
+from gymsmith.store.schema import metadata, reward_components, rollouts, runs, steps
+
+DEFAULT_STORE = "runs/gymsmith.db"
+
+
+def store_url(location: str | Path) -> str:
+    """A SQLAlchemy URL for `location`: a URL is kept, a plain path becomes a SQLite file URL."""
+    text = str(location)
+    if "://" in text:
+        return text
+    path = Path(text).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+class RunInfo(BaseModel):
+    run_id: str
+    created_at: float
+    purpose: str
+    package_version: str
+    rollouts: int
+    errors: int
+
+
+class TrajectoryStore:
+    """Stores trajectories; safe for several writer processes on one SQLite file (WAL, busy timeout)."""
+
+    def __init__(self, location: str | Path = DEFAULT_STORE):
+        url = store_url(location)
+        try:
+            self.engine: Engine = create_engine(url, future=True)
+        except (ArgumentError, ImportError) as exc:
+            raise StoreError(f"cannot open store {location!r}: {exc}; expected a file path or a database URL "
+                             "such as sqlite:///runs/gymsmith.db") from None
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        try:
+            metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise StoreError(f"cannot open store {location!r}: {exc.orig}") from None
+        self.location = url
+
+    # -- writing --------------------------------------------------------------------------------
+    def create_run(self, run_id: str, *, purpose: str, config: dict[str, Any]) -> bool:
+        """Record a run; returns False if it already exists (a resume). Raises StoreError on a purpose clash."""
+        with self.engine.begin() as conn:
+            existing = conn.execute(select(runs.c.purpose).where(runs.c.run_id == run_id)).scalar()
+            if existing is not None:
+                if existing != purpose:
+                    raise StoreError(f"run {run_id!r} exists as a {existing} run; cannot reuse it for {purpose}")
+                return False
+            from gymsmith import __version__
+            conn.execute(insert(runs).values(run_id=run_id, created_at=time.time(), purpose=purpose,
+                                             package_version=__version__, config=json.dumps(config, sort_keys=True)))
+        return True
+
+    def add(self, t: Trajectory, task: TaskSpec) -> bool:
+        """Write one finished rollout with its steps and components in a single transaction.
+
+        Returns False (and writes nothing) if this rollout id is already stored.
+        """
+        reward = t.reward
+        row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
+                   family_version=t.family_version, split=t.split.value, difficulty=t.difficulty, agent=t.agent,
+                   seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
+                   accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
+                   n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
+                   error=t.error, package_version=t.package_version, started_at=t.started_at,
+                   finished_at=t.finished_at, task=task.model_dump_json(),
+                   reset_observation=t.reset_observation.model_dump_json(),
+                   gate_failures=json.dumps(reward.gate_failures if reward else []))
+        step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool, arguments=s.action.arguments_text(),
+                          observation=s.observation.model_dump_json(),
+                          error_kind=s.observation.error.kind.value if s.observation.error else None,
+                          duration_ms=s.duration_ms) for s in t.steps]
+        comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
+                     for n, c in (reward.components.items() if reward else ())]
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(rollouts), [row])
+                if step_rows:
+                    conn.execute(insert(steps), step_rows)
+                if comp_rows:
+                    conn.execute(insert(reward_components), comp_rows)
+        except IntegrityError:
+            return False
+        return True
+
+    # -- reading --------------------------------------------------------------------------------
+    def completed_keys(self, run_id: str) -> set[tuple[str, str, int]]:
+        """(task_id, agent, seed) of every rollout of `run_id` already stored."""
+        with self.engine.connect() as conn:
+            return {tuple(r) for r in conn.execute(
+                select(rollouts.c.task_id, rollouts.c.agent, rollouts.c.seed).where(rollouts.c.run_id == run_id))}
+
+    def runs(self) -> list[RunInfo]:
+        with self.engine.connect() as conn:
+            counts = {r.run_id: (r.n, r.errors) for r in conn.execute(
+                select(rollouts.c.run_id, func.count().label("n"),
+                       func.sum((rollouts.c.status == "error").cast(type_=rollouts.c.n_steps.type)).label("errors"))
+                .group_by(rollouts.c.run_id))}
+            return [RunInfo(run_id=r.run_id, created_at=r.created_at, purpose=r.purpose, package_version=r.package_version,
+                            rollouts=counts.get(r.run_id, (0, 0))[0], errors=int(counts.get(r.run_id, (0, 0))[1] or 0))
+                    for r in conn.execute(select(runs).order_by(runs.c.created_at))]
+
+    def run_exists(self, run_id: str) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first() is not None
+
+    def rollout_rows(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Flat rollout rows (no steps), optionally for some runs only."""
+        query = select(rollouts).order_by(rollouts.c.run_id, rollouts.c.started_at)
+        if run_ids is not None:
+            query = query.where(rollouts.c.run_id.in_(list(run_ids)))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def trajectory(self, rollout_id: str) -> Trajectory:
+        """The full stored trajectory. Raises StoreError if there is no such rollout."""
+        with self.engine.connect() as conn:
+            r = conn.execute(select(rollouts).where(rollouts.c.rollout_id == rollout_id)).mappings().first()
+            if r is None:
+                raise StoreError(f"no rollout {rollout_id!r} in {self.location}")
+            step_rows = conn.execute(select(steps).where(steps.c.rollout_id == rollout_id).order_by(steps.c.idx)).mappings()
+            comps = conn.execute(select(reward_components).where(reward_components.c.rollout_id == rollout_id)).mappings()
+            components = {c["name"]: RewardComponent(value=c["value"], weight=c["weight"], detail=c["detail"]) for c in comps}
+            trajectory_steps = [Step(index=s["idx"], action=_action(s["tool"], s["arguments"]),
+                                     observation=Observation.model_validate_json(s["observation"]),
+                                     duration_ms=s["duration_ms"]) for s in step_rows]
+        reward = None
+        if r["reward"] is not None:
+            reward = Reward(components=components, accepted=bool(r["accepted"]), value=r["reward"], policy=r["policy"],
+                            gate_failures=json.loads(r["gate_failures"]))
+        return Trajectory(rollout_id=r["rollout_id"], run_id=r["run_id"], task_id=r["task_id"], family=r["family"],
+                          family_version=r["family_version"], split=r["split"], difficulty=r["difficulty"], seed=r["seed"],
+                          agent=r["agent"], package_version=r["package_version"],
+                          reset_observation=Observation.model_validate_json(r["reset_observation"]),
+                          steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
+                          invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
+                          started_at=r["started_at"], finished_at=r["finished_at"])
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _action(tool: str, arguments: str):
+    from gymsmith.core.types import Action
+
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return Action(tool=tool, arguments=arguments)  # malformed JSON from the agent, kept verbatim
+    return Action(tool=tool, arguments=parsed if isinstance(parsed, dict) else arguments)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

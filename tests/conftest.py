@@ -1,0 +1,104 @@
+"""Shared fixtures. Everything here uses the real parts: real verifier processes, real SQLite files."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gymsmith.registry import get_family, reload_families
+
+PLUGIN_FAMILY = '''
+"""A third-party family installed through the gymsmith.families entry point (test plug-in).
+
+Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise.
+"""
+import os
+from gymsmith.agents.base import NullAgent
+from gymsmith.core.types import Observation, StartStateRef, TaskSpec, ToolSpec
+from gymsmith.envs.base import FinalState, ToolEnvironment
+from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
+
+SUBMIT = ToolSpec(name="submit", description="Finish.", parameters={"type": "object", "properties": {}})
+
+class Env(ToolEnvironment):
+    def _reset(self, task, seed):
+        return Observation(text=task.goal)
+    def _call(self, name, arguments):
+        return Observation(text="submitted")
+    def state_hash(self):
+        return "x"
+    def final_state(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        p = directory / "final.txt"
+        p.write_text("done")
+        return FinalState(kind="text", path=str(p), digest="x")
+    def close(self):
+        pass
+
+class PluginFamily:
+    name = "plugfam"
+    version = "0.1"
+    checks_module = "plugfam_checks"
+    knobs = (DIFFICULTY, Knob(name="mode", kind=KnobKind.CHOICE, choices=("ok", "crash", "hang", "raise"), default="ok",
+                              description="how the checks behave"))
+    def generate(self, seed, **knobs):
+        k = resolve_knobs(self.knobs, knobs, lambda d: {})
+        return TaskSpec(family=self.name, family_version=self.version, seed=seed, knobs=k, goal="submit",
+                        start_state=StartStateRef(kind="none", digest="x"), tools=(SUBMIT,))
+    def make_env(self):
+        return Env()
+    def agents(self):
+        return {"null": NullAgent}
+'''
+
+PLUGIN_CHECKS = '''
+import os, time
+from gymsmith.core.types import RewardComponent
+from gymsmith.verifier.protocol import CheckResult
+
+def verify(task, final_state):
+    mode = task.knobs["mode"]
+    if mode == "crash":
+        os._exit(3)
+    if mode == "hang":
+        time.sleep(600)
+    if mode == "raise":
+        raise RuntimeError("checks exploded")
+    print("noise on stdout must not break the protocol")
+    return CheckResult(components={"done": RewardComponent(value=1.0, weight=1.0)})
+'''
+
+
+@pytest.fixture(scope="session")
+def plugin_path(tmp_path_factory) -> Path:
+    """A directory on sys.path holding a plug-in family installed as a distribution with an entry point."""
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "plugfam.py").write_text(PLUGIN_FAMILY)
+    (root / "plugfam_checks.py").write_text(PLUGIN_CHECKS)
+    info = root / "plugfam-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugfam\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+        [gymsmith.families]
+        plugfam = plugfam:PluginFamily
+        """))
+    sys.path.insert(0, str(root))
+    reload_families()
+    yield root
+    sys.path.remove(str(root))
+    reload_families()
+
+
+@pytest.fixture
+def plugin_env(plugin_path) -> dict[str, str]:
+    """Environment for a verifier process that must see the plug-in too."""
+    return {"PYTHONPATH": os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.fixture(scope="session")
+def ops():
+    return get_family("ops")

@@ -1,0 +1,92 @@
+"""Scripted agents on ops: the oracle solves every task, null never passes, difficulty really is harder,
+and nothing the agent sees contains the solution witness or the expected final state."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from gymsmith.core import RolloutStatus
+from gymsmith.families.ops.generator import generate_world
+from gymsmith.registry import TaskSetSpec, build_taskset
+from gymsmith.runner import RunConfig, run
+from gymsmith.store import TrajectoryStore
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return TrajectoryStore(tmp_path_factory.mktemp("store") / "agents.db")
+
+
+@pytest.fixture(scope="module")
+def oracle_run(store):
+    """Oracle and null on 520 train tasks across all difficulties (every goal kind, faults included)."""
+    config = RunConfig(run_id="oracle-520", taskset=TaskSetSpec(family="ops", count=520, split="train", base_seed=11),
+                       agents=["oracle", "null"], concurrency=2)
+    run(config, store)
+    return store.rollout_rows(["oracle-520"])
+
+
+def test_oracle_accepted_on_every_generated_task(oracle_run):
+    oracle = [r for r in oracle_run if r["agent"] == "oracle"]
+    assert len(oracle) == 520
+    assert all(r["status"] == RolloutStatus.COMPLETED.value for r in oracle)
+    failed = [(r["task_id"], r["gate_failures"]) for r in oracle if not r["accepted"]]
+    assert failed == []
+    assert all(r["reward"] == 1.0 for r in oracle)
+    kinds = {json.loads(r["task"])["knobs"]["kind"] for r in oracle}
+    assert kinds == {"fulfil", "resource", "staff", "billing"}
+    difficulties = sorted(r["difficulty"] for r in oracle)
+    assert difficulties[0] < 0.05 and difficulties[-1] > 0.95
+
+
+def test_null_never_accepted(oracle_run):
+    null = [r for r in oracle_run if r["agent"] == "null"]
+    assert len(null) == 520 and not any(r["accepted"] for r in null)
+
+
+def _bin_means(rows, agent):
+    bins = defaultdict(list)
+    for r in rows:
+        if r["agent"] == agent:
+            bins[min(4, int(r["difficulty"] * 5))].append(r["reward"])
+    return [sum(v) / len(v) for _, v in sorted(bins.items())]
+
+
+def test_greedy_and_random_reward_falls_with_difficulty(store):
+    """Five difficulty bins of 60 tasks each. The trend must fall: each bin at most 0.01 (well under a
+    bin's sampling noise) above the one before, and the hardest bin clearly below the easiest."""
+    tasks = []
+    for i in range(5):
+        tasks += build_taskset(TaskSetSpec(family="ops", count=60, split="train", base_seed=100 + i,
+                                           knobs={"difficulty": [i / 5, (i + 1) / 5 - 1e-6]}))
+    config = RunConfig(run_id="difficulty", taskset=TaskSetSpec(family="ops", count=300), agents=["greedy", "random"])
+    run(config, store, tasks=tasks)
+    rows = store.rollout_rows(["difficulty"])
+    for agent, drop in (("greedy", 0.15), ("random", 0.03)):
+        means = _bin_means(rows, agent)
+        assert len(means) == 5
+        assert all(b <= a + 0.01 for a, b in zip(means, means[1:])), (agent, means)
+        assert means[0] - means[-1] >= drop, (agent, means)
+    accepted = [r["accepted"] for r in rows if r["agent"] == "random"]
+    assert sum(accepted) / len(accepted) < 0.10
+
+
+def test_no_observation_contains_the_witness_or_expectations(store, oracle_run):
+    """Every observation seen in 400 stored rollouts (oracle and null) and every stored TaskSpec, searched
+    for the serialized witness actions and the verifier's expectations."""
+    leaked = []
+    for r in oracle_run[:400]:
+        t = store.trajectory(r["rollout_id"])
+        task = json.loads(r["task"])
+        world = generate_world(task["seed"], task["knobs"])
+        secrets = [json.dumps(a, sort_keys=True) for a in world.witness] + [json.dumps(world.expected, sort_keys=True)]
+        secrets += [json.dumps(v, sort_keys=True) for v in world.expected.values() if isinstance(v, list) and len(v) > 1]
+        seen = [r["task"], t.reset_observation.model_dump_json()] + [s.observation.model_dump_json() for s in t.steps]
+        for text in seen:
+            compact = text.replace(" ", "")
+            for secret in secrets:
+                if secret.replace(" ", "") in compact:
+                    leaked.append((r["task_id"], secret[:80]))
+        assert "witness" not in r["task"] and "expected" not in r["task"]
+    assert leaked == []
