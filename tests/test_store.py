@@ -1,0 +1,70 @@
+"""The trajectory store: round trips, duplicates, WAL, Parquet export, bad locations."""
+
+import sqlite3
+
+import pyarrow.parquet as pq
+import pytest
+
+from gymsmith.core import StoreError
+from gymsmith.registry import TaskSetSpec
+from gymsmith.runner import RunConfig, run
+from gymsmith.store import PARQUET_SCHEMA, TrajectoryStore, export_parquet
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    db = tmp_path_factory.mktemp("store") / "s.db"
+    store = TrajectoryStore(db)
+    trajectories = run(RunConfig(run_id="s1", taskset=TaskSetSpec(family="ops", count=6), agents=["greedy", "random"]), store)
+    return db, store, trajectories
+
+
+def test_round_trip(filled):
+    _, store, trajectories = filled
+    assert len(trajectories) == 12
+    for t in trajectories:
+        back = store.trajectory(t.rollout_id)
+        assert back.model_dump() == t.model_dump()
+
+
+def test_duplicates_are_refused_and_nothing_is_lost(filled, ops):
+    _, store, trajectories = filled
+    t = trajectories[0]
+    assert store.add(t, ops.generate(0)) is False
+    assert len(store.rollout_rows(["s1"])) == 12
+
+
+def test_sqlite_uses_wal(filled):
+    db, _, _ = filled
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_parquet_export_has_the_documented_schema(filled, tmp_path):
+    _, store, trajectories = filled
+    out = tmp_path / "out" / "rollouts.parquet"
+    assert export_parquet(store, out) == 12
+    table = pq.read_table(out)
+    assert table.schema.equals(PARQUET_SCHEMA)
+    rows = table.to_pylist()
+    by_id = {t.rollout_id: t for t in trajectories}
+    for r in rows:
+        t = by_id[r["rollout_id"]]
+        assert len(r["steps"]) == len(t.steps) and r["reward"] == t.reward.value
+        assert {c["name"] for c in r["components"]} == set(t.reward.components)
+    assert not (out.parent / "rollouts.parquet.partial").exists()
+
+
+def test_bad_locations(tmp_path):
+    with pytest.raises(StoreError, match="cannot open store 'nosuchdb://x'"):
+        TrajectoryStore("nosuchdb://x")
+    with pytest.raises(StoreError, match="no rollout 'missing'"):
+        TrajectoryStore(tmp_path / "e.db").trajectory("missing")
+
+
+def test_run_purpose_cannot_change(tmp_path):
+    store = TrajectoryStore(tmp_path / "p.db")
+    assert store.create_run("r", purpose="train", config={}) is True
+    assert store.create_run("r", purpose="train", config={}) is False
+    with pytest.raises(StoreError, match="exists as a train run"):
+        store.create_run("r", purpose="eval", config={})

@@ -1,0 +1,73 @@
+"""The verifier service: a separate process; crashes, hangs and exceptions are errors, never a reward of 0."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gymsmith.core import RolloutStatus, Split, VerifierError
+from gymsmith.registry import get_family
+from gymsmith.runner import run_rollout
+from gymsmith.verifier import VerifierService
+
+
+def _rollout(family, task, verifier):
+    return run_rollout(env=family.make_env(), agent=family.agents()["null"](), task=task, split=Split.TRAIN, seed=0,
+                       run_id="v", verifier=verifier, policy="shaped_gated", max_steps=5, time_limit_s=30)
+
+
+def test_checks_run_in_another_process(plugin_env):
+    fam = get_family("plugfam")
+    with VerifierService(env=plugin_env) as v:
+        t = _rollout(fam, fam.generate(1, mode="ok"), v)
+        assert t.status is RolloutStatus.COMPLETED and t.reward.accepted and t.reward.value == 1.0
+        pids = v.pids()
+        assert len(pids) == 1 and pids[0] != os.getpid()
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("crash", "verifier process died (exit code 3)"),
+    ("hang", "verifier timed out after 2 s"),
+    ("raise", "checks raised: RuntimeError: checks exploded"),
+])
+def test_verifier_failures_are_recorded_as_errors(plugin_env, mode, message):
+    fam = get_family("plugfam")
+    with VerifierService(env=plugin_env, timeout_s=2) as v:
+        t = _rollout(fam, fam.generate(1, mode=mode), v)
+        assert t.status is RolloutStatus.ERROR
+        assert t.reward is None  # not a reward of 0
+        assert message in t.error
+        # the service recovers: the next verification gets a fresh worker
+        ok = _rollout(fam, fam.generate(2, mode="ok"), v)
+        assert ok.status is RolloutStatus.COMPLETED and ok.reward.value == 1.0
+
+
+def test_missing_final_state_and_bad_policy(ops, tmp_path):
+    from gymsmith.envs import FinalState
+
+    with VerifierService() as v:
+        with pytest.raises(VerifierError, match="does not exist"):
+            v.verify(ops.generate(1), FinalState(kind="sqlite", path=str(tmp_path / "nope"), digest="x"))
+        with pytest.raises(ValueError, match="unknown reward policy"):
+            v.verify(ops.generate(1), FinalState(kind="sqlite", path=str(tmp_path), digest="x"), policy="generous")
+
+
+def test_agent_side_never_imports_the_hidden_checks():
+    """A full ops rollout in a fresh interpreter: the checks module is loaded only in the verifier process."""
+    code = (
+        "import sys\n"
+        "from gymsmith.registry import get_family\n"
+        "from gymsmith.runner import run_rollout\n"
+        "from gymsmith.core import Split\n"
+        "from gymsmith.verifier import VerifierService\n"
+        "f = get_family('ops'); t = f.generate(4, difficulty=0.6)\n"
+        "with VerifierService() as v:\n"
+        "    r = run_rollout(env=f.make_env(), agent=f.agents()['greedy'](), task=t, split=Split.TRAIN, seed=0, run_id='x',"
+        " verifier=v, policy='sparse', max_steps=300, time_limit_s=60)\n"
+        "assert r.reward is not None, r.error\n"
+        "print(sorted(m for m in sys.modules if m.endswith('.checks')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
