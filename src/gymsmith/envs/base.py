@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import fastjsonschema
 import jsonschema
 from pydantic import BaseModel, Field
 
@@ -58,6 +59,18 @@ class Environment(Protocol):
         ...
 
 
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(tool: ToolSpec):
+    """A compiled validator for the tool's schema, shared by every environment (schemas are immutable)."""
+    key = json.dumps(tool.parameters, sort_keys=True)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        fn = _COMPILED[key] = fastjsonschema.compile(tool.parameters)
+    return fn
+
+
 class ToolRefusal(Exception):
     """Raised inside a tool to refuse the call; becomes an error observation the agent reads."""
 
@@ -81,7 +94,7 @@ class ToolEnvironment:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._validators: dict[str, Any] = {}
         self.done = False
         self.invalid_actions = 0
 
@@ -129,11 +142,16 @@ class ToolEnvironment:
         if not isinstance(arguments, dict):
             return error_observation(ActionErrorKind.MALFORMED_JSON,
                                      f"arguments for {action.tool!r} must be a JSON object, got {type(arguments).__name__}")
-        validator = self._validators.get(action.tool)
-        if validator is None:
-            schema = self._tools[action.tool].parameters
-            validator = self._validators[action.tool] = jsonschema.Draft202012Validator(schema)
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        fast = self._validators.get(action.tool)
+        if fast is None:
+            fast = self._validators[action.tool] = _compiled(self._tools[action.tool])
+        try:
+            fast(arguments)  # compiled check on the hot path; jsonschema only to explain a failure
+            return arguments
+        except fastjsonschema.JsonSchemaException:
+            pass
+        schema = self._tools[action.tool].parameters
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
             where = lambda e: "/".join(str(p) for p in e.path) or "(arguments)"  # noqa: E731
             detail = "; ".join(f"{where(e)}: {e.message}" for e in errors[:3])

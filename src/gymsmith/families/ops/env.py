@@ -99,7 +99,7 @@ class OpsEnvironment(ToolEnvironment):
         if failure is not None:
             return failure
         result = tools.call_tool(self.conn, name, arguments)
-        if name in tools.READ_ONLY:  # a lagging replica may serve the answer it gave before the last writes
+        if name in tools.READ_ONLY and self.faults.rate:  # a lagging replica may serve an answer from before the last writes
             result = self.faults.read(f"{name}:{json.dumps(arguments, sort_keys=True)}", result)
         return Observation(text=json.dumps(result, sort_keys=True), data=result)
 
