@@ -54,7 +54,7 @@ def hard_violations(conn: sqlite3.Connection) -> list[str]:
             "SELECT o.id, o.total_cents, COALESCE(SUM(CASE p.kind WHEN 'charge' THEN p.amount_cents ELSE -p.amount_cents END), 0) "
             "FROM orders o LEFT JOIN payments p ON p.order_id = o.id WHERE o.status = 'shipped' GROUP BY o.id"):
         if net < total:
-            v.append(f"order {oid} shipped while unpaid ({net} of {total})")
+            v.append(f"shipped order {oid} is not fully paid ({net} of {total} cents)")
     for pid, amount, refunded in conn.execute(
             "SELECT c.id, c.amount_cents, SUM(r.amount_cents) FROM payments c JOIN payments r ON r.refund_of = c.id GROUP BY c.id"):
         if refunded > amount:
