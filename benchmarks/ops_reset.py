@@ -18,6 +18,7 @@ import time
 from gymsmith.core.types import Action
 from gymsmith.families.ops.env import OpsEnvironment
 from gymsmith.families.ops.generator import generate_world
+from gymsmith.families.ops import tools
 from gymsmith.families.ops.schema import create_database
 from gymsmith.registry import get_family
 
@@ -50,7 +51,7 @@ class DeepCopyEnv(OpsEnvironment):
         from gymsmith.families.ops.env import FaultModel
 
         self.task, self.faults = task, FaultModel(task, seed)
-        return None
+        return tools.dashboard(self.conn, task.metadata, task.difficulty)  # the same first observation as ours
 
 
 def _episode(env, task, actions) -> float:
@@ -69,7 +70,9 @@ def _median(fn) -> float:
 def main() -> int:
     family = get_family("ops")
     sizes = [("small", dict(difficulty=0.2)), ("default-hard", dict(difficulty=1.0)),
-             ("large", dict(difficulty=1.0, distractors=400))]
+             ("history-2k", dict(difficulty=1.0, distractors=2000)),
+             ("history-10k", dict(difficulty=1.0, distractors=10000)),
+             ("history-20k", dict(difficulty=1.0, distractors=20000))]
     for label, knobs in sizes:
         task = family.generate(1, kind="fulfil", fidelity=0.0, **{k: v for k, v in knobs.items()})
         rows = generate_world(task.seed, task.knobs).rows

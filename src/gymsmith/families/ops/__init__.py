@@ -45,7 +45,7 @@ class OpsFamily:
              description="Budget beyond what the solution needs, as a fraction of its cost (staffing: spare capacity)."),
         Knob(name="constraints", kind=KnobKind.INT, low=0, high=4,
              description="Number of interacting constraints switched on (unpaid orders, slow cheap suppliers, ...)."),
-        Knob(name="distractors", kind=KnobKind.INT, low=0, high=400,
+        Knob(name="distractors", kind=KnobKind.INT, low=0, high=20000,
              description="Records the goal does not concern (other orders, look-alike customers, past shifts)."),
         Knob(name="horizon", kind=KnobKind.INT, low=2, high=14, description="Days until the last due date."),
         Knob(name="fidelity", kind=KnobKind.FLOAT, low=0.0, high=1.0,

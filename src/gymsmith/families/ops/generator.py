@@ -71,12 +71,14 @@ def _flags(rng: random.Random, pool: tuple[str, ...], count: int) -> set[str]:
 
 
 def _person(rng: random.Random, used: set[str]) -> str:
-    for _ in range(1000):
+    for attempt in range(200):
         name = f"{rng.choice(names.FIRST)} {rng.choice(names.LAST)}"
+        if attempt >= 50:  # the pool of plain names is spent (large worlds): add a double-barrelled surname
+            name = f"{name}-{rng.choice(names.LAST)}{'' if attempt < 100 else rng.randint(2, 99)}"
         if name not in used:
             used.add(name)
             return name
-    raise RuntimeError("ran out of distinct names")  # pragma: no cover - pools are large enough
+    raise RuntimeError("ran out of distinct names")  # pragma: no cover - 200 tries over ~10^6 names
 
 
 def _email(rng: random.Random, name: str) -> str:
