@@ -14,7 +14,7 @@ from gymsmith.registry import get_family, reload_families
 PLUGIN_FAMILY = '''
 """A third-party family installed through the gymsmith.families entry point (test plug-in).
 
-Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise.
+Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise, flaky.
 """
 import os
 from gymsmith.agents.base import NullAgent
@@ -43,7 +43,7 @@ class PluginFamily:
     name = "plugfam"
     version = "0.1"
     checks_module = "plugfam_checks"
-    knobs = (DIFFICULTY, Knob(name="mode", kind=KnobKind.CHOICE, choices=("ok", "crash", "hang", "raise"), default="ok",
+    knobs = (DIFFICULTY, Knob(name="mode", kind=KnobKind.CHOICE, choices=("ok", "crash", "hang", "raise", "flaky"), default="ok",
                               description="how the checks behave"))
     def generate(self, seed, **knobs):
         k = resolve_knobs(self.knobs, knobs, lambda d: {})
@@ -68,6 +68,11 @@ def verify(task, final_state):
         time.sleep(600)
     if mode == "raise":
         raise RuntimeError("checks exploded")
+    if mode == "flaky":  # crash the first time for each task, then work (a marker file per task)
+        marker = os.path.join(os.environ["PLUGFAM_MARKERS"], task.id)
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(4)
     print("noise on stdout must not break the protocol")
     return CheckResult(components={"done": RewardComponent(value=1.0, weight=1.0)})
 '''

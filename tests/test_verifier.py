@@ -71,3 +71,25 @@ def test_agent_side_never_imports_the_hidden_checks():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("mode, status, attempts_noted", [("flaky", RolloutStatus.COMPLETED, False),
+                                                            ("crash", RolloutStatus.ERROR, True)])
+def test_runner_retries_infrastructure_errors_once(plugin_env, tmp_path, monkeypatch, mode, status, attempts_noted):
+    """A verifier that crashes once is retried and the rollout completes; one that always crashes is stored
+    once, as an error, with the attempts counted — never lost, never duplicated."""
+    from gymsmith.registry import TaskSetSpec
+    from gymsmith.runner import RunConfig, run
+    from gymsmith.store import TrajectoryStore
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("PYTHONPATH", plugin_env["PYTHONPATH"])
+    monkeypatch.setenv("PLUGFAM_MARKERS", str(markers))
+    store = TrajectoryStore(tmp_path / "r.db")
+    config = RunConfig(run_id="retry", agents=["null"], concurrency=1,
+                       taskset=TaskSetSpec(family="plugfam", count=3, split="train", knobs={"mode": mode}))
+    out = run(config, store)
+    assert [t.status for t in out] == [status] * 3
+    assert all(("after 2 attempts" in (t.error or "")) is attempts_noted for t in out)
+    assert len(store.rollout_rows(["retry"])) == 3

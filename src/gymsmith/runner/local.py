@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from gymsmith.core.errors import SplitPolicyError
-from gymsmith.core.types import Split, TaskSpec, Trajectory
+from gymsmith.core.types import RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
@@ -33,6 +33,7 @@ class RunConfig(BaseModel):
     time_limit_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
+    retries: int = Field(default=1, ge=0, le=5, description="Extra attempts for a rollout that ends in an infrastructure error.")
 
     @field_validator("policy")
     @classmethod
@@ -108,12 +109,20 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     local = threading.local()
 
     def one(task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
-        if not hasattr(local, "env"):
-            local.env = family.make_env()  # one environment per worker thread, reused across rollouts
         split = split_of(task.id, heldout_fraction=config.taskset.heldout_fraction)
-        return run_rollout(env=local.env, agent=factories[agent_name](), task=task, split=split, seed=seed,
-                           run_id=config.run_id, verifier=verifier, policy=config.policy,
-                           max_steps=config.max_steps, time_limit_s=config.time_limit_s)
+        for attempt in range(config.retries + 1):
+            if not hasattr(local, "env"):
+                local.env = family.make_env()  # one environment per worker thread, reused across rollouts
+            trajectory = run_rollout(env=local.env, agent=factories[agent_name](), task=task, split=split, seed=seed,
+                                     run_id=config.run_id, verifier=verifier, policy=config.policy,
+                                     max_steps=config.max_steps, time_limit_s=config.time_limit_s)
+            if trajectory.status is not RolloutStatus.ERROR:
+                break
+            local.env.close()  # an infrastructure error may have left the environment broken: start afresh
+            del local.env
+        if attempt and trajectory.error:
+            trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
+        return trajectory
 
     results: list[Trajectory] = []
     with VerifierService(workers=config.concurrency) as verifier, ThreadPoolExecutor(config.concurrency) as pool:
