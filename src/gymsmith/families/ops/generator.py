@@ -116,7 +116,7 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     product_names = rng.sample(names.PRODUCTS, min(len(names.PRODUCTS), n_products + n_distractor_products))
     products = [b.add("products", sku=f"SKU-{rng.randint(10000, 99999)}-{i}", name=pn,
                       price_cents=rng.randint(8, 90) * 100) for i, pn in enumerate(product_names)]
-    targets_p, extra_p = products[:n_products], products[n_products:]
+    targets_p = products[:n_products]
 
     # Target orders.
     unpaid_ids: list[int] = []
