@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -37,8 +38,6 @@ def _fail(message: str) -> None:
 
 def _guard(fn):
     """Turn user errors into one clear line and exit code 2, instead of a traceback."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:

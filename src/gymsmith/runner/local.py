@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -128,10 +129,8 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     with VerifierService(workers=config.concurrency) as verifier, ThreadPoolExecutor(config.concurrency) as pool:
         pending: dict[Future, TaskSpec] = {}
         queue = iter(work)
-        for item in queue:  # keep at most 2 x concurrency submitted, so an interrupt loses little
+        for item in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
             pending[pool.submit(one, *item)] = item[0]
-            if len(pending) >= 2 * config.concurrency:
-                break
         while pending:
             finished_now, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished_now:

@@ -13,8 +13,9 @@ from sqlalchemy import create_engine, event, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
+import gymsmith
 from gymsmith.core.errors import StoreError
-from gymsmith.core.types import Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
+from gymsmith.core.types import Action, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
 from gymsmith.store.schema import metadata, reward_components, rollouts, runs, steps
 
 DEFAULT_STORE = "runs/gymsmith.db"
@@ -66,9 +67,8 @@ class TrajectoryStore:
                 if existing != purpose:
                     raise StoreError(f"run {run_id!r} exists as a {existing} run; cannot reuse it for {purpose}")
                 return False
-            from gymsmith import __version__
             conn.execute(insert(runs).values(run_id=run_id, created_at=time.time(), purpose=purpose,
-                                             package_version=__version__, config=json.dumps(config, sort_keys=True)))
+                                             package_version=gymsmith.__version__, config=json.dumps(config, sort_keys=True)))
         return True
 
     def add(self, t: Trajectory, task: TaskSpec) -> bool:
@@ -160,9 +160,7 @@ class TrajectoryStore:
         self.engine.dispose()
 
 
-def _action(tool: str, arguments: str):
-    from gymsmith.core.types import Action
-
+def _action(tool: str, arguments: str) -> Action:
     try:
         parsed = json.loads(arguments)
     except json.JSONDecodeError:

@@ -9,6 +9,7 @@ enter the TaskSpec; the verifier and the privileged oracle rebuild them from the
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import random
 from collections import defaultdict
@@ -86,10 +87,9 @@ def _email(rng: random.Random, name: str) -> str:
     return f"{first}.{last.replace(' ', '').replace('-', '')}{rng.randint(1, 99)}@example.com"
 
 
-def _common(b: _Rows, rng: random.Random, n_warehouses: int, budgets: dict[str, tuple[int, int]]) -> list[int]:
+def _clock_and_warehouses(b: _Rows, rng: random.Random, n_warehouses: int) -> list[int]:
+    """Every world starts on day 0 with `n_warehouses` warehouses; returns their ids."""
     b.add("clock", id=1, day=0, start_date=START_DATE)
-    for category, (limit, spent) in sorted(budgets.items()):
-        b.add("budgets", category=category, limit_cents=limit, spent_cents=spent)
     return [b.add("warehouses", name=w)["id"] for w in rng.sample(names.WAREHOUSES, n_warehouses)]
 
 
@@ -106,9 +106,7 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     flags = _flags(rng, FULFIL_FLAGS, k["constraints"])
     n_wh = 3 if "split_stock" in flags else 2
     prior_spent = rng.randint(20, 200) * 1000
-    # Budget rows are written last, once the witness cost is known; keep a placeholder order of rows.
-    b.add("clock", id=1, day=0, start_date=START_DATE)
-    warehouses = [b.add("warehouses", name=w)["id"] for w in rng.sample(names.WAREHOUSES, n_wh)]
+    warehouses = _clock_and_warehouses(b, rng, n_wh)  # budgets are written last, once the witness cost is known
     used_names: set[str] = set()
 
     n_products = max(1, (n + 1) // 2)
@@ -284,8 +282,7 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
     flags = _flags(rng, STAFF_FLAGS, k["constraints"])
     n_staff = min(12, 3 + k["n_orders"] // 2)
     n_wh = 2 if "two_sites" in flags else 1
-    b.add("clock", id=1, day=0, start_date=START_DATE)
-    warehouses = [b.add("warehouses", name=w)["id"] for w in rng.sample(names.WAREHOUSES, n_wh)]
+    warehouses = _clock_and_warehouses(b, rng, n_wh)
     used: set[str] = set()
     fill = 1.0 - 0.8 * k["budget_slack"]
     roster: list[tuple[int, int, int, int]] = []  # (day, warehouse, staff_id, wage)
@@ -340,7 +337,8 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
 def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     b = _Rows()
     flags = _flags(rng, BILLING_FLAGS, k["constraints"])
-    _common(b, rng, 1, {"purchasing": (100_000, 0), "labour": (100_000, 0)})
+    _clock_and_warehouses(b, rng, 1)
+    b.rows["budgets"] = [{"category": c, "limit_cents": 100_000, "spent_cents": 0} for c in ("labour", "purchasing")]
     products = [b.add("products", sku=f"SKU-{rng.randint(10000, 99999)}-{i}", name=pn, price_cents=rng.randint(8, 90) * 100)
                 for i, pn in enumerate(rng.sample(names.PRODUCTS, 6))]
     used: set[str] = set()
@@ -438,8 +436,6 @@ def choose_kind(seed: int) -> str:
 
 @lru_cache(maxsize=512)
 def _generate_cached(seed: int, knobs_json: str) -> World:
-    import json
-
     knobs = json.loads(knobs_json)
     rng = random.Random(f"ops:{seed}:{knobs_json}")
     return _GENERATORS[knobs["kind"]](rng, knobs)
