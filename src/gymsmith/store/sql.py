@@ -24,6 +24,8 @@ DEFAULT_STORE = "runs/gymsmith.db"
 def store_url(location: str | Path) -> str:
     """A SQLAlchemy URL for `location`: a URL is kept, a plain path becomes a SQLite file URL."""
     text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):  # use psycopg 3 (the `postgres` extra), not psycopg2
+        return "postgresql+psycopg://" + text.split("://", 1)[1]
     if "://" in text:
         return text
     path = Path(text).expanduser().resolve()
@@ -46,7 +48,7 @@ class TrajectoryStore:
     def __init__(self, location: str | Path = DEFAULT_STORE):
         url = store_url(location)
         try:
-            self.engine: Engine = create_engine(url, future=True)
+            self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
         except (ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot open store {location!r}: {exc}; expected a file path or a database URL "
                              "such as sqlite:///runs/gymsmith.db") from None
