@@ -68,3 +68,18 @@ def test_run_purpose_cannot_change(tmp_path):
     assert store.create_run("r", purpose="train", config={}) is False
     with pytest.raises(StoreError, match="exists as a train run"):
         store.create_run("r", purpose="eval", config={})
+
+
+def test_a_store_from_schema_1_is_upgraded_in_place(tmp_path, filled):
+    """A store written before steps had `agent_info` opens, gains the column and keeps its rollouts."""
+    db, _, _ = filled
+    old = tmp_path / "old.db"
+    with sqlite3.connect(db) as src, sqlite3.connect(old) as dst:
+        src.backup(dst)  # a file copy would miss what is still in the WAL
+    with sqlite3.connect(old) as c:
+        c.execute("ALTER TABLE steps DROP COLUMN agent_info")
+        assert "agent_info" not in [r[1] for r in c.execute("PRAGMA table_info(steps)")]
+    store = TrajectoryStore(old)
+    assert len(store.rollout_rows()) == 12
+    with sqlite3.connect(old) as c:
+        assert "agent_info" in [r[1] for r in c.execute("PRAGMA table_info(steps)")]

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.core.errors import GymsmithError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.runner.local import RunConfig, SummaryRow, run as run_config, summarize
@@ -151,8 +152,15 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True) -
 
 
 def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
-                 difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str) -> None:
-    config = RunConfig(run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=purpose,
+                 difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
+                 model_url: Optional[str] = None, model_name: Optional[str] = None,
+                 model_key_env: str = "OPENAI_API_KEY") -> None:
+    model = None
+    if model_url or model_name:
+        if not (model_url and model_name):
+            raise ValueError("--model-url and --model-name go together (the endpoint and the model it serves)")
+        model = ModelAgentConfig(base_url=model_url, model=model_name, api_key_env=model_key_env or None)
+    config = RunConfig(model=model, run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=purpose,
                        taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
@@ -160,7 +168,10 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
     execute(config, store)
 
 
-_AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names.")
+_AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names ('model' needs --model-url).")
+_MODEL_URL = typer.Option(None, help="OpenAI-compatible endpoint for the agent 'model', e.g. http://127.0.0.1:8000/v1.")
+_MODEL_NAME = typer.Option(None, help="Model name the endpoint serves.")
+_MODEL_KEY = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key ('' for none).")
 
 
 @app.command()
@@ -172,9 +183,11 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
         difficulty: str = typer.Option("0:1", help="VALUE or LOW:HIGH."),
         knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
         base_seed: int = 0, concurrency: int = 2, max_steps: int = 300,
-        policy: str = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")) -> None:
+        policy: str = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated"),
+        model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY) -> None:
     """Run agents on train-split tasks (held-out tasks are only reachable through `eval`)."""
-    _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps, policy)
+    _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
+                 policy, model_url, model_name, model_key_env)
 
 
 @app.command("eval")
@@ -182,9 +195,11 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
 def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."), agents: str = _AGENTS,
           seeds: int = 1, run_id: Optional[str] = None, store: str = DEFAULT_STORE,
           difficulty: str = "0:1", knob: list[str] = typer.Option([]), base_seed: int = 0,
-          concurrency: int = 2, max_steps: int = 300, policy: str = DEFAULT_POLICY) -> None:
+          concurrency: int = 2, max_steps: int = 300, policy: str = DEFAULT_POLICY,
+          model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY) -> None:
     """Evaluate agents on held-out tasks only."""
-    _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps, policy)
+    _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
+                 policy, model_url, model_name, model_key_env)
 
 
 @runs_app.command("list")

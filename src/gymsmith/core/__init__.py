@@ -11,6 +11,7 @@ from gymsmith.core.errors import (
 )
 from gymsmith.core.hashing import canonical_json, content_hash
 from gymsmith.core.types import (
+    NO_TOOL_CALL,
     Action,
     ActionErrorKind,
     ActionError,
@@ -28,7 +29,7 @@ from gymsmith.core.types import (
 )
 
 __all__ = [
-    "Action", "ActionError", "ActionErrorKind", "GymsmithError", "KnobError", "Observation", "Reward",
+    "NO_TOOL_CALL", "Action", "ActionError", "ActionErrorKind", "GymsmithError", "KnobError", "Observation", "Reward",
     "RewardComponent", "RolloutStatus", "Split", "SplitPolicyError", "StartStateRef", "Step",
     "StepResult", "StoreError", "TaskSetError", "TaskSpec", "ToolSpec", "Trajectory",
     "UnknownFamilyError", "VerifierError", "canonical_json", "content_hash",

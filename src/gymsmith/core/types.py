@@ -92,8 +92,14 @@ class TaskSpec(BaseModel):
         return float(self.knobs["difficulty"])
 
 
+NO_TOOL_CALL = "(no tool call)"  # Action.tool of a model reply without a tool call; `arguments` holds its text
+
+
 class Action(BaseModel):
-    """A tool call from the agent. `arguments` may be the raw JSON text a model produced."""
+    """A tool call from the agent. `arguments` may be the raw JSON text a model produced.
+
+    A model reply with no tool call is recorded as an Action whose tool is NO_TOOL_CALL.
+    """
 
     tool: str = Field(description="Name of the tool to call.")
     arguments: dict[str, Any] | str = Field(default_factory=dict, description="Arguments object or its JSON text.")
@@ -114,12 +120,14 @@ class ActionErrorKind(str, enum.Enum):
     TRANSIENT = "transient"                  # simulated flaky backend; retrying may work
     RATE_LIMITED = "rate_limited"            # simulated rate limit; retrying later may work
     EPISODE_OVER = "episode_over"            # the task was already submitted
+    NO_TOOL_CALL = "no_tool_call"            # a model replied with text only
 
     @property
     def is_invalid_action(self) -> bool:
         """True for errors that mean the agent sent a bad call (counted as invalid actions)."""
         return self in (ActionErrorKind.MALFORMED_JSON, ActionErrorKind.UNKNOWN_TOOL,
-                        ActionErrorKind.INVALID_ARGUMENTS, ActionErrorKind.EPISODE_OVER)
+                        ActionErrorKind.INVALID_ARGUMENTS, ActionErrorKind.EPISODE_OVER,
+                        ActionErrorKind.NO_TOOL_CALL)
 
 
 class ActionError(BaseModel):
@@ -175,6 +183,8 @@ class Step(BaseModel):
     action: Action
     observation: Observation
     duration_ms: float = Field(description="Wall time the environment took for this step.")
+    agent_info: dict[str, Any] | None = Field(default=None, description="What the agent reported for this step "
+                                              "(a model agent: latency, token usage, retries).")
 
 
 class Trajectory(BaseModel):

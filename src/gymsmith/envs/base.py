@@ -12,6 +12,7 @@ import jsonschema
 from pydantic import BaseModel, Field
 
 from gymsmith.core.types import (
+    NO_TOOL_CALL,
     Action,
     ActionError,
     ActionErrorKind,
@@ -126,6 +127,9 @@ class ToolEnvironment:
     def _parse(self, action: Action) -> dict[str, Any] | Observation:
         if self.done:
             return error_observation(ActionErrorKind.EPISODE_OVER, "the task was already submitted; no further actions are accepted")
+        if action.tool == NO_TOOL_CALL:
+            return error_observation(ActionErrorKind.NO_TOOL_CALL, "your reply contained no tool call; act by calling "
+                                     f"one of the tools ({', '.join(sorted(self._tools))}), and call submit when done")
         if action.tool not in self._tools:
             close = difflib.get_close_matches(action.tool, self._tools, n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""

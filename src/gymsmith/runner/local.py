@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
 from gymsmith.core.types import RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
@@ -34,6 +35,7 @@ class RunConfig(BaseModel):
     time_limit_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
+    model: ModelAgentConfig | None = Field(default=None, description="Endpoint for the agent named 'model'.")
     retries: int = Field(default=1, ge=0, le=5, description="Extra attempts for a rollout that ends in an infrastructure error.")
 
     @field_validator("policy")
@@ -95,7 +97,12 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     """
     check_split_policy(config)
     family = get_family(config.taskset.family)
-    factories = family.agents()
+    factories = dict(family.agents())
+    if config.model is not None:
+        model_config = config.model
+        factories["model"] = lambda: ModelAgent(model_config, system_prompt=getattr(family, "system_prompt", None))
+    elif "model" in config.agents:
+        raise ValueError("agent 'model' needs an endpoint: set RunConfig.model (CLI: --model-url and --model-name)")
     unknown = [a for a in config.agents if a not in factories]
     if unknown:
         raise ValueError(f"unknown agent(s) {unknown} for family {family.name!r}; available: {sorted(factories)}")
@@ -114,9 +121,14 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
         for attempt in range(config.retries + 1):
             if not hasattr(local, "env"):
                 local.env = family.make_env()  # one environment per worker thread, reused across rollouts
-            trajectory = run_rollout(env=local.env, agent=factories[agent_name](), task=task, split=split, seed=seed,
-                                     run_id=config.run_id, verifier=verifier, policy=config.policy,
-                                     max_steps=config.max_steps, time_limit_s=config.time_limit_s)
+            agent = factories[agent_name]()
+            try:
+                trajectory = run_rollout(env=local.env, agent=agent, task=task, split=split, seed=seed,
+                                         run_id=config.run_id, verifier=verifier, policy=config.policy,
+                                         max_steps=config.max_steps, time_limit_s=config.time_limit_s)
+            finally:
+                if hasattr(agent, "close"):
+                    agent.close()
             if trajectory.status is not RolloutStatus.ERROR:
                 break
             local.env.close()  # an infrastructure error may have left the environment broken: start afresh

@@ -42,7 +42,8 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
             t0 = time.perf_counter()
             result = env.step(action)
             steps.append(Step(index=len(steps), action=action, observation=result.observation,
-                              duration_ms=round((time.perf_counter() - t0) * 1000, 3)))
+                              duration_ms=round((time.perf_counter() - t0) * 1000, 3),
+                              agent_info=getattr(agent, "step_info", None)))
             observation, done = result.observation, result.done
         status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
         with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:

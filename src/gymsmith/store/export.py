@@ -13,7 +13,8 @@ from gymsmith.store.schema import reward_components, steps
 from gymsmith.store.sql import TrajectoryStore
 
 STEP = pa.struct([("idx", pa.int32()), ("tool", pa.string()), ("arguments", pa.string()),
-                  ("observation", pa.string()), ("error_kind", pa.string()), ("duration_ms", pa.float64())])
+                  ("observation", pa.string()), ("error_kind", pa.string()), ("duration_ms", pa.float64()),
+                  ("agent_info", pa.string())])
 COMPONENT = pa.struct([("name", pa.string()), ("value", pa.float64()), ("weight", pa.float64())])
 SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()),
@@ -39,7 +40,7 @@ def export_parquet(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
         for chunk in range(0, len(ids), 500):
             part = ids[chunk:chunk + 500]
             for s in conn.execute(select(steps).where(steps.c.rollout_id.in_(part)).order_by(steps.c.rollout_id, steps.c.idx)).mappings():
-                by_steps[s["rollout_id"]].append({k: s[k] for k in ("idx", "tool", "arguments", "observation", "error_kind", "duration_ms")})
+                by_steps[s["rollout_id"]].append({k: s[k] for k in ("idx", "tool", "arguments", "observation", "error_kind", "duration_ms", "agent_info")})
             for c in conn.execute(select(reward_components).where(reward_components.c.rollout_id.in_(part))).mappings():
                 by_comps[c["rollout_id"]].append({"name": c["name"], "value": c["value"], "weight": c["weight"]})
     records = []

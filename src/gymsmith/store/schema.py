@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 metadata = MetaData()
 
 runs = Table(
@@ -67,6 +67,7 @@ steps = Table(
     Column("observation", Text, nullable=False),  # Observation JSON
     Column("error_kind", String(32)),
     Column("duration_ms", Float, nullable=False),
+    Column("agent_info", Text),  # JSON: a model agent's latency, token usage and retries for this step
 )
 
 reward_components = Table(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
@@ -23,12 +23,12 @@ DEFAULT_STORE = "runs/gymsmith.db"
 
 def store_url(location: str | Path) -> str:
     """A SQLAlchemy URL for `location`: a URL is kept, a plain path becomes a SQLite file URL."""
-    text = str(location)
-    if text.startswith(("postgresql://", "postgres://")):  # use psycopg 3 (the `postgres` extra), not psycopg2
-        return "postgresql+psycopg://" + text.split("://", 1)[1]
-    if "://" in text:
-        return text
-    path = Path(text).expanduser().resolve()
+    raw = str(location)
+    if raw.startswith(("postgresql://", "postgres://")):  # use psycopg 3 (the `postgres` extra), not psycopg2
+        return "postgresql+psycopg://" + raw.split("://", 1)[1]
+    if "://" in raw:
+        return raw
+    path = Path(raw).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
@@ -56,6 +56,7 @@ class TrajectoryStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             metadata.create_all(self.engine)
+            _upgrade(self.engine)
         except OperationalError as exc:
             raise StoreError(f"cannot open store {location!r}: {exc.orig}") from None
         self.location = url
@@ -91,7 +92,8 @@ class TrajectoryStore:
         step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool, arguments=s.action.arguments_text(),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
-                          duration_ms=s.duration_ms) for s in t.steps]
+                          duration_ms=s.duration_ms,
+                          agent_info=json.dumps(s.agent_info) if s.agent_info is not None else None) for s in t.steps]
         comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
                      for n, c in (reward.components.items() if reward else ())]
         try:
@@ -145,7 +147,9 @@ class TrajectoryStore:
             components = {c["name"]: RewardComponent(value=c["value"], weight=c["weight"], detail=c["detail"]) for c in comps}
             trajectory_steps = [Step(index=s["idx"], action=_action(s["tool"], s["arguments"]),
                                      observation=Observation.model_validate_json(s["observation"]),
-                                     duration_ms=s["duration_ms"]) for s in step_rows]
+                                     duration_ms=s["duration_ms"],
+                                     agent_info=json.loads(s["agent_info"]) if s["agent_info"] else None)
+                                for s in step_rows]
         reward = None
         if r["reward"] is not None:
             reward = Reward(components=components, accepted=bool(r["accepted"]), value=r["reward"], policy=r["policy"],
@@ -168,6 +172,14 @@ def _action(tool: str, arguments: str) -> Action:
     except json.JSONDecodeError:
         return Action(tool=tool, arguments=arguments)  # malformed JSON from the agent, kept verbatim
     return Action(tool=tool, arguments=parsed if isinstance(parsed, dict) else arguments)
+
+
+def _upgrade(engine: Engine) -> None:
+    """Bring a store made by an earlier gymsmith up to the current schema, keeping everything in it."""
+    existing = {c["name"] for c in inspect(engine).get_columns("steps")}
+    if "agent_info" not in existing:  # schema 1 -> 2
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE steps ADD COLUMN agent_info TEXT"))
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

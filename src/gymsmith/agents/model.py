@@ -1,0 +1,169 @@
+"""An agent backed by any OpenAI-compatible chat-completions endpoint with tool calling (vLLM, SGLang, hosted).
+
+What real models do is handled, never raised out of `act`: malformed tool-call JSON and unknown tools go
+to the environment, which answers with error observations; a reply with no tool call is recorded as a
+NO_TOOL_CALL action; several tool calls in one reply are executed in order before the model is asked
+again; a conversation past `max_context_chars` is truncated by the declared policy. HTTP 429, 5xx,
+timeouts and dropped connections are retried with exponential backoff; when retries run out the agent
+raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from gymsmith.core.errors import GymsmithError
+from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent operating a software environment through tools. Work step by step: call exactly the "
+    "tools you need, read each result, and recover from errors. When the task is complete, call submit.\n\n"
+    "Task:\n{goal}"
+)
+TRUNCATION_NOTE = "[{n} earlier messages were removed to fit the context limit]"
+
+
+class ModelEndpointError(GymsmithError):
+    """The endpoint kept failing (HTTP errors, timeouts, dropped connections) after every retry."""
+
+
+class ModelAgentConfig(BaseModel):
+    """How to reach the model and how to sample from it."""
+
+    base_url: str = Field(description="Endpoint root, e.g. http://127.0.0.1:8000/v1 for vLLM.")
+    model: str
+    api_key_env: str | None = Field(default="OPENAI_API_KEY", description="Environment variable holding the key.")
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    backoff_s: float = Field(default=0.5, ge=0, description="First retry delay; doubles each retry.")
+    max_context_chars: int = Field(default=120_000, ge=1000,
+                                   description="Truncation policy: past this many characters, the oldest turns after "
+                                               "the task message are dropped (whole turns, so tool calls keep their "
+                                               "results) and replaced by a note.")
+    system_prompt: str | None = Field(default=None, description="Overrides the family's template ({goal} is filled in).")
+
+
+class ModelAgent:
+    """A model playing the agent side of a rollout. One instance runs one rollout at a time."""
+
+    name = "model"
+
+    def __init__(self, config: ModelAgentConfig, *, system_prompt: str | None = None):
+        self.config = config
+        self.template = config.system_prompt or system_prompt or DEFAULT_SYSTEM_PROMPT
+        self._loop = asyncio.new_event_loop()
+        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        self._client = httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s,
+                                         headers={"Authorization": f"Bearer {key}"} if key else {})
+        self.step_info: dict[str, Any] | None = None
+
+    # -- agent protocol -------------------------------------------------------------------------
+    def reset(self, task: TaskSpec, observation: Observation, *, seed: int) -> None:
+        self.seed = seed
+        self.tools = [t.to_openai() for t in task.tools]
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.template.format(goal=task.goal)},
+            {"role": "user", "content": observation.text},
+        ]
+        self.queue: list[dict[str, Any]] = []  # tool calls of the last reply not yet executed
+        self.awaiting: dict[str, Any] | None = None  # the call whose observation comes next
+        self.truncated_messages = 0
+
+    def act(self, observation: Observation) -> Action:
+        if self.awaiting is not None:
+            self._record_result(self.awaiting, observation)
+            self.awaiting = None
+        self.step_info = None
+        if not self.queue:
+            reply, info = self._loop.run_until_complete(self._complete())
+            self.step_info = info
+            self.messages.append(reply)
+            calls = reply.get("tool_calls") or []
+            if not calls:
+                self.awaiting = {"kind": "text"}
+                return Action(tool=NO_TOOL_CALL, arguments=reply.get("content") or "")
+            self.queue = list(calls)
+            info["tool_calls_in_reply"] = len(calls)
+        call = self.queue.pop(0)
+        self.awaiting = {"kind": "tool", "id": call.get("id") or ""}
+        function = call.get("function") or {}
+        return Action(tool=str(function.get("name", "")), arguments=function.get("arguments") or "", call_id=call.get("id"))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.close()
+
+    # -- conversation ---------------------------------------------------------------------------
+    def _record_result(self, awaiting: dict[str, Any], observation: Observation) -> None:
+        if awaiting["kind"] == "tool":
+            self.messages.append({"role": "tool", "tool_call_id": awaiting["id"], "content": observation.text})
+        else:
+            self.messages.append({"role": "user", "content": observation.text})
+
+    def _truncate(self) -> list[dict[str, Any]]:
+        """Keep the system and task messages; drop whole oldest turns until the rest fits."""
+        head, turns = self.messages[:2], _turns(self.messages[2:])
+        size = lambda ms: sum(len(json.dumps(m)) for m in ms)  # noqa: E731
+        dropped = 0
+        while turns and size(head) + sum(size(t) for t in turns) > self.config.max_context_chars and len(turns) > 1:
+            dropped += len(turns.pop(0))
+        if not dropped:
+            return self.messages
+        self.truncated_messages = dropped
+        return head + [{"role": "user", "content": TRUNCATION_NOTE.format(n=dropped)}] + [m for t in turns for m in t]
+
+    async def _complete(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        c = self.config
+        body = {"model": c.model, "messages": self._truncate(), "tools": self.tools, "temperature": c.temperature,
+                "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed}
+        failures: list[str] = []
+        for attempt in range(c.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
+            t0 = time.perf_counter()
+            try:
+                response = await self._client.post("/chat/completions", json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                failures.append(f"{type(exc).__name__}")
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                failures.append(f"HTTP {response.status_code}")
+                continue
+            if response.status_code != 200:
+                raise ModelEndpointError(f"{c.base_url}: HTTP {response.status_code}: {response.text[:300]}")
+            try:
+                data = response.json()
+                message = data["choices"][0]["message"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                failures.append("unreadable response body")
+                continue
+            usage = data.get("usage") or {}
+            info = {"latency_ms": round((time.perf_counter() - t0) * 1000, 2), "retries": attempt,
+                    "retry_causes": failures, "prompt_tokens": usage.get("prompt_tokens"),
+                    "completion_tokens": usage.get("completion_tokens"), "truncated_messages": self.truncated_messages}
+            reply = {"role": "assistant", "content": message.get("content")}
+            if message.get("tool_calls"):
+                reply["tool_calls"] = message["tool_calls"]
+            return reply, info
+        raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
+
+
+def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Group messages into turns: an assistant message and every tool or user message that answers it."""
+    turns: list[list[dict[str, Any]]] = []
+    for m in messages:
+        if m["role"] == "assistant" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return turns

@@ -1,0 +1,151 @@
+"""A real OpenAI-compatible chat-completions server on loopback that plays a scripted policy and injects faults.
+
+For testing model-agent harnesses without a model: it speaks HTTP like vLLM or a hosted API, and on
+request it misbehaves the way real endpoints and models do — malformed tool-call JSON, unknown tools,
+text with no tool call, several tool calls at once, HTTP 500 and 429, slow replies, dropped connections.
+Faults are drawn from a seeded Random, so a test run is reproducible; `fault_counts` says what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULT_KINDS = ("malformed_json", "unknown_tool", "text_only", "multi", "http_500", "http_429", "slow", "drop")
+Policy = Callable[[list[dict[str, Any]], int], list[dict[str, Any]]]  # (messages, n calls wanted) -> tool calls
+
+
+class WitnessPolicy:
+    """Plays known action lists. The task is recognised by its goal; progress is the witness actions whose calls
+    already succeeded (matched by tool and arguments), so retries and out-of-order results stay on track."""
+
+    def __init__(self, plans: dict[str, list[dict[str, Any]]]):
+        self.plans = plans  # goal text -> [{"tool": ..., "arguments": {...}}, ...]
+
+    def __call__(self, messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        plan = next((p for goal, p in self.plans.items() if goal in system), [])
+        calls = {c["id"]: _key(c["function"]["name"], c["function"]["arguments"])
+                 for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+        succeeded = Counter(calls.get(m.get("tool_call_id")) for m in messages
+                            if m["role"] == "tool" and not str(m.get("content", "")).startswith("ERROR ("))
+        todo = []
+        for action in plan:
+            key = _key(action["tool"], action["arguments"])
+            if succeeded[key]:
+                succeeded[key] -= 1
+            else:
+                todo.append(action)
+        return (todo + [{"tool": "submit", "arguments": {}}])[:n]
+
+
+def _key(tool: str, arguments: Any) -> tuple[str, str]:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return (tool, arguments)
+    return (tool, json.dumps(arguments, sort_keys=True))
+
+
+class ScriptedChatServer:
+    """`with ScriptedChatServer(policy, fault_rate=0.2) as server:` then point a model agent at `server.base_url`."""
+
+    def __init__(self, policy: Policy, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
+                 seed: int = 0, slow_s: float = 2.0):
+        unknown = set(faults) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; expected some of {FAULT_KINDS}")
+        self.policy, self.fault_rate, self.faults, self.slow_s = policy, fault_rate, faults, slow_s
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.fault_counts: Counter[str] = Counter()
+        self.requests = 0
+        self._ids = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                fault = server._draw()
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fault == "slow":
+                    time.sleep(server.slow_s)
+                if fault in ("http_500", "http_429"):
+                    code = 500 if fault == "http_500" else 429
+                    return self._send(code, {"error": {"message": f"injected {code}"}})
+                self._send(200, server._reply(body, fault))
+
+            def _send(self, code: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a slow reply)
+                    pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def _draw(self) -> str | None:
+        with self.lock:
+            self.requests += 1
+            if self.rng.random() >= self.fault_rate:
+                return None
+            fault = self.rng.choice(self.faults)
+            self.fault_counts[fault] += 1
+            return fault
+
+    def _call(self, action: dict[str, Any], arguments: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            self._ids += 1
+            call_id = f"call_{self._ids}"
+        return {"id": call_id, "type": "function",
+                "function": {"name": action["tool"], "arguments": arguments if arguments is not None else json.dumps(action["arguments"])}}
+
+    def _reply(self, body: dict[str, Any], fault: str | None) -> dict[str, Any]:
+        messages = body.get("messages", [])
+        if fault == "text_only":
+            message: dict[str, Any] = {"role": "assistant", "content": "I will think about this first."}
+        else:
+            actions = self.policy(messages, 2 if fault == "multi" else 1)
+            calls = [self._call(a) for a in actions]
+            if fault == "malformed_json":
+                calls = [self._call(actions[0], json.dumps(actions[0]["arguments"])[:-1])]
+            elif fault == "unknown_tool":
+                calls = [self._call({"tool": "frobnicate", "arguments": {}})]
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+        prompt = sum(len(json.dumps(m)) for m in messages) // 4
+        return {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}}
+
+    def __enter__(self) -> "ScriptedChatServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,119 @@
+"""The model agent against a real OpenAI-compatible HTTP server on loopback (no LLM can run here: the server
+plays a scripted policy, the ops witness, and injects every fault kind)."""
+
+import json
+
+import pytest
+
+from gymsmith.agents.model import ModelAgent, ModelAgentConfig, ModelEndpointError
+from gymsmith.agents.scripted_server import FAULT_KINDS, ScriptedChatServer, WitnessPolicy
+from gymsmith.core import NO_TOOL_CALL, ActionErrorKind, Observation, RolloutStatus, Split
+from gymsmith.families.ops.generator import generate_world
+from gymsmith.registry import TaskSetSpec, build_taskset
+from gymsmith.runner import RunConfig, run, run_rollout
+from gymsmith.store import TrajectoryStore
+from gymsmith.verifier import VerifierService
+
+
+def _plans(tasks):
+    return {t.goal: generate_world(t.seed, t.knobs).witness for t in tasks}
+
+
+def _config(server, **over):
+    settings = dict(base_url=server.base_url, model="scripted", api_key_env=None, timeout_s=0.5, backoff_s=0.01,
+                    max_retries=3)
+    return ModelAgentConfig(**{**settings, **over})
+
+
+def test_every_fault_kind_and_no_rollout_lost(tmp_path):
+    tasks = build_taskset(TaskSetSpec(family="ops", count=20, split="train", base_seed=21))
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), fault_rate=0.25, seed=5, slow_s=0.8) as server:
+        store = TrajectoryStore(tmp_path / "m.db")
+        config = RunConfig(run_id="model", taskset=TaskSetSpec(family="ops", count=20), agents=["model"],
+                           model=_config(server), max_steps=400, retries=0)
+        out = run(config, store, tasks=tasks)
+    assert set(server.fault_counts) == set(FAULT_KINDS), server.fault_counts
+    rows = store.rollout_rows(["model"])
+    assert len(rows) == 20 and len({r["task_id"] for r in rows}) == 20
+    assert {r["status"] for r in rows} <= {"completed", "error"}
+    completed = [t for t in out if t.status is RolloutStatus.COMPLETED]
+    assert len(completed) >= 14
+    assert all(t.reward.accepted for t in completed)  # the faults cost steps, not correctness
+    errors = [t for t in out if t.status is RolloutStatus.ERROR]
+    assert all("no usable reply" in t.error and t.reward is None for t in errors)
+    steps = [s for t in out for s in t.steps]
+    kinds = {s.observation.error.kind for s in steps if s.observation.error}
+    assert {ActionErrorKind.MALFORMED_JSON, ActionErrorKind.UNKNOWN_TOOL, ActionErrorKind.NO_TOOL_CALL} <= kinds
+    infos = [s.agent_info for s in steps if s.agent_info]
+    assert infos and all(i["latency_ms"] > 0 and i["prompt_tokens"] > 0 for i in infos)
+    assert any(i["retries"] > 0 for i in infos) and any(i.get("tool_calls_in_reply") == 2 for i in infos)
+    stored = store.trajectory(completed[0].rollout_id)
+    assert [s.agent_info for s in stored.steps] == [s.agent_info for s in completed[0].steps]
+
+
+def test_endpoint_down_is_an_infrastructure_error(ops):
+    with ScriptedChatServer(WitnessPolicy({}), fault_rate=1.0, faults=("http_500",)) as server:
+        agent = ModelAgent(_config(server, max_retries=2))
+        task = ops.generate(1)
+        with VerifierService() as v:
+            t = run_rollout(env=ops.make_env(), agent=agent, task=task, split=Split.TRAIN, seed=0, run_id="x",
+                            verifier=v, policy="sparse", max_steps=10, time_limit_s=30)
+        agent.close()
+    assert t.status is RolloutStatus.ERROR and t.reward is None
+    assert "no usable reply after 3 attempts: HTTP 500, HTTP 500, HTTP 500" in t.error
+    assert server.requests == 3
+
+
+def test_act_raises_endpoint_error_for_the_runner(ops):
+    with ScriptedChatServer(WitnessPolicy({}), fault_rate=1.0, faults=("drop",)) as server:
+        agent = ModelAgent(_config(server, max_retries=1))
+        agent.reset(ops.generate(1), Observation(text="start"), seed=0)
+        with pytest.raises(ModelEndpointError, match="RemoteProtocolError"):
+            agent.act(Observation(text="start"))
+        agent.close()
+
+
+def test_text_reply_and_parallel_calls_become_steps(ops):
+    task = ops.generate(2, kind="billing", difficulty=0.1, fidelity=0.0)
+    with ScriptedChatServer(WitnessPolicy(_plans([task]))) as server:
+        agent = ModelAgent(_config(server))
+        env = ops.make_env()
+        obs = env.reset(task, seed=0)
+        agent.reset(task, obs, seed=0)
+        server.fault_rate, server.faults = 1.0, ("text_only",)
+        a = agent.act(obs)
+        assert a.tool == NO_TOOL_CALL and "think" in a.arguments
+        r = env.step(a)
+        assert r.observation.error.kind is ActionErrorKind.NO_TOOL_CALL
+        server.faults = ("multi",)
+        first = agent.act(r.observation)
+        assert agent.step_info["tool_calls_in_reply"] == 2
+        requests = server.requests
+        second = agent.act(env.step(first).observation)  # from the same reply: no new request
+        assert server.requests == requests and second.tool == "submit"
+        assert agent.messages[-1]["role"] == "tool" and agent.messages[-1]["tool_call_id"] == first.call_id
+        agent.close()
+
+
+def test_context_truncation_keeps_task_and_whole_turns(ops):
+    with ScriptedChatServer(WitnessPolicy({})) as server:
+        agent = ModelAgent(_config(server, max_context_chars=3000))
+        task = ops.generate(3)
+        agent.reset(task, Observation(text="start"), seed=0)
+        obs = Observation(text="x" * 500)
+        for _ in range(12):
+            agent.act(obs)
+        body = agent._truncate()
+        agent.close()
+    assert body[0]["role"] == "system" and body[1]["content"] == "start"
+    assert "earlier messages were removed" in body[2]["content"]
+    assert sum(len(json.dumps(m)) for m in body) <= 3000 + 1000  # the last turn is always kept whole
+    ids = {c["id"] for m in body if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    assert all(m["tool_call_id"] in ids for m in body if m["role"] == "tool")  # no orphaned tool results
+    assert agent.step_info["truncated_messages"] > 0
+
+
+def test_model_agent_needs_an_endpoint(tmp_path):
+    with pytest.raises(ValueError, match="agent 'model' needs an endpoint"):
+        run(RunConfig(run_id="m", taskset=TaskSetSpec(family="ops", count=1), agents=["model"]),
+            TrajectoryStore(tmp_path / "unused.db"))
