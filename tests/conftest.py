@@ -52,7 +52,14 @@ class PluginFamily:
     def make_env(self):
         return Env()
     def agents(self):
-        return {"null": NullAgent}
+        return {"null": NullAgent, "crash": CrashingAgent}
+
+
+class CrashingAgent(NullAgent):
+    """Kills the process it runs in (a worker dying mid-rollout). Only ever run inside a Ray actor."""
+    name = "crash"
+    def act(self, observation):
+        os._exit(9)
 '''
 
 PLUGIN_CHECKS = '''

@@ -134,7 +134,8 @@ def print_summary(rows: list[SummaryRow], title: str) -> None:
     console.print(table)
 
 
-def execute(config: RunConfig, store_path: str, *, show_progress: bool = True) -> TrajectoryStore:
+def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, backend: str = "local",
+            address: Optional[str] = None) -> TrajectoryStore:
     """Run `config` into the store with a progress bar; print the summary. Shared by run, eval and demo."""
     store = TrajectoryStore(store_path)
     columns = (TextColumn(f"[bold]{config.run_id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -146,7 +147,14 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True) -
             last = "" if t is None else f"{t.agent}: {t.status.value}" + ("" if t.reward is None else f" r={t.reward.value:.2f}")
             bar.update(job, completed=done, total=total, last=last)
 
-        run_config(config, store, progress=report)
+        if backend == "ray":
+            from gymsmith.runner.ray_backend import run_on_ray
+
+            run_on_ray(config, store, address=address, progress=report)
+        elif backend == "local":
+            run_config(config, store, progress=report)
+        else:
+            raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
     print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")
     return store
 
@@ -154,7 +162,7 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True) -
 def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
-                 model_key_env: str = "OPENAI_API_KEY") -> None:
+                 model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -165,13 +173,15 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy)
-    execute(config, store)
+    execute(config, store, backend=backend, address=address)
 
 
 _AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names ('model' needs --model-url).")
 _MODEL_URL = typer.Option(None, help="OpenAI-compatible endpoint for the agent 'model', e.g. http://127.0.0.1:8000/v1.")
 _MODEL_NAME = typer.Option(None, help="Model name the endpoint serves.")
 _MODEL_KEY = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key ('' for none).")
+_BACKEND = typer.Option("local", help="local (threads) or ray.")
+_ADDRESS = typer.Option(None, help="Ray cluster address; without it a local Ray instance is started.")
 
 
 @app.command()
@@ -184,10 +194,11 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
         knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
         base_seed: int = 0, concurrency: int = 2, max_steps: int = 300,
         policy: str = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated"),
-        model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY) -> None:
+        model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY,
+        backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
     """Run agents on train-split tasks (held-out tasks are only reachable through `eval`)."""
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env)
+                 policy, model_url, model_name, model_key_env, backend, address)
 
 
 @app.command("eval")
@@ -196,10 +207,11 @@ def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to eva
           seeds: int = 1, run_id: Optional[str] = None, store: str = DEFAULT_STORE,
           difficulty: str = "0:1", knob: list[str] = typer.Option([]), base_seed: int = 0,
           concurrency: int = 2, max_steps: int = 300, policy: str = DEFAULT_POLICY,
-          model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY) -> None:
+          model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY,
+          backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
     """Evaluate agents on held-out tasks only."""
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env)
+                 policy, model_url, model_name, model_key_env, backend, address)
 
 
 @runs_app.command("list")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -11,10 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
 from gymsmith.core.types import RolloutStatus, TaskSpec, Trajectory
-from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
+from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
@@ -85,6 +87,85 @@ def summarize(rows: list[dict[str, Any]], *, by_bin: bool = True) -> list[Summar
 
 
 ProgressCallback = Callable[[int, int, Trajectory | None], None]
+WorkItem = tuple[TaskSpec, str, int]  # (task, agent name, episode seed)
+
+
+def agent_factories(config: RunConfig, family: Family) -> dict[str, Callable[[], Agent]]:
+    """The family's agents plus `model` when an endpoint is configured. Raises ValueError for unknown agents."""
+    factories = dict(family.agents())
+    if config.model is not None:
+        model_config = config.model
+        factories["model"] = lambda: ModelAgent(model_config, system_prompt=getattr(family, "system_prompt", None))
+    elif "model" in config.agents:
+        raise ValueError("agent 'model' needs an endpoint: set RunConfig.model (CLI: --model-url and --model-name)")
+    unknown = [a for a in config.agents if a not in factories]
+    if unknown:
+        raise ValueError(f"unknown agent(s) {unknown} for family {family.name!r}; available: {sorted(factories)}")
+    return factories
+
+
+class RolloutWorker:
+    """Runs rollouts one at a time with its own environment; used by a local thread or a Ray actor.
+
+    A rollout that ends in an infrastructure error is retried (`config.retries` times) in a fresh
+    environment; what is returned is final.
+    """
+
+    def __init__(self, config: RunConfig, verifier: VerifierService):
+        self.config, self.verifier = config, verifier
+        self.family = get_family(config.taskset.family)
+        self.factories = agent_factories(config, self.family)
+        self.env = None
+
+    def rollout(self, task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
+        c = self.config
+        split = split_of(task.id, heldout_fraction=c.taskset.heldout_fraction)
+        for attempt in range(c.retries + 1):
+            if self.env is None:
+                self.env = self.family.make_env()  # reused across rollouts
+            agent = self.factories[agent_name]()
+            try:
+                trajectory = run_rollout(env=self.env, agent=agent, task=task, split=split, seed=seed,
+                                         run_id=c.run_id, verifier=self.verifier, policy=c.policy,
+                                         max_steps=c.max_steps, time_limit_s=c.time_limit_s)
+            finally:
+                if hasattr(agent, "close"):
+                    agent.close()
+            if trajectory.status is not RolloutStatus.ERROR:
+                break
+            self.env.close()  # an infrastructure error may have left the environment broken: start afresh
+            self.env = None
+        if attempt and trajectory.error:
+            trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
+        return trajectory
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+
+@dataclass
+class RunPlan:
+    """What is left to do of a run after a resume: the work, and how much of the total is already stored."""
+
+    work: list[WorkItem]
+    total: int
+    finished: int
+
+
+def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | None = None) -> RunPlan:
+    """Validate `config`, record the run, and list the rollouts not yet stored. Shared by every backend.
+
+    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError, ValueError before anything runs.
+    """
+    check_split_policy(config)
+    agent_factories(config, get_family(config.taskset.family))
+    tasks = tasks if tasks is not None else build_taskset(config.taskset)
+    store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
+    done = store.completed_keys(config.run_id)
+    work = [(t, a, s) for t in tasks for a in config.agents for s in range(config.seeds) if (t.id, a, s) not in done]
+    total = len(tasks) * len(config.agents) * config.seeds
+    return RunPlan(work=work, total=total, finished=total - len(work))
 
 
 def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
@@ -95,52 +176,23 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     loses at most the rollouts in flight, and rerunning the same run id finishes the rest.
     Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
     """
-    check_split_policy(config)
-    family = get_family(config.taskset.family)
-    factories = dict(family.agents())
-    if config.model is not None:
-        model_config = config.model
-        factories["model"] = lambda: ModelAgent(model_config, system_prompt=getattr(family, "system_prompt", None))
-    elif "model" in config.agents:
-        raise ValueError("agent 'model' needs an endpoint: set RunConfig.model (CLI: --model-url and --model-name)")
-    unknown = [a for a in config.agents if a not in factories]
-    if unknown:
-        raise ValueError(f"unknown agent(s) {unknown} for family {family.name!r}; available: {sorted(factories)}")
-    tasks = tasks if tasks is not None else build_taskset(config.taskset)
-    store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
-    done = store.completed_keys(config.run_id)
-    work = [(t, a, s) for t in tasks for a in config.agents for s in range(config.seeds) if (t.id, a, s) not in done]
-    total = len(tasks) * len(config.agents) * config.seeds
-    finished = total - len(work)
+    plan = plan_run(config, store, tasks)
+    finished = plan.finished
     if progress:
-        progress(finished, total, None)
+        progress(finished, plan.total, None)
     local = threading.local()
 
     def one(task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
-        split = split_of(task.id, heldout_fraction=config.taskset.heldout_fraction)
-        for attempt in range(config.retries + 1):
-            if not hasattr(local, "env"):
-                local.env = family.make_env()  # one environment per worker thread, reused across rollouts
-            agent = factories[agent_name]()
-            try:
-                trajectory = run_rollout(env=local.env, agent=agent, task=task, split=split, seed=seed,
-                                         run_id=config.run_id, verifier=verifier, policy=config.policy,
-                                         max_steps=config.max_steps, time_limit_s=config.time_limit_s)
-            finally:
-                if hasattr(agent, "close"):
-                    agent.close()
-            if trajectory.status is not RolloutStatus.ERROR:
-                break
-            local.env.close()  # an infrastructure error may have left the environment broken: start afresh
-            del local.env
-        if attempt and trajectory.error:
-            trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
-        return trajectory
+        if not hasattr(local, "worker"):
+            local.worker = RolloutWorker(config, verifier)  # one per thread
+            workers.append(local.worker)
+        return local.worker.rollout(task, agent_name, seed)
 
     results: list[Trajectory] = []
+    workers: list[RolloutWorker] = []
     with VerifierService(workers=config.concurrency) as verifier, ThreadPoolExecutor(config.concurrency) as pool:
         pending: dict[Future, TaskSpec] = {}
-        queue = iter(work)
+        queue = iter(plan.work)
         for item in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
             pending[pool.submit(one, *item)] = item[0]
         while pending:
@@ -152,8 +204,10 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
                 results.append(trajectory)
                 finished += 1
                 if progress:
-                    progress(finished, total, trajectory)
+                    progress(finished, plan.total, trajectory)
                 nxt = next(queue, None)
                 if nxt is not None:
                     pending[pool.submit(one, *nxt)] = nxt[0]
+        for w in workers:
+            w.close()
     return results
