@@ -30,6 +30,7 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/ops_reset.py
+	$(PY) benchmarks/scale.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -116,47 +116,10 @@ def ops():
     return get_family("ops")
 
 
-def _as_postgres_user(cmd: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root; CI runs as root, so the server runs as the `postgres` user."""
-    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
-
-
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory):
+def postgres_url():
     """A real PostgreSQL server in a temporary directory, on a free loopback port, for this test session."""
-    import glob
-    import shutil
-    import socket
-    import subprocess
+    from gymsmith.store.local_postgres import TemporaryPostgres
 
-    bindir = next((os.path.dirname(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)), None)
-    initdb = shutil.which("initdb") or (bindir and os.path.join(bindir, "initdb"))
-    if not initdb:
-        pytest.fail("PostgreSQL server binaries not found; `make setup` installs the Debian package postgresql")
-    pg_ctl = os.path.join(os.path.dirname(os.path.realpath(initdb)), "pg_ctl")
-    root = tmp_path_factory.mktemp("pg")
-    data = root / "data"
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres")
-        os.chmod(root, 0o755)
-        for parent in root.parents:  # the server user must be able to reach its directory
-            if str(parent).startswith(tempfile_root()):
-                os.chmod(parent, os.stat(parent).st_mode | 0o711)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run(_as_postgres_user([initdb, "-D", str(data), "-U", "gymsmith", "--auth=trust", "-E", "UTF8"]),
-                   check=True, capture_output=True)
-    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=100 -c fsync=off"
-    subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"]),
-                   check=True, capture_output=True)
-    try:
-        yield f"postgresql://gymsmith@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
-
-
-def tempfile_root() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
+    with TemporaryPostgres() as url:
+        yield url

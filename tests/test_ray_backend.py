@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from gymsmith.registry import TaskSetSpec, build_taskset
+from gymsmith.registry import TaskSetSpec
 from gymsmith.runner import RunConfig, run
 from gymsmith.runner.ray_backend import run_on_ray
 from gymsmith.store import TrajectoryStore
 
-ray = pytest.importorskip("ray", reason="the ray extra is installed by make setup")
+import ray  # noqa: E402 - the ray extra is installed by make setup
 
 
 @pytest.fixture(scope="module")

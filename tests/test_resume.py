@@ -20,6 +20,20 @@ def _count(db):
         return 0
 
 
+def _processes_mentioning(text):
+    """Pids whose command line contains `text` (forked pool workers share the run's command line)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
 def _run(db):
     return [sys.executable, "-m", "gymsmith.cli", "run", "ops", "--count", str(TASKS), "--agents", ",".join(AGENTS),
             "--run-id", "killed", "--store", str(db), "--concurrency", "2"]
@@ -34,6 +48,11 @@ def test_sigkill_then_resume(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     at_kill = _count(db)
+    # no worker or verifier process outlives the killed run
+    deadline = time.time() + 15
+    while _processes_mentioning(str(db)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(db)) == []
     total = TASKS * len(AGENTS)
     assert 0 < at_kill < total, f"the run was not interrupted mid-way ({at_kill} of {total})"
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-import threading
+import multiprocessing
+import os
+import signal
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -37,6 +39,8 @@ class RunConfig(BaseModel):
     time_limit_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
+    processes: bool | None = Field(default=None, description="Run rollouts in worker processes; default: when "
+                                   "concurrency > 1 (environments are CPU-bound Python, threads would share one core).")
     model: ModelAgentConfig | None = Field(default=None, description="Endpoint for the agent named 'model'.")
     retries: int = Field(default=1, ge=0, le=5, description="Extra attempts for a rollout that ends in an infrastructure error.")
 
@@ -168,38 +172,80 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
     return RunPlan(work=work, total=total, finished=total - len(work))
 
 
+_process_worker: RolloutWorker | None = None
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker must not outlive its run, even when the run is killed with SIGKILL (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still applies
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _start_process_worker(config_json: str, parent: int) -> None:
+    global _process_worker
+    _die_with_parent(parent)
+    _process_worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1))
+
+
+def _process_rollout(task_json: str, agent: str, seed: int) -> str:
+    assert _process_worker is not None
+    return _process_worker.rollout(TaskSpec.model_validate_json(task_json), agent, seed).model_dump_json()
+
+
 def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
         tasks: list[TaskSpec] | None = None) -> list[Trajectory]:
     """Run every (task, agent, seed) of `config` not already stored under its run id; return the new trajectories.
 
-    Each finished rollout is written in its own transaction as soon as it completes, so a killed run
-    loses at most the rollouts in flight, and rerunning the same run id finishes the rest.
+    With `concurrency` 1 the rollouts run in this process; above 1 (or with `processes=True`), in that many
+    worker processes (forked), each with its own environment and verifier process.
+    Each finished rollout is written here, in its own transaction, as soon as it completes, so a killed
+    run loses at most the rollouts in flight, and rerunning the same run id finishes the rest.
     Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
     """
     plan = plan_run(config, store, tasks)
     finished = plan.finished
     if progress:
         progress(finished, plan.total, None)
-    local = threading.local()
-
-    def one(task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
-        if not hasattr(local, "worker"):
-            local.worker = RolloutWorker(config, verifier)  # one per thread
-            workers.append(local.worker)
-        return local.worker.rollout(task, agent_name, seed)
-
     results: list[Trajectory] = []
-    workers: list[RolloutWorker] = []
-    with VerifierService(workers=config.concurrency) as verifier, ThreadPoolExecutor(config.concurrency) as pool:
+    if not (config.processes if config.processes is not None else config.concurrency > 1):
+        with VerifierService() as verifier:
+            worker = RolloutWorker(config, verifier)
+            try:
+                for task, agent, seed in plan.work:
+                    trajectory = worker.rollout(task, agent, seed)
+                    store.add(trajectory, task)
+                    results.append(trajectory)
+                    finished += 1
+                    if progress:
+                        progress(finished, plan.total, trajectory)
+            finally:
+                worker.close()
+        return results
+    # fork, not spawn: workers inherit the families (also those from register_family), the tasks' cached
+    # start states and sys.path, and a user's script is not re-imported as __main__ in every worker.
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(config.concurrency, mp_context=ctx, initializer=_start_process_worker,
+                             initargs=(config.model_dump_json(), os.getpid())) as pool:
         pending: dict[Future, TaskSpec] = {}
         queue = iter(plan.work)
+
+        def submit(item: WorkItem) -> None:
+            task, agent, seed = item
+            pending[pool.submit(_process_rollout, task.model_dump_json(), agent, seed)] = task
+
         for item in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
-            pending[pool.submit(one, *item)] = item[0]
+            submit(item)
         while pending:
             finished_now, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished_now:
                 task = pending.pop(fut)
-                trajectory = fut.result()
+                trajectory = Trajectory.model_validate_json(fut.result())
                 store.add(trajectory, task)
                 results.append(trajectory)
                 finished += 1
@@ -207,7 +253,5 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
                     progress(finished, plan.total, trajectory)
                 nxt = next(queue, None)
                 if nxt is not None:
-                    pending[pool.submit(one, *nxt)] = nxt[0]
-        for w in workers:
-            w.close()
+                    submit(nxt)
     return results

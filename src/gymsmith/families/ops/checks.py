@@ -13,7 +13,8 @@ from typing import Any
 
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, generate_world
-from gymsmith.families.ops.schema import TABLES, create_database, open_snapshot, primary_key, state_digest
+from gymsmith.families.ops.env import pristine_image
+from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key
 from gymsmith.verifier.protocol import CheckResult
 
 IGNORED_TABLES = {"activity"}  # the log of calls, not business state
@@ -190,9 +191,11 @@ _BY_KIND = {"fulfil": _fulfil, "resource": _fulfil, "staff": _staff, "billing": 
 def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     """Score the final database at `final_state` against the task's hidden expectations."""
     world = generate_world(task.seed, task.knobs)
-    pristine = create_database(world.rows)
-    if state_digest(pristine) != task.start_state.digest:
+    image, digest = pristine_image(task.seed, task.knobs)  # built once per task in this process
+    if digest != task.start_state.digest:
         raise RuntimeError(f"task {task.id}: the start state rebuilt by the verifier does not match the task's digest")
+    pristine = sqlite3.connect(":memory:")
+    pristine.deserialize(image)
     final = open_snapshot(str(final_state))
     try:
         return _BY_KIND[world.kind](world, pristine, final, diff_states(pristine, final))

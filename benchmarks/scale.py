@@ -1,0 +1,154 @@
+"""Scale-out, each against a baseline in the same run; one JSON line per comparison.
+
+1. workers: the same rollouts with 2 workers versus 1, on the local process pool and on Ray.
+   The timings include starting the workers, which rebuild each task's start state on first use.
+2. ray_vs_local: the same rollouts on Ray (2 actors) versus the local pool (2 processes).
+3. store_writes: steps per second written through `TrajectoryStore.add` (one transaction per rollout)
+   versus a commit per step, on SQLite and (when a server URL is given) PostgreSQL.
+4. topk: the 100 best rollouts by reward out of 100,000 stored, indexed query versus reading every row.
+
+Usage: python benchmarks/scale.py [--postgres URL]   (without a URL a temporary local server is started)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import insert, select
+
+from gymsmith.registry import TaskSetSpec, build_taskset
+from gymsmith.runner import RunConfig, run
+from gymsmith.store import TrajectoryStore
+from gymsmith.store.schema import rollouts, steps
+
+
+def emit(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def runners(tmp: Path) -> None:
+    from gymsmith.runner.ray_backend import run_on_ray
+    import ray
+
+    tasks = build_taskset(TaskSetSpec(family="ops", count=400, base_seed=9))
+    cfg = lambda rid, n: RunConfig(run_id=rid, taskset=TaskSetSpec(family="ops", count=400), agents=["greedy", "oracle"],  # noqa: E731
+                                   concurrency=n, processes=True)  # 1 worker process versus 2: the same architecture
+    store = TrajectoryStore(tmp / "runners.db")
+    run(cfg("warm", 1), store, tasks=tasks[:5])  # imports, caches, verifier start-up out of the way
+    local1 = _timed(lambda: run(cfg("local-1", 1), store, tasks=tasks))
+    local2 = _timed(lambda: run(cfg("local-2", 2), store, tasks=tasks))
+    emit(benchmark="workers", backend="local", rollouts=800, one_worker_s=round(local1, 3), two_workers_s=round(local2, 3),
+         speedup=round(local1 / local2, 2), target=">= 1.8x")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        run_on_ray(cfg("ray-warm", 2), store, tasks=tasks[:5])
+        ray1 = _timed(lambda: run_on_ray(cfg("ray-1", 1), store, tasks=tasks))
+        ray2 = _timed(lambda: run_on_ray(cfg("ray-2", 2), store, tasks=tasks))
+    finally:
+        ray.shutdown()
+    emit(benchmark="workers", backend="ray", rollouts=800, one_worker_s=round(ray1, 3), two_workers_s=round(ray2, 3),
+         speedup=round(ray1 / ray2, 2), target=">= 1.8x")
+    emit(benchmark="ray_vs_local", rollouts=800, local_2_processes_s=round(local2, 3), ray_2_actors_s=round(ray2, 3),
+         slowdown=round(ray2 / local2, 2), target="<= 1.3x")
+
+
+def store_writes(location: str, label: str, tmp: Path) -> None:
+    src = TrajectoryStore(tmp / f"template-{label}.db")
+    [template] = run(RunConfig(run_id="t", taskset=TaskSetSpec(family="ops", count=1, base_seed=3, knobs={"difficulty": 1.0, "kind": "fulfil"}),
+                               agents=["oracle"]), src)
+    task_json = src.rollout_rows()[0]["task"]
+    from gymsmith.core import TaskSpec
+
+    task = TaskSpec.model_validate_json(task_json)
+    store = TrajectoryStore(location)
+    store.create_run(f"bench-{label}", purpose="train", config={})
+    n = 200
+    copies = [template.model_copy(update={"rollout_id": f"{label}-{time.time_ns()}-{i}", "run_id": f"bench-{label}",
+                                          "seed": 10_000 + i}) for i in range(n)]
+    ours = _timed(lambda: [store.add(t, task) for t in copies])
+    n_steps = n * len(template.steps)
+    # baseline: the same rows, one transaction per step (what a naive logger does)
+    base_copies = [template.model_copy(update={"rollout_id": f"{label}-b-{time.time_ns()}-{i}", "run_id": f"bench-{label}",
+                                               "seed": 20_000 + i}) for i in range(n // 4)]
+
+    def per_step() -> None:
+        for t in base_copies:
+            empty = t.model_copy(update={"steps": []})
+            store.add(empty, task)
+            for s in t.steps:
+                with store.engine.begin() as conn:
+                    conn.execute(insert(steps).values(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool,
+                                                      arguments=s.action.arguments_text(),
+                                                      observation=s.observation.model_dump_json(),
+                                                      error_kind=None, duration_ms=s.duration_ms))
+
+    base = _timed(per_step)
+    base_steps = len(base_copies) * len(template.steps)
+    emit(benchmark="store_writes", store=label, steps_per_rollout=len(template.steps),
+         steps_per_s=round(n_steps / ours), baseline_commit_per_step_steps_per_s=round(base_steps / base),
+         ratio=round((n_steps / ours) / (base_steps / base), 2), target=">= 5000 steps/s on SQLite")
+
+
+def topk(tmp: Path) -> None:
+    store = TrajectoryStore(tmp / "topk.db")
+    store.create_run("topk", purpose="train", config={})
+    rng = random.Random(0)
+    rows = [dict(rollout_id=f"r{i}", run_id="topk", task_id=f"t{i % 5000}", family="ops", family_version="1",
+                 split="train", difficulty=rng.random(), agent="a", seed=i, status="completed", reward=rng.random(),
+                 accepted=False, policy="shaped_gated", n_steps=10, invalid_actions=0, final_state_hash="h", error=None,
+                 package_version="0", started_at=0.0, finished_at=0.0, task="{}", reset_observation="{}",
+                 gate_failures="[]") for i in range(100_000)]
+    with store.engine.begin() as conn:  # bulk-loaded: this measures the query, not the loading
+        conn.execute(insert(rollouts), rows)
+    query = select(rollouts.c.rollout_id, rollouts.c.reward).order_by(rollouts.c.reward.desc()).limit(100)
+
+    def indexed():
+        with store.engine.connect() as conn:
+            return conn.execute(query).fetchall()
+
+    def scan():
+        with store.engine.connect() as conn:
+            every = conn.execute(select(rollouts.c.rollout_id, rollouts.c.reward)).fetchall()
+        return sorted(every, key=lambda r: -r[1])[:100]
+
+    indexed()
+    best = min(_timed(indexed) for _ in range(5))
+    base = min(_timed(scan) for _ in range(3))
+    assert [r[0] for r in indexed()] == [r[0] for r in scan()]
+    emit(benchmark="topk", rollouts=100_000, k=100, query_s=round(best, 5), baseline_read_all_and_sort_s=round(base, 4),
+         ratio=round(base / best, 1), target="< 0.1 s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--postgres", help="PostgreSQL URL for the store-write comparison (default: a temporary server)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        runners(tmp)
+        store_writes(str(tmp / "writes.db"), "sqlite", tmp)
+        if args.postgres:
+            store_writes(args.postgres, "postgresql", tmp)
+        else:
+            from gymsmith.store.local_postgres import TemporaryPostgres
+
+            with TemporaryPostgres() as url:
+                store_writes(url, "postgresql", tmp)
+        topk(tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
