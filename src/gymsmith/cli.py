@@ -184,18 +184,23 @@ _BACKEND = typer.Option("local", help="local (threads) or ray.")
 _ADDRESS = typer.Option(None, help="Ray cluster address; without it a local Ray instance is started.")
 
 
+_SEEDS = typer.Option(1, help="Episode seeds per task and agent.")
+_RUN_ID = typer.Option(None, help="Reuse an id to resume a run.")
+_STORE = typer.Option(DEFAULT_STORE, help="SQLite path or database URL.")
+_DIFFICULTY = typer.Option("0:1", help="VALUE or LOW:HIGH.")
+_KNOB = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable.")
+_CONCURRENCY = typer.Option(2, help="Rollouts at once (worker processes, or Ray actors).")
+_MAX_STEPS = typer.Option(300, help="Step limit per rollout.")
+_POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
+
+
 @app.command()
 @_guard
 def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."), agents: str = _AGENTS,
-        seeds: int = typer.Option(1, help="Episode seeds per task and agent."),
-        run_id: Optional[str] = typer.Option(None, help="Reuse an id to resume a run."),
-        store: str = typer.Option(DEFAULT_STORE, help="SQLite path or database URL."),
-        difficulty: str = typer.Option("0:1", help="VALUE or LOW:HIGH."),
-        knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
-        base_seed: int = 0, concurrency: int = 2, max_steps: int = 300,
-        policy: str = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated"),
-        model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY,
-        backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
+        seeds: int = _SEEDS, run_id: Optional[str] = _RUN_ID, store: str = _STORE, difficulty: str = _DIFFICULTY,
+        knob: list[str] = _KNOB, base_seed: int = 0, concurrency: int = _CONCURRENCY, max_steps: int = _MAX_STEPS,
+        policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
+        model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
     """Run agents on train-split tasks (held-out tasks are only reachable through `eval`)."""
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address)
@@ -204,11 +209,10 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
 @app.command("eval")
 @_guard
 def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."), agents: str = _AGENTS,
-          seeds: int = 1, run_id: Optional[str] = None, store: str = DEFAULT_STORE,
-          difficulty: str = "0:1", knob: list[str] = typer.Option([]), base_seed: int = 0,
-          concurrency: int = 2, max_steps: int = 300, policy: str = DEFAULT_POLICY,
-          model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME, model_key_env: str = _MODEL_KEY,
-          backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
+          seeds: int = _SEEDS, run_id: Optional[str] = _RUN_ID, store: str = _STORE, difficulty: str = _DIFFICULTY,
+          knob: list[str] = _KNOB, base_seed: int = 0, concurrency: int = _CONCURRENCY, max_steps: int = _MAX_STEPS,
+          policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
+          model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
     """Evaluate agents on held-out tasks only."""
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address)
