@@ -11,6 +11,7 @@ from typing import Any
 from gymsmith.agents.base import Agent, NullAgent, RandomAgent
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.ops.env import OpsEnvironment, pristine_image
+from gymsmith.families.ops.exploits import EXPLOITS
 from gymsmith.families.ops.generator import KINDS, choose_kind, generate_world
 from gymsmith.families.ops.greedy import OpsGreedy
 from gymsmith.families.ops.oracle import OpsOracle
@@ -73,4 +74,5 @@ class OpsFamily:
         return OpsEnvironment()
 
     def agents(self) -> Mapping[str, Callable[[], Agent]]:
-        return {"oracle": OpsOracle, "greedy": OpsGreedy, "random": RandomAgent, "null": NullAgent}
+        return {"oracle": OpsOracle, "greedy": OpsGreedy, "random": RandomAgent, "null": NullAgent,
+                **{e.name: e for e in EXPLOITS}}

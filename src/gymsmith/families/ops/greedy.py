@@ -10,48 +10,16 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gymsmith.core.types import Action, Observation, TaskSpec
-from gymsmith.families.ops.oracle import RETRYABLE
-
-Script = Generator[Action, Observation, None]
+from gymsmith.core.types import Action, Observation
+from gymsmith.families.ops.scripted import Script, ScriptedAgent
 
 
-class OpsGreedy:
+class OpsGreedy(ScriptedAgent):
     name = "greedy"
 
-    def reset(self, task: TaskSpec, observation: Observation, *, seed: int) -> None:
-        self.task = task
-        kind = task.metadata["kind"]
-        self.script: Script = {"fulfil": self._fulfil, "resource": self._fulfil, "staff": self._staff,
-                               "billing": self._billing}[kind]()
-        self.started = False
-
-    def act(self, observation: Observation) -> Action:
-        try:
-            if not self.started:
-                self.started = True
-                return next(self.script)
-            return self.script.send(observation)
-        except StopIteration:
-            return Action(tool="submit", arguments={})
-
-    # -- helpers --------------------------------------------------------------------------------
-    def _call(self, tool: str, **arguments: Any) -> Generator[Action, Observation, Observation]:
-        for _ in range(6):
-            obs = yield Action(tool=tool, arguments=arguments)
-            if obs.error is None or obs.error.kind not in RETRYABLE:
-                return obs
-        return obs
-
-    def _all(self, entity: str, filters: dict[str, Any] | None = None) -> Generator[Action, Observation, list[dict]]:
-        rows: list[dict] = []
-        while True:
-            obs = yield from self._call("search_records", entity=entity, filters=filters or {}, limit=50, offset=len(rows))
-            if obs.error is not None:
-                return rows
-            rows += obs.data["rows"]
-            if not obs.data["rows"] or len(rows) >= obs.data["total"]:
-                return rows
+    def script(self) -> Script:
+        kind = self.task.metadata["kind"]
+        return {"fulfil": self._fulfil, "resource": self._fulfil, "staff": self._staff, "billing": self._billing}[kind]()
 
     # -- fulfil / resource ----------------------------------------------------------------------
     def _fulfil(self) -> Script:
