@@ -17,7 +17,7 @@ PLUGIN_FAMILY = '''
 Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise, flaky.
 """
 import os
-from gymsmith.agents.base import NullAgent
+from gymsmith.agents.base import NullAgent, RandomAgent
 from gymsmith.core.types import Observation, StartStateRef, TaskSpec, ToolSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
@@ -52,7 +52,19 @@ class PluginFamily:
     def make_env(self):
         return Env()
     def agents(self):
-        return {"null": NullAgent, "crash": CrashingAgent}
+        return {"null": NullAgent, "crash": CrashingAgent, "oracle": NullAgent, "random": RandomAgent}
+
+
+class NondetEnv(Env):
+    def _reset(self, task, seed):
+        return Observation(text=task.goal + " nonce " + os.urandom(4).hex())  # a bug: not seeded
+
+
+class NondetFamily(PluginFamily):
+    """Deliberately nondeterministic (its reset observation carries fresh randomness)."""
+    name = "nondetfam"
+    def make_env(self):
+        return NondetEnv()
 
 
 class CrashingAgent(NullAgent):
@@ -97,6 +109,7 @@ def plugin_path(tmp_path_factory) -> Path:
     (info / "entry_points.txt").write_text(textwrap.dedent("""\
         [gymsmith.families]
         plugfam = plugfam:PluginFamily
+        nondetfam = plugfam:NondetFamily
         """))
     sys.path.insert(0, str(root))
     reload_families()

@@ -218,6 +218,31 @@ def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to eva
                  policy, model_url, model_name, model_key_env, backend, address)
 
 
+@app.command()
+@_guard
+def check(families: list[str] = typer.Argument(..., help="Families to check, e.g. ops."),
+          size: int = typer.Option(40, help="Tasks per family (all splits, difficulty 0-1)."),
+          store: str = _STORE, base_seed: int = 0, concurrency: int = _CONCURRENCY,
+          as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON.")) -> None:
+    """The environments' own regression suite; exits 1 if any check fails. Results are kept in the store."""
+    from gymsmith.audit.check import check_family, to_json
+
+    s = TrajectoryStore(store)
+    outcomes = [o for f in families for o in check_family(f, store=s, size=size, base_seed=base_seed,
+                                                          concurrency=concurrency)]
+    if as_json:
+        sys.stdout.write(to_json(outcomes) + "\n")
+    else:
+        table = Table("family", "check", "result", "detail", title="gymsmith check")
+        for o in outcomes:
+            table.add_row(o.family, o.name, "[green]PASS[/]" if o.passed else "[red]FAIL[/]", o.detail)
+        console.print(table)
+    failed = [o for o in outcomes if not o.passed]
+    console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    if failed:
+        raise typer.Exit(1)
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:

@@ -72,7 +72,7 @@ class RandomAgent:
 
     def act(self, observation: Observation) -> Action:
         _collect_ids(observation.data, self.pools)
-        if self.rng.random() < self.submit_probability:
+        if not self.tools or self.rng.random() < self.submit_probability:
             return Action(tool="submit", arguments={})
         tool = self.rng.choice(self.tools)
         return Action(tool=tool.name, arguments=self._object(tool.parameters))

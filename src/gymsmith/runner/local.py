@@ -31,7 +31,8 @@ class RunConfig(BaseModel):
     """A run: which tasks, which agents, how many episode seeds, and the limits."""
 
     run_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
-    purpose: Literal["train", "eval"] = "train"
+    purpose: Literal["train", "eval", "audit"] = Field(default="train", description="train: train split only; eval: "
+                                                        "held-out only; audit: the environment's own checks, any split.")
     taskset: TaskSetSpec
     agents: list[str] = Field(min_length=1)
     seeds: int = Field(default=1, ge=1, le=1000, description="Episode seeds per (task, agent): 0..seeds-1.")
@@ -62,7 +63,9 @@ class SummaryRow(BaseModel):
 
 
 def check_split_policy(config: RunConfig) -> None:
-    """Training runs see train tasks only; eval runs held-out tasks only. Raises SplitPolicyError."""
+    """Training runs see train tasks only; eval runs held-out tasks only; audits (which train nothing) any.
+
+    Raises SplitPolicyError."""
     split = config.taskset.split
     if config.purpose == "train" and split != "train":
         raise SplitPolicyError(f"a training run may only use split 'train', not {split!r}; "

@@ -78,3 +78,16 @@ reward_components = Table(
     Column("weight", Float, nullable=False),
     Column("detail", Text, nullable=False),
 )
+
+check_results = Table(
+    "check_results", metadata,
+    Column("check_id", String(64), primary_key=True),  # one `gymsmith check` invocation for one family
+    Column("name", String(64), primary_key=True),
+    Column("family", String(64), nullable=False),
+    Column("family_version", String(32), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("run_id", String(128), nullable=False),  # the audit run whose rollouts the check used
+    Column("passed", Boolean, nullable=False),
+    Column("detail", Text, nullable=False),
+    Index("checks_by_family", "family", "created_at"),
+)

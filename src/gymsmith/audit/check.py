@@ -1,0 +1,182 @@
+"""`gymsmith check`: is a family still working? Each check is a small function over one audit run.
+
+oracle accepted on every task · null never · random rarely · every exploit never · the same seeded
+rollout twice is identical (else a diff) · reset restores the pristine state exactly · the greedy
+agent's reward falls with difficulty. Results are stored, so a family's health has a history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import insert, select
+
+from gymsmith.core.hashing import content_hash
+from gymsmith.core.types import Split, TaskSpec, Trajectory
+from gymsmith.registry import TaskSetSpec, build_taskset, get_family
+from gymsmith.runner.local import RunConfig, run
+from gymsmith.runner.rollout import run_rollout
+from gymsmith.store.schema import check_results
+from gymsmith.store.sql import TrajectoryStore
+from gymsmith.verifier.service import VerifierService
+
+RANDOM_ACCEPTANCE_MAX = 0.10
+MONOTONE_TOLERANCE = 0.02  # a bin may sit this much above the previous one (sampling noise at small sizes)
+
+
+class CheckOutcome(BaseModel):
+    family: str
+    name: str
+    passed: bool
+    detail: str
+
+
+def _by_agent(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[r["agent"]].append(r)
+    return out
+
+
+def _acceptance_checks(family: str, rows: dict[str, list[dict[str, Any]]], exploits: list[str]) -> list[CheckOutcome]:
+    out = []
+
+    def share(agent: str) -> tuple[int, int, int]:
+        rs = rows.get(agent, [])
+        return sum(bool(r["accepted"]) for r in rs), sum(r["status"] == "error" for r in rs), len(rs)
+
+    acc, err, n = share("oracle")
+    failed = [r["task_id"] for r in rows.get("oracle", []) if not r["accepted"]][:5]
+    out.append(CheckOutcome(family=family, name="oracle accepted on every task", passed=n > 0 and acc == n,
+                            detail=f"{acc}/{n} accepted, {err} errors" + (f"; not accepted: {failed}" if failed else "")))
+    acc, err, n = share("null")
+    out.append(CheckOutcome(family=family, name="null never accepted", passed=n > 0 and acc == 0 and err == 0,
+                            detail=f"{acc}/{n} accepted, {err} errors"))
+    acc, err, n = share("random")
+    out.append(CheckOutcome(family=family, name=f"random accepted below {RANDOM_ACCEPTANCE_MAX:.0%}",
+                            passed=n > 0 and acc / n < RANDOM_ACCEPTANCE_MAX and err == 0, detail=f"{acc}/{n} accepted"))
+    for name in exploits:
+        acc, err, n = share(name)
+        out.append(CheckOutcome(family=family, name=f"{name} never accepted", passed=n > 0 and acc == 0 and err == 0,
+                                detail=f"{acc}/{n} accepted, {err} errors"))
+    return out
+
+
+def _monotone(family: str, rows: list[dict[str, Any]], bins: int = 3) -> CheckOutcome:
+    by_bin: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["reward"] is not None:
+            by_bin[min(bins - 1, int(r["difficulty"] * bins))].append(r["reward"])
+    means = [sum(v) / len(v) for _, v in sorted(by_bin.items())]
+    ok = len(means) == bins and all(b <= a + MONOTONE_TOLERANCE for a, b in zip(means, means[1:])) and means[-1] < means[0]
+    return CheckOutcome(family=family, name="greedy reward falls with difficulty", passed=ok,
+                        detail="mean reward by difficulty bin: " + ", ".join(f"{m:.3f}" for m in means))
+
+
+def _signature(t: Trajectory) -> list[str]:
+    """What must repeat exactly: the reset observation, each action and observation, final state, reward."""
+    lines = [f"reset: {t.reset_observation.model_dump_json()}"]
+    lines += [f"step {s.index}: {s.action.tool} {s.action.arguments_text()} -> {s.observation.model_dump_json()}" for s in t.steps]
+    lines.append(f"final state: {t.final_state_hash}")
+    lines.append(f"reward: {t.reward.model_dump_json() if t.reward else t.error}")
+    return lines
+
+
+def first_difference(a: list[str], b: list[str]) -> str | None:
+    """A short readable diff of two signatures, or None if they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"first difference at line {i}:\n  - {x[:300]}\n  + {y[:300]}"
+    if len(a) != len(b):
+        return f"lengths differ: {len(a)} vs {len(b)} lines"
+    return None
+
+
+def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list[str]) -> list[CheckOutcome]:
+    family = get_family(family_name)
+    diffs, reset_failures, changed = [], [], 0
+    with VerifierService() as verifier:
+        for task in tasks:
+            for agent in agents:
+                runs = []
+                for _ in range(2):
+                    env = family.make_env()  # a fresh environment each time: nothing carried over
+                    try:
+                        runs.append(run_rollout(env=env, agent=family.agents()[agent](), task=task, split=Split.TRAIN,
+                                                seed=7, run_id="determinism", verifier=verifier, policy="shaped_gated",
+                                                max_steps=300, time_limit_s=120))
+                    finally:
+                        env.close()
+                d = first_difference(_signature(runs[0]), _signature(runs[1]))
+                if d:
+                    diffs.append(f"{task.id} / {agent}: {d}")
+            env = family.make_env()
+            try:  # change the state (the oracle always does), then reset: the pristine hash must come back
+                env.reset(task, seed=0)
+                pristine = env.state_hash()
+                mover = "oracle" if "oracle" in family.agents() else "random"
+                t = run_rollout(env=env, agent=family.agents()[mover](), task=task, split=Split.TRAIN, seed=3,
+                                run_id="reset", verifier=verifier, policy="shaped_gated", max_steps=300, time_limit_s=60)
+                changed += t.final_state_hash not in (None, pristine)
+                env.reset(task, seed=0)
+                if env.state_hash() != pristine:
+                    reset_failures.append(f"{task.id}: {env.state_hash()} after reset, pristine {pristine}")
+            finally:
+                env.close()
+    n = len(tasks) * len(agents)
+    return [CheckOutcome(family=family_name, name="same seeded rollout twice is identical", passed=not diffs,
+                         detail=f"{n - len(diffs)}/{n} identical" + ("\n" + "\n".join(diffs[:3]) if diffs else "")),
+            CheckOutcome(family=family_name, name="reset restores the pristine state", passed=not reset_failures,
+                         detail=f"{len(tasks) - len(reset_failures)}/{len(tasks)} exact ({changed} had changed state)" +
+                                ("; " + "; ".join(reset_failures[:3]) if reset_failures else ""))]
+
+
+def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, base_seed: int = 0,
+                 concurrency: int = 2, determinism_tasks: int = 4) -> list[CheckOutcome]:
+    """Run every check on `size` tasks of the family (all splits, difficulty 0-1); store and return the outcomes.
+
+    Raises UnknownFamilyError for an unknown family. A check that cannot run (an agent the family lacks)
+    fails with a detail saying so.
+    """
+    family = get_family(family_name)
+    available = family.agents()
+    exploits = sorted(a for a in available if a.startswith("exploit:"))
+    wanted = [a for a in ("oracle", "null", "random", "greedy") if a in available] + exploits
+    missing = [a for a in ("oracle", "null", "random") if a not in available]
+    check_id = f"check-{family_name}-{time.strftime('%Y%m%d-%H%M%S')}-{content_hash(time.time_ns(), length=6)}"
+    taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed)
+    tasks = build_taskset(taskset)
+    config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted, concurrency=concurrency)
+    run(config, store, tasks=tasks)
+    rows = _by_agent(store.rollout_rows([check_id]))
+    outcomes = _acceptance_checks(family_name, rows, exploits)
+    for a in missing:
+        outcomes.append(CheckOutcome(family=family_name, name=f"family ships a {a} agent", passed=False,
+                                     detail=f"{family_name} has no {a!r} agent; agents: {sorted(available)}"))
+    if "greedy" in available:
+        outcomes.append(_monotone(family_name, rows["greedy"]))
+    det_agents = [a for a in ("random", "greedy") if a in available]
+    outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents)
+    now = time.time()
+    with store.engine.begin() as conn:
+        conn.execute(insert(check_results), [dict(check_id=check_id, name=o.name, family=family_name,
+                                                  family_version=family.version, created_at=now, run_id=check_id,
+                                                  passed=o.passed, detail=o.detail) for o in outcomes])
+    return outcomes
+
+
+def check_history(store: TrajectoryStore, family: str | None = None) -> list[dict[str, Any]]:
+    """Stored check results, newest first."""
+    query = select(check_results).order_by(check_results.c.created_at.desc(), check_results.c.name)
+    if family:
+        query = query.where(check_results.c.family == family)
+    with store.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def to_json(outcomes: list[CheckOutcome]) -> str:
+    return json.dumps([o.model_dump() for o in outcomes], indent=2)
