@@ -37,3 +37,25 @@ def test_check_fails_on_a_gameable_checker(plugin_env, tmp_path, monkeypatch):
     assert outcomes["null never accepted"].detail.startswith("4/4 accepted")
     assert outcomes["same seeded rollout twice is identical"].passed
     assert any(not h["passed"] for h in check_history(store, "plugfam"))
+
+
+def test_drift_is_reported_against_the_last_check(tmp_path, monkeypatch):
+    """A second check on a changed environment (here: a faked package version) warns with the difference."""
+    import gymsmith.audit.check as check_module
+    from gymsmith.registry.fingerprint import environment_fingerprint
+
+    store = TrajectoryStore(tmp_path / "d.db")
+    first = {o.name: o for o in check_family("ops", store=store, size=6, determinism_tasks=1)}
+    assert first["environment unchanged since the last check"].detail.startswith("first check")
+    same = {o.name: o for o in check_family("ops", store=store, size=6, determinism_tasks=1)}
+    assert same["environment unchanged since the last check"].passed
+    real = environment_fingerprint("ops")
+    changed = {**real, "packages": {**real["packages"], "pydantic": "0.0.1"}, "digest": "drifted0000000000"}
+    monkeypatch.setattr(check_module, "environment_fingerprint", lambda family: changed)
+    drift = {o.name: o for o in check_family("ops", store=store, size=6, determinism_tasks=1)}
+    outcome = drift["environment unchanged since the last check"]
+    assert not outcome.passed and outcome.warning
+    assert f"packages.pydantic: {real['packages']['pydantic']} -> 0.0.1" in outcome.detail
+    rows = store.rollout_rows()
+    assert rows and all(r["fingerprint"] == real["digest"] for r in rows)  # every rollout records what it ran on
+    assert store.fingerprint(real["digest"])["family_source"] == real["family_source"]

@@ -235,10 +235,13 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
     else:
         table = Table("family", "check", "result", "detail", title="gymsmith check")
         for o in outcomes:
-            table.add_row(o.family, o.name, "[green]PASS[/]" if o.passed else "[red]FAIL[/]", o.detail)
+            result = "[green]PASS[/]" if o.passed else "[yellow]WARN[/]" if o.warning else "[red]FAIL[/]"
+            table.add_row(o.family, o.name, result, o.detail)
         console.print(table)
-    failed = [o for o in outcomes if not o.passed]
-    console.print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+    failed = [o for o in outcomes if not o.passed and not o.warning]
+    warned = [o for o in outcomes if o.warning and not o.passed]
+    console.print(f"{len(outcomes) - len(failed) - len(warned)} passed, {len(failed)} failed"
+                  + (f", {len(warned)} warnings" if warned else ""))
     if failed:
         raise typer.Exit(1)
 

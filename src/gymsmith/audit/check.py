@@ -20,7 +20,8 @@ from gymsmith.core.types import Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.local import RunConfig, run
 from gymsmith.runner.rollout import run_rollout
-from gymsmith.store.schema import check_results
+from gymsmith.registry.fingerprint import environment_fingerprint, fingerprint_diff
+from gymsmith.store.schema import check_fingerprints, check_results
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
@@ -33,6 +34,7 @@ class CheckOutcome(BaseModel):
     name: str
     passed: bool
     detail: str
+    warning: bool = False  # reported, but does not fail `gymsmith check` (e.g. drift after an upgrade)
 
 
 def _by_agent(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -135,6 +137,23 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                                 ("; " + "; ".join(reset_failures[:3]) if reset_failures else ""))]
 
 
+def _drift(family: str, store: TrajectoryStore) -> CheckOutcome:
+    """Compare this environment's fingerprint with the one the last check of the family ran on."""
+    current = environment_fingerprint(family)
+    with store.engine.connect() as conn:
+        last = conn.execute(select(check_fingerprints.c.fingerprint).where(check_fingerprints.c.family == family)
+                            .order_by(check_fingerprints.c.created_at.desc()).limit(1)).scalar()
+    name = "environment unchanged since the last check"
+    if last is None:
+        return CheckOutcome(family=family, name=name, passed=True, detail=f"first check; fingerprint {current['digest']}")
+    if last == current["digest"]:
+        return CheckOutcome(family=family, name=name, passed=True, detail=f"fingerprint {last}")
+    old = store.fingerprint(last)
+    changes = fingerprint_diff(old, current) if old else [f"fingerprint {last} -> {current['digest']}"]
+    return CheckOutcome(family=family, name=name, passed=False, warning=True,
+                        detail="DRIFT — results are not comparable with earlier checks: " + "; ".join(changes))
+
+
 def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, base_seed: int = 0,
                  concurrency: int = 2, determinism_tasks: int = 4) -> list[CheckOutcome]:
     """Run every check on `size` tasks of the family (all splits, difficulty 0-1); store and return the outcomes.
@@ -161,8 +180,11 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
         outcomes.append(_monotone(family_name, rows["greedy"]))
     det_agents = [a for a in ("random", "greedy") if a in available]
     outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents)
+    outcomes.append(_drift(family_name, store))
     now = time.time()
     with store.engine.begin() as conn:
+        conn.execute(insert(check_fingerprints).values(check_id=check_id, family=family_name, created_at=now,
+                                                        fingerprint=environment_fingerprint(family_name)["digest"]))
         conn.execute(insert(check_results), [dict(check_id=check_id, name=o.name, family=family_name,
                                                   family_version=family.version, created_at=now, run_id=check_id,
                                                   passed=o.passed, detail=o.detail) for o in outcomes])

@@ -207,5 +207,7 @@ class Trajectory(BaseModel):
     error: str | None = Field(default=None, description="Infrastructure or verifier error, if any.")
     invalid_actions: int = 0
     final_state_hash: str | None = None
+    fingerprint: str | None = Field(default=None, description="Digest of the environment fingerprint (see the "
+                                    "store's fingerprints table): interpreter, packages, family source.")
     started_at: float = Field(description="Unix time the rollout started (wall clock, for the record only).")
     finished_at: float

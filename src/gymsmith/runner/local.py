@@ -18,6 +18,7 @@ from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
 from gymsmith.core.types import RolloutStatus, TaskSpec, Trajectory
+from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
@@ -144,7 +145,12 @@ class RolloutWorker:
             self.env = None
         if attempt and trajectory.error:
             trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
+        trajectory.fingerprint = self.fingerprint()["digest"]
         return trajectory
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What this worker's rollouts run on (interpreter, packages, family source)."""
+        return environment_fingerprint(self.family.name)
 
     def close(self) -> None:
         if self.env is not None:
@@ -169,6 +175,7 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
     agent_factories(config, get_family(config.taskset.family))
     tasks = tasks if tasks is not None else build_taskset(config.taskset)
     store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
+    store.record_fingerprint(environment_fingerprint(config.taskset.family))  # local workers share this code
     done = store.completed_keys(config.run_id)
     work = [(t, a, s) for t in tasks for a in config.agents for s in range(config.seeds) if (t.id, a, s) not in done]
     total = len(tasks) * len(config.agents) * config.seeds

@@ -33,6 +33,9 @@ class _Actor:
     def pid(self) -> int:
         return os.getpid()
 
+    def fingerprint(self) -> dict:
+        return self.worker.fingerprint()
+
     def rollout(self, task_json: str, agent: str, seed: int) -> str:
         return self.worker.rollout(TaskSpec.model_validate_json(task_json), agent, seed).model_dump_json()
 
@@ -73,6 +76,8 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
         Actor = ray.remote(num_cpus=1, max_restarts=0)(_Actor)
         config_json = config.model_dump_json()
         actors = [Actor.remote(config_json) for _ in range(config.concurrency)]
+        for fp in ray.get([a.fingerprint.remote() for a in actors]):  # a remote node may differ from the driver
+            store.record_fingerprint(fp)
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
         deaths: dict[tuple[str, str, int], int] = {}

@@ -21,7 +21,7 @@ SCHEMA = pa.schema([
     ("family_version", pa.string()), ("split", pa.string()), ("difficulty", pa.float64()), ("agent", pa.string()),
     ("seed", pa.int64()), ("status", pa.string()), ("reward", pa.float64()), ("accepted", pa.bool_()),
     ("policy", pa.string()), ("n_steps", pa.int32()), ("invalid_actions", pa.int32()),
-    ("final_state_hash", pa.string()), ("error", pa.string()), ("package_version", pa.string()),
+    ("final_state_hash", pa.string()), ("fingerprint", pa.string()), ("error", pa.string()), ("package_version", pa.string()),
     ("started_at", pa.float64()), ("finished_at", pa.float64()), ("gate_failures", pa.list_(pa.string())),
     ("components", pa.list_(COMPONENT)), ("steps", pa.list_(STEP)),
 ])

@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 metadata = MetaData()
 
 runs = Table(
@@ -46,6 +46,7 @@ rollouts = Table(
     Column("n_steps", Integer, nullable=False),
     Column("invalid_actions", Integer, nullable=False),
     Column("final_state_hash", String(64)),
+    Column("fingerprint", String(32)),  # digest of fingerprints.body
     Column("error", Text),
     Column("package_version", String(64), nullable=False),
     Column("started_at", Float, nullable=False),
@@ -90,4 +91,21 @@ check_results = Table(
     Column("passed", Boolean, nullable=False),
     Column("detail", Text, nullable=False),
     Index("checks_by_family", "family", "created_at"),
+)
+
+fingerprints = Table(
+    "fingerprints", metadata,
+    Column("digest", String(32), primary_key=True),
+    Column("family", String(64), nullable=False),
+    Column("first_seen", Float, nullable=False),
+    Column("body", Text, nullable=False),  # the fingerprint as JSON
+)
+
+check_fingerprints = Table(
+    "check_fingerprints", metadata,
+    Column("check_id", String(64), primary_key=True),
+    Column("family", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("fingerprint", String(32), nullable=False),
+    Index("check_fingerprints_by_family", "family", "created_at"),
 )

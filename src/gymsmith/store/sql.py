@@ -16,7 +16,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 import gymsmith
 from gymsmith.core.errors import StoreError
 from gymsmith.core.types import Action, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
-from gymsmith.store.schema import metadata, reward_components, rollouts, runs, steps
+from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps
 
 DEFAULT_STORE = "runs/gymsmith.db"
 
@@ -85,6 +85,7 @@ class TrajectoryStore:
                    seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
                    accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
                    n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
+                   fingerprint=t.fingerprint,
                    error=t.error, package_version=t.package_version, started_at=t.started_at,
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
@@ -160,7 +161,25 @@ class TrajectoryStore:
                           reset_observation=Observation.model_validate_json(r["reset_observation"]),
                           steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
+                          fingerprint=r["fingerprint"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
+
+    def record_fingerprint(self, fingerprint: dict[str, Any]) -> None:
+        """Keep the full fingerprint once per digest (rollouts store only the digest)."""
+        with self.engine.connect() as conn:
+            if conn.execute(select(fingerprints.c.digest).where(fingerprints.c.digest == fingerprint["digest"])).first():
+                return
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(fingerprints).values(digest=fingerprint["digest"], family=fingerprint["family"],
+                                                         first_seen=time.time(), body=json.dumps(fingerprint)))
+        except IntegrityError:  # another writer stored it first
+            pass
+
+    def fingerprint(self, digest: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            body = conn.execute(select(fingerprints.c.body).where(fingerprints.c.digest == digest)).scalar()
+        return json.loads(body) if body else None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -176,10 +195,12 @@ def _action(tool: str, arguments: str) -> Action:
 
 def _upgrade(engine: Engine) -> None:
     """Bring a store made by an earlier gymsmith up to the current schema, keeping everything in it."""
-    existing = {c["name"] for c in inspect(engine).get_columns("steps")}
-    if "agent_info" not in existing:  # schema 1 -> 2
-        with engine.begin() as conn:
-            conn.execute(text("ALTER TABLE steps ADD COLUMN agent_info TEXT"))
+    added = {("steps", "agent_info", "TEXT"),  # schema 1 -> 2
+             ("rollouts", "fingerprint", "VARCHAR(32)")}  # schema 2 -> 3
+    for table, column, kind in sorted(added):
+        if column not in {c["name"] for c in inspect(engine).get_columns(table)}:
+            with engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
