@@ -246,6 +246,21 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
         raise typer.Exit(1)
 
 
+@app.command("replay")
+@_guard
+def replay_(rollout_id: str, store: str = _STORE) -> None:
+    """Re-execute a stored rollout in a fresh environment; diff observations and final state (exit 1 on a difference)."""
+    from gymsmith.audit.replay import replay
+
+    report = replay(TrajectoryStore(store), rollout_id)
+    if report.identical:
+        console.print(f"[green]identical[/]: {report.steps_compared} steps and the final state "
+                      f"({report.final_state_replayed}) replay exactly")
+        return
+    console.print(f"[red]differs[/] after replaying {rollout_id}: {report.first_difference}")
+    raise typer.Exit(1)
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:

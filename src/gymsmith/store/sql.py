@@ -164,6 +164,14 @@ class TrajectoryStore:
                           fingerprint=r["fingerprint"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
 
+    def task_of(self, rollout_id: str) -> TaskSpec:
+        """The TaskSpec a stored rollout ran. Raises StoreError if there is no such rollout."""
+        with self.engine.connect() as conn:
+            body = conn.execute(select(rollouts.c.task).where(rollouts.c.rollout_id == rollout_id)).scalar()
+        if body is None:
+            raise StoreError(f"no rollout {rollout_id!r} in {self.location}")
+        return TaskSpec.model_validate_json(body)
+
     def record_fingerprint(self, fingerprint: dict[str, Any]) -> None:
         """Keep the full fingerprint once per digest (rollouts store only the digest)."""
         with self.engine.connect() as conn:
