@@ -26,8 +26,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Build, run and audit verifiable RL environments for LLM agents.")
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and inspect tasks.")
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect stored runs.")
+audit_app = typer.Typer(no_args_is_help=True, help="Audits over stored rollouts.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
+app.add_typer(audit_app, name="audit")
 console = Console()
 err = Console(stderr=True)
 
@@ -259,6 +261,21 @@ def replay_(rollout_id: str, store: str = _STORE) -> None:
         return
     console.print(f"[red]differs[/] after replaying {rollout_id}: {report.first_difference}")
     raise typer.Exit(1)
+
+
+@audit_app.command("diversity")
+@_guard
+def audit_diversity(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted.")) -> None:
+    """Distinct tool-call paths and final states per task, path entropy, and a warning on collapse."""
+    from gymsmith.audit.diversity import diversity
+
+    table = Table("family", "agent", "tasks", "rollouts", "paths/task", "final states/task", "entropy (bits)",
+                  "collapsed", "warning", title="trajectory diversity")
+    for r in diversity(TrajectoryStore(store), run or None):
+        table.add_row(r.family, r.agent, str(r.tasks), str(r.rollouts), f"{r.mean_distinct_paths:.2f}",
+                      f"{r.mean_distinct_final_states:.2f}", f"{r.mean_path_entropy_bits:.2f}", str(r.collapsed_tasks),
+                      r.warning or "")
+    console.print(table)
 
 
 @runs_app.command("list")
