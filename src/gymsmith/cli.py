@@ -278,6 +278,47 @@ def audit_diversity(store: str = _STORE, run: list[str] = typer.Option([], help=
     console.print(table)
 
 
+@audit_app.command("divergence")
+@_guard
+def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+                     by: str = typer.Option("run", help="Period: run, day or n:SIZE (every SIZE rollouts)."),
+                     threshold: float = typer.Option(0.10, help="Gap (train minus held-out reward) that raises the alarm."),
+                     plot: Optional[Path] = typer.Option(None, help="Write an SVG plot here.")) -> None:
+    """Train vs held-out reward per period, the gap with a bootstrap 95% interval; exit 1 on the alarm."""
+    from gymsmith.audit.divergence import divergence, write_plot
+
+    report = divergence(TrajectoryStore(store).rollout_rows(run or None), by=by, threshold=threshold)
+    table = Table("period", "train n", "held-out n", "train reward", "held-out reward", "gap", "95% CI", title="divergence")
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    for p in report.periods:
+        ci = "—" if p.gap_low is None else f"{p.gap_low:+.3f}..{p.gap_high:+.3f}"
+        table.add_row(p.label, str(p.train_n), str(p.heldout_n), fmt(p.train_reward), fmt(p.heldout_reward),
+                      "—" if p.gap is None else f"{p.gap:+.3f}", ci)
+    console.print(table)
+    if plot:
+        console.print(f"plot: {write_plot(report, plot)}")
+    console.print(("[red]ALARM[/]: " if report.alarm else "ok: ") + report.reason)
+    if report.alarm:
+        raise typer.Exit(1)
+
+
+@audit_app.command("reward")
+@_guard
+def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted.")) -> None:
+    """How well the shaped reward predicts hidden acceptance, per family; warns on high shaping without acceptance."""
+    from gymsmith.audit.reward import reward_validation
+
+    for v in reward_validation(TrajectoryStore(store), run or None):
+        table = Table("shaped reward", "rollouts", "acceptance",
+                      title=f"{v.family}: {v.rollouts} rollouts, Spearman "
+                            f"{'—' if v.spearman is None else f'{v.spearman:.3f}'}")
+        for b in v.buckets:
+            table.add_row(f"{b.low:.1f}-{b.high:.1f}", str(b.rollouts), "—" if b.acceptance is None else f"{b.acceptance:.0%}")
+        console.print(table)
+        if v.warning:
+            console.print(f"[yellow]warning[/] ({v.family}): {v.warning}")
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:
