@@ -302,6 +302,23 @@ def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help
         raise typer.Exit(1)
 
 
+@audit_app.command("hacking")
+@_guard
+def audit_hacking(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+                  top: float = typer.Option(0.2, help="Share of rollouts, by reward, to examine."),
+                  limit: int = typer.Option(20, help="Flags to show.")) -> None:
+    """Rank the top of the reward distribution by the tells of reward hacking, with the reason for each flag."""
+    from gymsmith.audit.hacking import hacking_audit
+
+    flags = hacking_audit(TrajectoryStore(store), run or None, top_share=top)
+    table = Table("score", "rollout", "agent", "reward", "reasons", title=f"reward-hacking audit: {len(flags)} flagged")
+    for f in flags[:limit]:
+        table.add_row(f"{f.score:.1f}", f.rollout_id, f.agent, f"{f.reward:.2f}", "; ".join(f.reasons))
+    console.print(table)
+    if flags:
+        console.print(f"inspect one with: gymsmith replay {flags[0].rollout_id} --store {store}")
+
+
 @audit_app.command("reward")
 @_guard
 def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted.")) -> None:
