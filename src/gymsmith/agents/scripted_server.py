@@ -3,7 +3,8 @@
 For testing model-agent harnesses without a model: it speaks HTTP like vLLM or a hosted API, and on
 request it misbehaves the way real endpoints and models do — malformed tool-call JSON, unknown tools,
 text with no tool call, several tool calls at once, HTTP 500 and 429, slow replies, dropped connections.
-Faults are drawn from a seeded Random, so a test run is reproducible; `fault_counts` says what happened.
+Faults are drawn per request from a Random seeded by (seed, conversation, turn, attempt), so the same
+conversation meets the same faults however many clients share the server; `fault_counts` says what happened.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class ScriptedChatServer:
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; expected some of {FAULT_KINDS}")
         self.policy, self.fault_rate, self.faults, self.slow_s = policy, fault_rate, faults, slow_s
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
         self.fault_counts: Counter[str] = Counter()
         self.requests = 0
@@ -81,7 +83,7 @@ class ScriptedChatServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                fault = server._draw()
+                fault = server._draw(body.get("messages", []))
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.close()
@@ -109,12 +111,17 @@ class ScriptedChatServer:
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def _draw(self) -> str | None:
+    def _draw(self, messages: list[dict[str, Any]]) -> str | None:
+        conversation = json.dumps(messages[:2], sort_keys=True)  # system prompt and task: one per rollout
+        key = (conversation, len(messages))
         with self.lock:
             self.requests += 1
-            if self.rng.random() >= self.fault_rate:
+            attempt = self.attempts[key]
+            self.attempts[key] += 1
+            rng = random.Random(f"{self.seed}:{conversation}:{len(messages)}:{attempt}")
+            if rng.random() >= self.fault_rate:
                 return None
-            fault = self.rng.choice(self.faults)
+            fault = rng.choice(self.faults)
             self.fault_counts[fault] += 1
             return fault
 
