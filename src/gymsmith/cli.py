@@ -336,6 +336,24 @@ def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Ru
             console.print(f"[yellow]warning[/] ({v.family}): {v.warning}")
 
 
+@app.command()
+@_guard
+def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond loopback a token is required."),
+          port: int = 8700, token_env: str = typer.Option("GYMSMITH_TOKEN", help="Environment variable with the bearer token."),
+          max_sessions: int = 16, idle_timeout: float = typer.Option(600.0, help="Seconds before an idle session is closed."),
+          policy: str = _POLICY) -> None:
+    """Serve environments as sessions over HTTP and WebSocket (the verifier stays here)."""
+    import os
+
+    import uvicorn
+
+    from gymsmith.server.app import ServerSettings, create_app
+
+    settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
+                              idle_timeout_s=idle_timeout, policy=policy)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:

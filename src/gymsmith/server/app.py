@@ -1,0 +1,245 @@
+"""`gymsmith serve`: environments as sessions over HTTP and a WebSocket. The verifier stays here; only
+rewards go back to the client.
+
+Security: a bearer token is required whenever the server binds beyond loopback (and may be required on
+loopback too); each session has its own key, so only the client that opened it can drive it; bodies are
+validated (422 with the reason); idle sessions expire and their environments are closed; past
+`max_sessions` a new session is refused with 503 and the limit in the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import secrets
+import tempfile
+import threading
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, Field, ValidationError
+
+from gymsmith.core.errors import GymsmithError
+from gymsmith.core.types import Action, Observation, Reward, TaskSpec, ToolSpec
+from gymsmith.registry import get_family
+from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.verifier.service import VerifierService
+
+
+class ServerSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = 8700
+    token: str | None = Field(default=None, description="Bearer token; required when host is not loopback.")
+    max_sessions: int = Field(default=16, ge=1)
+    idle_timeout_s: float = Field(default=600.0, gt=0)
+    policy: str = DEFAULT_POLICY
+
+    def requires_token(self) -> bool:
+        return self.token is not None or not is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- request and response bodies (these are the OpenAPI schema) ------------------------------------
+class ResetRequest(BaseModel):
+    family: str = Field(description="Family name, e.g. 'ops'.")
+    task: TaskSpec | None = Field(default=None, description="A task to play; otherwise one is generated from seed and knobs.")
+    seed: int = Field(default=0, description="Generator seed (ignored when task is given).")
+    knobs: dict[str, Any] = Field(default_factory=dict, description="Knob values, e.g. {'difficulty': 0.5}.")
+    episode_seed: int = Field(default=0, description="Seed of the episode (simulated faults, sampling).")
+
+
+class StepRequest(BaseModel):
+    tool: str = Field(description="Tool to call.")
+    arguments: dict[str, Any] | str = Field(default_factory=dict, description="Arguments object, or its raw JSON text.")
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+    session_key: str = Field(description="Send as X-Session-Key on every call for this session.")
+    task_id: str
+    task: TaskSpec
+    tools: list[ToolSpec]
+    observation: Observation
+
+
+class StepResponse(BaseModel):
+    observation: Observation
+    done: bool
+    reward: Reward | None = Field(default=None, description="The verifier's reward, once the task is submitted.")
+
+
+class SessionState(BaseModel):
+    session_id: str
+    task_id: str
+    steps: int
+    done: bool
+    state_hash: str
+    idle_s: float
+
+
+class _Session:
+    def __init__(self, task: TaskSpec, env: Any, key: str):
+        self.task, self.env, self.key = task, env, key
+        self.steps, self.done, self.last_used = 0, False, time.monotonic()
+        self.lock = threading.Lock()
+
+
+class SessionManager:
+    """Sessions by id. Thread-safe; every environment belongs to exactly one session."""
+
+    def __init__(self, settings: ServerSettings):
+        self.settings = settings
+        self.sessions: dict[str, _Session] = {}
+        self.lock = threading.Lock()
+        self.verifier = VerifierService(workers=2)
+
+    def open(self, req: ResetRequest) -> tuple[str, _Session, Observation]:
+        family = get_family(req.family)
+        task = req.task or family.generate(req.seed, **req.knobs)
+        if task.family != family.name:
+            raise HTTPException(422, f"task is of family {task.family!r}, not {req.family!r}")
+        with self.lock:
+            if len(self.sessions) >= self.settings.max_sessions:
+                raise HTTPException(503, f"session limit reached ({self.settings.max_sessions} open); close one or retry later")
+            sid = secrets.token_hex(8)
+            session = _Session(task, family.make_env(), secrets.token_urlsafe(24))
+            self.sessions[sid] = session
+        observation = session.env.reset(task, seed=req.episode_seed)
+        return sid, session, observation
+
+    def get(self, sid: str, key: str | None) -> _Session:
+        session = self.sessions.get(sid)
+        if session is None:
+            raise HTTPException(404, f"no session {sid!r} (it may have expired after "
+                                     f"{self.settings.idle_timeout_s:g} s idle)")
+        if key is None or not secrets.compare_digest(key, session.key):
+            raise HTTPException(403, f"session {sid!r} belongs to another client (X-Session-Key missing or wrong)")
+        session.last_used = time.monotonic()
+        return session
+
+    def step(self, session: _Session, req: StepRequest) -> StepResponse:
+        with session.lock:
+            result = session.env.step(Action(tool=req.tool, arguments=req.arguments))
+            session.steps += 1
+            reward = None
+            if result.done and not session.done:
+                session.done = True
+                with tempfile.TemporaryDirectory(prefix="gymsmith-serve-") as tmp:
+                    reward = self.verifier.verify(session.task, session.env.final_state(Path(tmp)),
+                                                  policy=self.settings.policy)
+            return StepResponse(observation=result.observation, done=result.done, reward=reward)
+
+    def close(self, sid: str) -> None:
+        with self.lock:
+            session = self.sessions.pop(sid, None)
+        if session is not None:
+            session.env.close()
+
+    def expire(self) -> list[str]:
+        now = time.monotonic()
+        stale = [sid for sid, s in list(self.sessions.items()) if now - s.last_used > self.settings.idle_timeout_s]
+        for sid in stale:
+            self.close(sid)
+        return stale
+
+    def shutdown(self) -> None:
+        for sid in list(self.sessions):
+            self.close(sid)
+        self.verifier.close()
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """The FastAPI application. Raises ValueError if it would listen beyond loopback without a token."""
+    if not is_loopback(settings.host) and not settings.token:
+        raise ValueError(f"binding to {settings.host} (beyond loopback) needs a token: set GYMSMITH_TOKEN or --token-env")
+    manager = SessionManager(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async def reaper() -> None:
+            while True:
+                await asyncio.sleep(min(5.0, settings.idle_timeout_s / 2))
+                await asyncio.to_thread(manager.expire)
+
+        task = asyncio.create_task(reaper())
+        yield
+        task.cancel()
+        await asyncio.to_thread(manager.shutdown)
+
+    app = FastAPI(title="gymsmith", version="1", lifespan=lifespan,
+                  description="gymsmith environments as sessions. Rewards come from the server-side verifier.")
+    app.state.manager = manager
+
+    def authorise(authorization: str | None = Header(default=None)) -> None:
+        if not settings.requires_token():
+            return
+        if not authorization or not authorization.startswith("Bearer ") or \
+                not secrets.compare_digest(authorization[7:], settings.token or ""):
+            raise HTTPException(401, "missing or wrong bearer token (Authorization: Bearer ...)",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(GymsmithError)
+    async def user_error(request: Request, exc: GymsmithError):
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse(status_code=422, content={"detail": str(exc)})
+
+    @app.post("/sessions", response_model=SessionCreated, status_code=201, dependencies=[Depends(authorise)])
+    def open_session(req: ResetRequest) -> SessionCreated:
+        """Reset: open a session on a task (given, or generated from seed and knobs)."""
+        sid, s, observation = manager.open(req)
+        return SessionCreated(session_id=sid, session_key=s.key, task_id=s.task.id, task=s.task,
+                              tools=list(s.task.tools), observation=observation)
+
+    @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)])
+    def step(session_id: str, req: StepRequest, x_session_key: str | None = Header(default=None)) -> StepResponse:
+        """One tool call. Bad calls come back as error observations; the reward comes with the submit."""
+        return manager.step(manager.get(session_id, x_session_key), req)
+
+    @app.get("/sessions/{session_id}", response_model=SessionState, dependencies=[Depends(authorise)])
+    def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
+        s = manager.get(session_id, x_session_key)
+        return SessionState(session_id=session_id, task_id=s.task.id, steps=s.steps, done=s.done,
+                            state_hash=s.env.state_hash(), idle_s=0.0)
+
+    @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)])
+    def close(session_id: str, x_session_key: str | None = Header(default=None)) -> None:
+        manager.get(session_id, x_session_key)
+        manager.close(session_id)
+
+    @app.websocket("/sessions/{session_id}/ws")
+    async def ws(websocket: WebSocket, session_id: str):
+        """Send StepRequest JSON messages, receive StepResponse JSON. Auth: the same headers as HTTP."""
+        try:
+            authorise(websocket.headers.get("authorization"))
+            session = manager.get(session_id, websocket.headers.get("x-session-key"))
+        except HTTPException as exc:
+            await websocket.close(code=4000 + exc.status_code, reason=str(exc.detail)[:120])
+            return
+        await websocket.accept()
+        try:
+            while True:
+                raw = await websocket.receive_text()
+                try:
+                    req = StepRequest.model_validate_json(raw)
+                except ValidationError as exc:
+                    await websocket.send_json({"error": f"invalid step message: {exc.errors()[0]['msg']}"})
+                    continue
+                session.last_used = time.monotonic()
+                response = await asyncio.to_thread(manager.step, session, req)
+                await websocket.send_text(response.model_dump_json())
+        except WebSocketDisconnect:
+            pass
+
+    return app

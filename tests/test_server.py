@@ -1,0 +1,183 @@
+"""`gymsmith serve` over real HTTP (uvicorn on a loopback port) and a real WebSocket."""
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import jsonschema
+import pytest
+import uvicorn
+from referencing import Registry, Resource
+
+from gymsmith.core import Action, Split
+from gymsmith.registry import get_family
+from gymsmith.runner import run_rollout
+from gymsmith.server import RemoteEnvironment, RemoteError, ServerSettings, create_app
+from gymsmith.verifier import VerifierService
+
+
+class Running:
+    def __init__(self, **settings):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.settings = ServerSettings(port=port, **settings)
+        self.app = create_app(self.settings)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=port, log_level="warning"))
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(20)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with Running(max_sessions=3, idle_timeout_s=60) as s:
+        yield s
+
+
+def _task():
+    return get_family("ops").generate(5, difficulty=0.4)
+
+
+def test_same_reward_over_http_as_locally(server):
+    task = _task()
+    ops = get_family("ops")
+    with VerifierService() as v:
+        local = run_rollout(env=ops.make_env(), agent=ops.agents()["oracle"](), task=task, split=Split.TRAIN, seed=0,
+                            run_id="l", verifier=v, policy="shaped_gated", max_steps=300, time_limit_s=60)
+    remote = RemoteEnvironment(server.url, family="ops")
+    observation = remote.reset(task, episode_seed=0)
+    assert observation == local.reset_observation
+    agent = ops.agents()["oracle"]()
+    agent.reset(task, observation, seed=0)
+    done, obs = False, observation
+    while not done:
+        result = remote.step(agent.act(obs))
+        obs, done = result.observation, result.done
+    assert remote.reward.value == local.reward.value == 1.0 and remote.reward.accepted
+    assert remote.state_hash() == local.final_state_hash
+    remote.close()
+
+
+def test_sessions_belong_to_their_client(server):
+    a, b = RemoteEnvironment(server.url, family="ops"), RemoteEnvironment(server.url, family="ops")
+    a.reset(seed=1)
+    b.reset(seed=2)
+    own = b.session_id
+    b.session_id = a.session_id  # b tries to drive a's session with its own key
+    with pytest.raises(RemoteError, match="HTTP 403: session .* belongs to another client"):
+        b.step(Action(tool="get_status"))
+    assert a.step(Action(tool="get_status")).observation.error is None
+    a.close()
+    b.session_id = own
+    b.close()
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({}, "Field required"),
+    ({"family": "ops", "seed": "seven"}, "valid integer"),
+    ({"family": "ops", "knobs": {"difficulty": 4}}, "knob 'difficulty' = 4 is out of range"),
+    ({"family": "opz"}, "unknown family 'opz'"),
+])
+def test_malformed_bodies_get_422_with_the_reason(server, body, fragment):
+    r = httpx.post(f"{server.url}/sessions", json=body)
+    assert r.status_code == 422 and fragment in json.dumps(r.json())
+
+
+def test_session_limit_and_bad_tool_calls(server):
+    clients = [RemoteEnvironment(server.url, family="ops") for _ in range(3)]
+    for i, c in enumerate(clients):
+        c.reset(seed=10 + i)
+    extra = RemoteEnvironment(server.url, family="ops")
+    with pytest.raises(RemoteError, match=r"HTTP 503: session limit reached \(3 open\)"):
+        extra.reset(seed=20)
+    r = clients[0].step(Action(tool="ship_order", arguments='{"order_id": '))
+    assert r.observation.error.kind.value == "malformed_json" and not r.done
+    for c in clients:
+        c.close()
+    extra.reset(seed=20)  # room again once sessions close
+    extra.close()
+
+
+def test_openapi_matches_the_responses(server):
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    registry = Registry().with_resource("openapi", Resource.opaque(spec))
+
+    def check(path, method, status, payload):
+        schema = spec["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
+        resolver_schema = {"$ref": "openapi#" + schema["$ref"][1:]} if "$ref" in schema else schema
+        jsonschema.Draft202012Validator(resolver_schema, registry=registry).validate(payload)
+
+    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 3})
+    assert created.status_code == 201
+    check("/sessions", "post", 201, created.json())
+    broken = {k: v for k, v in created.json().items() if k != "session_id"}
+    with pytest.raises(jsonschema.ValidationError, match="'session_id' is a required property"):
+        check("/sessions", "post", 201, broken)  # the check itself can fail
+    sid, key = created.json()["session_id"], created.json()["session_key"]
+    step = httpx.post(f"{server.url}/sessions/{sid}/step", json={"tool": "get_status"}, headers={"X-Session-Key": key})
+    check("/sessions/{session_id}/step", "post", 200, step.json())
+    state = httpx.get(f"{server.url}/sessions/{sid}", headers={"X-Session-Key": key})
+    check("/sessions/{session_id}", "get", 200, state.json())
+    bad = httpx.post(f"{server.url}/sessions", json={})
+    check("/sessions", "post", 422, bad.json())
+    assert httpx.delete(f"{server.url}/sessions/{sid}", headers={"X-Session-Key": key}).status_code == 204
+
+
+def test_websocket_steps(server):
+    from websockets.sync.client import connect
+
+    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 4}).json()
+    url = server.url.replace("http://", "ws://") + f"/sessions/{created['session_id']}/ws"
+    with connect(url, additional_headers={"X-Session-Key": created["session_key"]}) as ws:
+        ws.send(json.dumps({"tool": "get_status", "arguments": {}}))
+        reply = json.loads(ws.recv())
+        assert reply["observation"]["error"] is None and reply["done"] is False
+        ws.send("not json")
+        assert "invalid step message" in json.loads(ws.recv())["error"]
+        ws.send(json.dumps({"tool": "submit"}))
+        assert json.loads(ws.recv())["reward"]["accepted"] is False
+    with pytest.raises(Exception):
+        with connect(url, additional_headers={"X-Session-Key": "wrong"}) as ws:
+            ws.recv()
+    httpx.delete(f"{server.url}/sessions/{created['session_id']}", headers={"X-Session-Key": created["session_key"]})
+
+
+def test_token_required_beyond_loopback():
+    with pytest.raises(ValueError, match="needs a token"):
+        create_app(ServerSettings(host="0.0.0.0"))
+    with Running(host="0.0.0.0", token="s3cret") as s:  # listens on all addresses; the test talks over loopback
+        assert httpx.post(f"{s.url}/sessions", json={"family": "ops"}).status_code == 401
+        assert httpx.post(f"{s.url}/sessions", json={"family": "ops"},
+                          headers={"Authorization": "Bearer nope"}).status_code == 401
+        ok = RemoteEnvironment(s.url, family="ops", token="s3cret")
+        ok.reset(seed=1)
+        ok.close()
+
+
+def test_idle_sessions_expire_and_leave_no_environment_behind():
+    with Running(idle_timeout_s=0.5) as s:
+        client = RemoteEnvironment(s.url, family="ops")
+        client.reset(seed=1)
+        manager = s.app.state.manager
+        [session] = manager.sessions.values()
+        env = session.env
+        deadline = time.time() + 10
+        while manager.sessions and time.time() < deadline:
+            time.sleep(0.1)
+        assert manager.sessions == {}
+        assert env.conn is None  # the environment was closed, not just forgotten
+        with pytest.raises(RemoteError, match="HTTP 404: no session .* expired"):
+            client.step(Action(tool="get_status"))
