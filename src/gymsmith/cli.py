@@ -354,6 +354,23 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
+@app.command("mcp")
+@_guard
+def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A TaskSpec JSON file (or JSON text) to serve."),
+         seed: Optional[int] = typer.Option(None, help="Generate the family's task for this seed instead."),
+         difficulty: Optional[float] = None, knob: list[str] = _KNOB, episode_seed: int = 0, policy: str = _POLICY) -> None:
+    """Expose one task's tools over MCP on stdio; submitting reports the reward."""
+    import anyio
+
+    from gymsmith.mcp_server import resolve_task, serve_stdio
+
+    if task is None and seed is None:
+        raise ValueError("give --task FILE or --seed N")
+    chosen = resolve_task(family, task_json=task, seed=seed,
+                          knobs=_knobs(knob, None if difficulty is None else str(difficulty)))
+    anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy))
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:

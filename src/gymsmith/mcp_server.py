@@ -1,0 +1,77 @@
+"""`gymsmith mcp FAMILY --task ID|--seed N`: one task's tools over MCP (stdio). The verifier stays in this
+process tree; when the client calls `submit`, the reward comes back in the tool result."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from gymsmith.core.types import Action, TaskSpec
+from gymsmith.registry import get_family
+from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.verifier.service import VerifierService
+
+
+class TaskSession:
+    """The environment and verifier behind the MCP tools of one task."""
+
+    def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY):
+        self.task, self.policy = task, policy
+        self.env = get_family(task.family).make_env()
+        self.first = self.env.reset(task, seed=episode_seed)
+        self.verifier = VerifierService()
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        result = self.env.step(Action(tool=name, arguments=arguments or {}))
+        text, structured = result.observation.text, {"observation": result.observation.model_dump(mode="json")}
+        if result.done and name == "submit" and result.observation.error is None:
+            with tempfile.TemporaryDirectory(prefix="gymsmith-mcp-") as tmp:
+                reward = self.verifier.verify(self.task, self.env.final_state(Path(tmp)), policy=self.policy)
+            structured["reward"] = reward.model_dump(mode="json")
+            text += f"\nreward: {reward.value} (accepted: {reward.accepted})"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured,
+                                    is_error=result.observation.error is not None)
+
+    def close(self) -> None:
+        self.env.close()
+        self.verifier.close()
+
+
+def build_server(session: TaskSession) -> Server:
+    tools = [types.Tool(name=t.name, description=t.description, input_schema=t.parameters) for t in session.task.tools]
+
+    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return session.call(params.name, params.arguments)
+
+    return Server("gymsmith", version="1", instructions=session.task.goal + "\n\n" + session.first.text,
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def serve_stdio(task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY) -> None:
+    session = TaskSession(task, episode_seed=episode_seed, policy=policy)
+    server = build_server(session)
+    try:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        session.close()
+
+
+def resolve_task(family: str, *, task_json: str | None, seed: int | None, knobs: dict[str, Any]) -> TaskSpec:
+    """The task to serve: a TaskSpec JSON file or text, or the family's task for `seed` and `knobs`."""
+    if task_json:
+        text = Path(task_json).read_text() if Path(task_json).exists() else task_json
+        task = TaskSpec.model_validate(json.loads(text))
+        if task.family != family:
+            raise ValueError(f"--task is a {task.family!r} task, not {family!r}")
+        return task
+    return get_family(family).generate(seed or 0, **knobs)

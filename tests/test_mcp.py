@@ -1,0 +1,44 @@
+"""`gymsmith mcp` driven by the `mcp` package's own stdio client."""
+
+import json
+import sys
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from gymsmith.families.ops.generator import generate_world
+from gymsmith.registry import get_family
+
+
+async def _drive(args, calls):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            listed = await session.list_tools()
+            results = [await session.call_tool(name, arguments) for name, arguments in calls]
+            return init, listed, results
+
+
+def test_oracle_through_mcp_is_rewarded(tmp_path):
+    task = get_family("ops").generate(9, difficulty=0.3, fidelity=0.0)
+    path = tmp_path / "task.json"
+    path.write_text(task.model_dump_json())
+    calls = [(a["tool"], a["arguments"]) for a in generate_world(task.seed, task.knobs).witness] + [("submit", {})]
+    init, listed, results = anyio.run(_drive, ["ops", "--task", str(path)], calls)
+    assert task.goal[:40] in (init.instructions or "")
+    assert {t.name for t in listed.tools} == {t.name for t in task.tools}
+    ship = next(t for t in listed.tools if t.name == "ship_order")
+    assert ship.input_schema["required"] == ["order_id"]
+    final = results[-1]
+    assert not final.is_error and final.structured_content["reward"]["accepted"] is True
+    assert "reward: 1.0 (accepted: True)" in final.content[0].text
+
+
+def test_bad_calls_and_null_submit(tmp_path):
+    calls = [("ship_order", {"order_id": "x"}), ("frobnicate", {}), ("submit", {})]
+    _, _, results = anyio.run(_drive, ["ops", "--seed", "4"], calls)
+    assert results[0].is_error and "invalid_arguments" in json.dumps(results[0].structured_content)
+    assert results[1].is_error and "unknown tool" in results[1].content[0].text
+    assert results[2].structured_content["reward"]["accepted"] is False
