@@ -37,6 +37,13 @@ def test_quiet_when_both_move_together():
     assert len(report.periods) == 5
 
 
+def test_warns_when_rows_span_fingerprints():
+    rows = synthetic([0.5, 0.6], [0.5, 0.6], n=20)
+    assert divergence([dict(r, fingerprint="aaa") for r in rows]).drift_warning is None
+    mixed = [dict(r, fingerprint="aaa" if r["run_id"] == "run-0" else "bbb") for r in rows]
+    assert "2 different environment fingerprints" in divergence(mixed).drift_warning
+
+
 def test_grouping_by_count_and_bad_input():
     rows = synthetic([0.5, 0.5], [0.5, 0.5], n=50)
     assert len(divergence(rows, by="n:50").periods) == 4

@@ -8,13 +8,17 @@ from gymnasium.utils.env_checker import check_env
 
 import gymsmith.gym  # noqa: F401 - registers the ids
 from gymsmith.families.ops.generator import generate_world
-from gymsmith.registry import get_family
+from gymsmith.registry import get_family, list_families
 
 
-def test_passes_gymnasiums_env_checker():
+BUILTIN_IDS = [gymsmith.gym.env_id(f.name, f.version) for f in list_families() if f.source == "builtin"]
+
+
+@pytest.mark.parametrize("gym_id", BUILTIN_IDS)
+def test_every_family_passes_gymnasiums_env_checker(gym_id):
     import warnings
 
-    env = gymnasium.make("gymsmith/ops-v1")
+    env = gymnasium.make(gym_id)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env.unwrapped, skip_render_check=True)

@@ -298,6 +298,8 @@ def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help
     if plot:
         console.print(f"plot: {write_plot(report, plot)}")
     console.print(("[red]ALARM[/]: " if report.alarm else "ok: ") + report.reason)
+    if report.drift_warning:
+        console.print(f"[yellow]warning[/]: {report.drift_warning}")
     if report.alarm:
         raise typer.Exit(1)
 

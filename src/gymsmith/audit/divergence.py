@@ -35,6 +35,7 @@ class DivergenceReport(BaseModel):
     threshold: float
     alarm: bool
     reason: str
+    drift_warning: str | None = None  # set when the rollouts ran on different environment fingerprints
 
 
 def _period_key(row: dict[str, Any], by: str, index: int) -> str:
@@ -64,6 +65,9 @@ def divergence(rows: list[dict[str, Any]], *, by: str = "run", threshold: float 
     above `threshold` with its whole 95% interval, and wider than the first period's gap by `threshold`.
     Error rollouts are left out. Raises ValueError for a bad `by`."""
     rows = sorted((r for r in rows if r["reward"] is not None), key=lambda r: r["started_at"])
+    prints = sorted({r.get("fingerprint") for r in rows if r.get("fingerprint")})
+    drift = (f"these rollouts ran on {len(prints)} different environment fingerprints ({', '.join(prints[:4])}): "
+             "a gap may come from the environment changing, not the policy" if len(prints) > 1 else None)
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for i, r in enumerate(rows):
         groups[_period_key(r, by, i)].append(r)
@@ -82,13 +86,13 @@ def divergence(rows: list[dict[str, Any]], *, by: str = "run", threshold: float 
                               gap=gap, gap_low=low, gap_high=high))
     measured = [p for p in periods if p.gap is not None]
     if len(measured) < 2:
-        return DivergenceReport(periods=periods, threshold=threshold, alarm=False,
+        return DivergenceReport(periods=periods, threshold=threshold, alarm=False, drift_warning=drift,
                                 reason="need at least two periods with both train and held-out rollouts")
     first, last = measured[0], measured[-1]
     alarm = last.gap_low > threshold and last.gap - first.gap > threshold
     reason = (f"gap {last.gap:+.3f} (95% CI {last.gap_low:+.3f}..{last.gap_high:+.3f}) in {last.label}, "
               f"was {first.gap:+.3f} in {first.label}; threshold {threshold}")
-    return DivergenceReport(periods=periods, threshold=threshold, alarm=alarm, reason=reason)
+    return DivergenceReport(periods=periods, threshold=threshold, alarm=alarm, reason=reason, drift_warning=drift)
 
 
 def write_plot(report: DivergenceReport, path: str | Path) -> Path:
