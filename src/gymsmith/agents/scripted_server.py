@@ -58,8 +58,12 @@ def _key(tool: str, arguments: Any) -> tuple[str, str]:
 class ScriptedChatServer:
     """`with ScriptedChatServer(policy, fault_rate=0.2) as server:` then point a model agent at `server.base_url`."""
 
-    def __init__(self, policy: Policy, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
-                 seed: int = 0, slow_s: float = 2.0):
+    def __init__(self, policy: Policy | None = None, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
+                 seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None):
+        """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge)."""
+        if (policy is None) == (text_reply is None):
+            raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
+        self.text_reply = text_reply
         unknown = set(faults) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; expected some of {FAULT_KINDS}")
@@ -134,8 +138,10 @@ class ScriptedChatServer:
 
     def _reply(self, body: dict[str, Any], fault: str | None) -> dict[str, Any]:
         messages = body.get("messages", [])
-        if fault == "text_only":
-            message: dict[str, Any] = {"role": "assistant", "content": "I will think about this first."}
+        if self.text_reply is not None:
+            message: dict[str, Any] = {"role": "assistant", "content": self.text_reply(messages)}
+        elif fault == "text_only":
+            message = {"role": "assistant", "content": "I will think about this first."}
         else:
             actions = self.policy(messages, 2 if fault == "multi" else 1)
             calls = [self._call(a) for a in actions]
