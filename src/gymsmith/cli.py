@@ -373,6 +373,29 @@ def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A TaskSpec 
     anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy))
 
 
+@app.command()
+@_guard
+def report(runs: list[str] = typer.Argument(..., help="Run ids."), store: str = _STORE,
+           out: Path = typer.Option(Path("runs/report.html"), help="Output HTML file."),
+           max_trajectories: int = typer.Option(200, help="Trajectory sections to include (flagged ones first).")) -> None:
+    """One self-contained HTML report: tables, reward distributions, divergence, diversity, flags, trajectories."""
+    from gymsmith.report.full import write_report
+
+    console.print(f"report: {write_report(TrajectoryStore(store), runs, out, max_trajectories=max_trajectories)}")
+
+
+@app.command()
+@_guard
+def view(store: str = _STORE, port: int = 8701) -> None:
+    """Browse the store (runs, summaries, trajectories) at http://127.0.0.1:PORT (loopback only)."""
+    import uvicorn
+
+    from gymsmith.report.viewer import create_viewer
+
+    console.print(f"serving {store} at http://127.0.0.1:{port}")
+    uvicorn.run(create_viewer(TrajectoryStore(store)), host="127.0.0.1", port=port, log_level="warning")
+
+
 @runs_app.command("list")
 @_guard
 def runs_list(store: str = DEFAULT_STORE) -> None:
