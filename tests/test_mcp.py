@@ -42,3 +42,14 @@ def test_bad_calls_and_null_submit(tmp_path):
     assert results[0].is_error and "invalid_arguments" in json.dumps(results[0].structured_content)
     assert results[1].is_error and "unknown tool" in results[1].content[0].text
     assert results[2].structured_content["reward"]["accepted"] is False
+
+
+def test_task_by_id_from_the_store(tmp_path):
+    from gymsmith.registry import TaskSetSpec
+    from gymsmith.runner import RunConfig, run
+    from gymsmith.store import TrajectoryStore
+
+    db = str(tmp_path / "s.db")
+    [t] = run(RunConfig(run_id="x", taskset=TaskSetSpec(family="ops", count=1), agents=["null"]), TrajectoryStore(db))
+    init, listed, results = anyio.run(_drive, ["ops", "--task", t.task_id, "--store", db], [("submit", {})])
+    assert results[0].structured_content["reward"]["accepted"] is False and listed.tools

@@ -181,3 +181,18 @@ def test_idle_sessions_expire_and_leave_no_environment_behind():
         assert env.conn is None  # the environment was closed, not just forgotten
         with pytest.raises(RemoteError, match="HTTP 404: no session .* expired"):
             client.step(Action(tool="get_status"))
+
+
+def test_reset_by_task_id_from_the_servers_store(tmp_path):
+    from gymsmith.registry import TaskSetSpec
+    from gymsmith.runner import RunConfig, run
+    from gymsmith.store import TrajectoryStore
+
+    db = str(tmp_path / "s.db")
+    [t] = run(RunConfig(run_id="x", taskset=TaskSetSpec(family="ops", count=1), agents=["null"]), TrajectoryStore(db))
+    with Running(store=db) as s:
+        client = RemoteEnvironment(s.url, family="ops")
+        client.reset(task_id=t.task_id)
+        assert client.task.id == t.task_id
+        with pytest.raises(RemoteError, match="HTTP 422: task id 'ops-nope' is not in the server's store"):
+            client.reset(task_id="ops-nope")

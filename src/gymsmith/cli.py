@@ -343,7 +343,7 @@ def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Ru
 def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond loopback a token is required."),
           port: int = 8700, token_env: str = typer.Option("GYMSMITH_TOKEN", help="Environment variable with the bearer token."),
           max_sessions: int = 16, idle_timeout: float = typer.Option(600.0, help="Seconds before an idle session is closed."),
-          policy: str = _POLICY) -> None:
+          policy: str = _POLICY, store: Optional[str] = typer.Option(None, help="Store in which task ids are looked up.")) -> None:
     """Serve environments as sessions over HTTP and WebSocket (the verifier stays here)."""
     import os
 
@@ -352,15 +352,16 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
     from gymsmith.server.app import ServerSettings, create_app
 
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
-                              idle_timeout_s=idle_timeout, policy=policy)
+                              idle_timeout_s=idle_timeout, policy=policy, store=store)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
 @app.command("mcp")
 @_guard
-def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A TaskSpec JSON file (or JSON text) to serve."),
+def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (looked up in --store), or a TaskSpec JSON file or text."),
          seed: Optional[int] = typer.Option(None, help="Generate the family's task for this seed instead."),
-         difficulty: Optional[float] = None, knob: list[str] = _KNOB, episode_seed: int = 0, policy: str = _POLICY) -> None:
+         difficulty: Optional[float] = None, knob: list[str] = _KNOB, episode_seed: int = 0, policy: str = _POLICY,
+         store: str = _STORE) -> None:
     """Expose one task's tools over MCP on stdio; submitting reports the reward."""
     import anyio
 
@@ -368,8 +369,8 @@ def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A TaskSpec 
 
     if task is None and seed is None:
         raise ValueError("give --task FILE or --seed N")
-    chosen = resolve_task(family, task_json=task, seed=seed,
-                          knobs=_knobs(knob, None if difficulty is None else str(difficulty)))
+    chosen = resolve_task(family, task=task, seed=seed, knobs=_knobs(knob, None if difficulty is None else str(difficulty)),
+                          store=store)
     anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy))
 
 

@@ -14,6 +14,7 @@ from mcp.server.stdio import stdio_server
 
 from gymsmith.core.types import Action, TaskSpec
 from gymsmith.registry import get_family
+from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
 
@@ -66,12 +67,21 @@ async def serve_stdio(task: TaskSpec, *, episode_seed: int = 0, policy: str = DE
         session.close()
 
 
-def resolve_task(family: str, *, task_json: str | None, seed: int | None, knobs: dict[str, Any]) -> TaskSpec:
-    """The task to serve: a TaskSpec JSON file or text, or the family's task for `seed` and `knobs`."""
-    if task_json:
-        text = Path(task_json).read_text() if Path(task_json).exists() else task_json
-        task = TaskSpec.model_validate(json.loads(text))
-        if task.family != family:
-            raise ValueError(f"--task is a {task.family!r} task, not {family!r}")
-        return task
-    return get_family(family).generate(seed or 0, **knobs)
+def resolve_task(family: str, *, task: str | None, seed: int | None, knobs: dict[str, Any],
+                 store: str | None = None) -> TaskSpec:
+    """The task to serve: a task id found in `store`, a TaskSpec JSON file or text, or the family's task for
+    `seed` and `knobs`. Raises ValueError when a task id is not in the store or is of another family."""
+    if not task:
+        return get_family(family).generate(seed or 0, **knobs)
+    if task.lstrip().startswith("{"):
+        spec = TaskSpec.model_validate(json.loads(task))
+    elif Path(task).exists():
+        spec = TaskSpec.model_validate(json.loads(Path(task).read_text()))
+    else:
+        found = TrajectoryStore(store).find_task(task) if store else None
+        if found is None:
+            raise ValueError(f"task id {task!r} is not in the store {store!r}; pass a TaskSpec file or --seed")
+        spec = found
+    if spec.family != family:
+        raise ValueError(f"--task is a {spec.family!r} task, not {family!r}")
+    return spec

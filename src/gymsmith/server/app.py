@@ -26,6 +26,7 @@ from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import Action, Observation, Reward, TaskSpec, ToolSpec
 from gymsmith.registry import get_family
 from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 
@@ -36,6 +37,7 @@ class ServerSettings(BaseModel):
     max_sessions: int = Field(default=16, ge=1)
     idle_timeout_s: float = Field(default=600.0, gt=0)
     policy: str = DEFAULT_POLICY
+    store: str | None = Field(default=None, description="Trajectory store in which task ids are looked up.")
 
     def requires_token(self) -> bool:
         return self.token is not None or not is_loopback(self.host)
@@ -54,6 +56,7 @@ def is_loopback(host: str) -> bool:
 class ResetRequest(BaseModel):
     family: str = Field(description="Family name, e.g. 'ops'.")
     task: TaskSpec | None = Field(default=None, description="A task to play; otherwise one is generated from seed and knobs.")
+    task_id: str | None = Field(default=None, description="Id of a task in the server's store (see --store).")
     seed: int = Field(default=0, description="Generator seed (ignored when task is given).")
     knobs: dict[str, Any] = Field(default_factory=dict, description="Knob values, e.g. {'difficulty': 0.5}.")
     episode_seed: int = Field(default=0, description="Seed of the episode (simulated faults, sampling).")
@@ -106,7 +109,7 @@ class SessionManager:
 
     def open(self, req: ResetRequest) -> tuple[str, _Session, Observation]:
         family = get_family(req.family)
-        task = req.task or family.generate(req.seed, **req.knobs)
+        task = req.task or (self._lookup(req.task_id) if req.task_id else family.generate(req.seed, **req.knobs))
         if task.family != family.name:
             raise HTTPException(422, f"task is of family {task.family!r}, not {req.family!r}")
         with self.lock:
@@ -117,6 +120,14 @@ class SessionManager:
             self.sessions[sid] = session
         observation = session.env.reset(task, seed=req.episode_seed)
         return sid, session, observation
+
+    def _lookup(self, task_id: str) -> TaskSpec:
+        found = TrajectoryStore(self.settings.store).find_task(task_id) if self.settings.store else None
+        if found is None:
+            raise HTTPException(422, f"task id {task_id!r} is not in the server's store "
+                                     f"({self.settings.store or 'none configured: start with --store'}); "
+                                     "send the task itself, or seed and knobs")
+        return found
 
     def get(self, sid: str, key: str | None) -> _Session:
         session = self.sessions.get(sid)

@@ -33,11 +33,14 @@ class RemoteEnvironment:
             raise RemoteError(f"HTTP {response.status_code}: {detail}")
         return response.json() if response.content else {}
 
-    def reset(self, task: TaskSpec | None = None, *, seed: int = 0, knobs: dict[str, Any] | None = None,
-              episode_seed: int = 0) -> Observation:
-        """Open a session on `task` (or on the task generated from `seed` and `knobs`); raises RemoteError."""
+    def reset(self, task: TaskSpec | None = None, *, task_id: str | None = None, seed: int = 0,
+              knobs: dict[str, Any] | None = None, episode_seed: int = 0) -> Observation:
+        """Open a session on `task`, on a task id the server's store knows, or on the task generated from
+        `seed` and `knobs`; raises RemoteError."""
         self.close()
-        body = {"family": self.family, "seed": seed, "knobs": knobs or {}, "episode_seed": episode_seed}
+        body: dict[str, Any] = {"family": self.family, "seed": seed, "knobs": knobs or {}, "episode_seed": episode_seed}
+        if task_id is not None:
+            body["task_id"] = task_id
         if task is not None:
             body["task"] = task.model_dump(mode="json")
         data = self._check(self._http.post("/sessions", json=body))

@@ -172,6 +172,12 @@ class TrajectoryStore:
             raise StoreError(f"no rollout {rollout_id!r} in {self.location}")
         return TaskSpec.model_validate_json(body)
 
+    def find_task(self, task_id: str) -> TaskSpec | None:
+        """A TaskSpec by id, from any stored rollout of it (None if the store has never run it)."""
+        with self.engine.connect() as conn:
+            body = conn.execute(select(rollouts.c.task).where(rollouts.c.task_id == task_id).limit(1)).scalar()
+        return TaskSpec.model_validate_json(body) if body else None
+
     def record_fingerprint(self, fingerprint: dict[str, Any]) -> None:
         """Keep the full fingerprint once per digest (rollouts store only the digest)."""
         with self.engine.connect() as conn:
