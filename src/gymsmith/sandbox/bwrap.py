@@ -1,0 +1,197 @@
+"""The bubblewrap backend: every command runs in fresh user, pid, mount, ipc, uts and cgroup namespaces.
+
+What a command sees: /usr and the Python installation read-only (its site-packages replaced by
+`runtime.python_runtime()`), a private /proc and /dev, a size-capped tmpfs /tmp, and the workspace at
+/workspace, the only writable place. It runs as uid 1000 with no capabilities. The network is an empty
+namespace (loopback only), or, with an allowlist, loopback plus a forwarder to the host's filtering
+proxy through a unix socket. The command is pid 1's only child: when it exits, or the deadline kills
+it, the kernel ends every process it left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gymsmith.sandbox import netns
+from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, cap_output, sandbox_backend
+from gymsmith.sandbox.cgroups import Cgroup
+from gymsmith.sandbox.egress import EgressProxy
+from gymsmith.sandbox.proc import kill_group, run_capped
+from gymsmith.sandbox.runtime import python_runtime
+
+FORWARDER = Path(__file__).with_name("forward.py")
+RUN_DIR = "/run/gymsmith"
+PROXY_PORT = 3128  # the forwarder's port on the sandbox's own loopback
+SANDBOX_UID = 1000
+BASE_ENV = {"HOME": "/tmp", "USER": "sandbox", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0", "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
+            "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox", "GIT_CONFIG_NOSYSTEM": "1"}
+ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs", "/etc/mime.types")
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@sandbox_backend("bwrap")
+class BwrapSandbox(Sandbox):
+    """Isolated commands over a host workspace directory. See the module docstring for what is inside.
+
+    Options: `allow` - `host:port` entries reachable through the egress proxy (none by default);
+    `extra_ro` - {host path: sandbox path} read-only mounts (e.g. the verifier's job directory).
+    """
+
+    unsafe = False
+
+    def __init__(self, workspace: Path, limits: Limits | None = None, *, allow: Sequence[str] = (),
+                 extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None):
+        super().__init__(workspace, limits)
+        exe = bwrap_path()
+        if exe is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
+        self.exe = exe
+        self.runtime = python_runtime()
+        self._netns_fd = netns.create_empty_netns()
+        self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids)
+        self.proxy = EgressProxy(allow) if allow else None
+        self._args = self._mount_args(extra_ro or {}, extra_rw or {})
+        self.path_env = f"{os.path.dirname(self.runtime.interpreter)}:/usr/local/bin:/usr/bin:/bin"
+        self._closed = False
+
+    # -- mounts -----------------------------------------------------------------------------------
+    def _mount_args(self, extra_ro: Mapping[str, str], extra_rw: Mapping[str, str]) -> list[str]:
+        a = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+             "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+        if self._netns_fd is None:
+            a.append("--unshare-net")  # no pre-made namespace (not root): bwrap makes one per command
+        for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(d):
+                a += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                a += ["--ro-bind", d, d]
+        for f in ETC_FILES:
+            a += ["--ro-bind-try", f, f]
+        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        rt = self.runtime
+        if not rt.prefix.startswith("/usr/"):
+            a += ["--ro-bind", rt.prefix, rt.prefix]
+        for i, d in enumerate(rt.site_dirs):  # hide the host's packages; only ours are importable
+            a += ["--ro-bind", rt.packages_dir, d] if i == 0 else ["--tmpfs", d, "--remount-ro", d]
+        a += ["--bind", str(self.workspace), WORKSPACE]
+        for src, dest in extra_rw.items():
+            a += ["--bind", src, dest]
+        for src, dest in extra_ro.items():
+            a += ["--ro-bind", src, dest]
+        if self.proxy is not None:
+            a += ["--dir", RUN_DIR, "--ro-bind", str(FORWARDER), f"{RUN_DIR}/forward.py",
+                  "--bind", self.proxy.socket_path, f"{RUN_DIR}/egress.sock"]
+        return a
+
+    # -- running ----------------------------------------------------------------------------------
+    def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
+             input: bytes | None = None, cwd: str | None = None) -> ExecResult:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
+        if not argv or not argv[-1 if isinstance(cmd, str) else 0]:
+            raise ValueError(f"cmd must be a non-empty argv list or shell string, got {cmd!r}")
+        timeout = self.limits.timeout_s if timeout is None else float(timeout)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        inner_cwd = WORKSPACE
+        if cwd not in (None, "", "."):
+            rel = os.path.relpath(self.resolve(cwd), os.path.realpath(self.workspace))
+            inner_cwd = f"{WORKSPACE}/{rel}"
+        environment = {**BASE_ENV, "PATH": self.path_env, **(env or {})}
+        if self.proxy is not None:
+            proxy = f"http://127.0.0.1:{PROXY_PORT}"
+            environment.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
+            argv = [self.runtime.interpreter, "-S", f"{RUN_DIR}/forward.py", str(PROXY_PORT), f"{RUN_DIR}/egress.sock", "--", *argv]
+        status_r, status_w = os.pipe()
+        args = [self.exe, *self._args, "--chdir", inner_cwd, "--json-status-fd", str(status_w), "--", *argv]
+        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
+        try:
+            done = run_capped(args, env=environment, cwd=None, input=input, timeout=timeout, cap=self.limits.output_bytes,
+                              preexec_fn=self._enter_limits, pass_fds=(status_w,), kill=self._kill)
+        except OSError as exc:
+            raise SandboxError(f"could not start bubblewrap: {exc}") from None
+        finally:
+            os.close(status_w)
+        with os.fdopen(status_r, "rb") as f:
+            status = [json.loads(line) for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+        if self.cgroup is not None:
+            self.cgroup.kill_all()  # the pid namespace is gone already; this only makes sure
+        if not any("child-pid" in s for s in status):
+            if done.timed_out:
+                raise SandboxError(f"bubblewrap did not start within {timeout:g} s")
+            raise SandboxError(f"bubblewrap could not set up the sandbox: {done.stderr.decode(errors='replace').strip()[:500]}")
+        exit_code = next((s["exit-code"] for s in status if "exit-code" in s), done.returncode)
+        killed = None
+        if done.timed_out:
+            killed, exit_code = KillReason.TIMEOUT, 128 + signal.SIGKILL
+        elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
+            killed = KillReason.MEMORY
+        elif exit_code == 128 + signal.SIGXCPU or (exit_code == 128 + signal.SIGKILL and self._cpu_exhausted(done.duration_s)):
+            killed = KillReason.CPU
+        out, out_t = cap_output(done.stdout, self.limits.output_bytes)
+        err, err_t = cap_output(done.stderr, self.limits.output_bytes)
+        return ExecResult(exit_code=exit_code, stdout=out, stderr=err, stdout_truncated=out_t or done.stdout_dropped,
+                          stderr_truncated=err_t or done.stderr_dropped, duration_s=round(done.duration_s, 6),
+                          killed=killed, backend=self.backend)
+
+    def _cpu_exhausted(self, duration_s: float) -> bool:
+        return duration_s >= self.limits.cpu_s
+
+    def _enter_limits(self) -> None:
+        """Between fork and exec of bwrap: limits, cgroup and network namespace (inherited by the command)."""
+        lim = self.limits
+        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb << 20,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if self.cgroup is not None:
+            self.cgroup.attach(os.getpid())
+        else:
+            resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb << 20,) * 2)
+        if self._netns_fd is not None:
+            netns.join_netns(self._netns_fd)
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        kill_group(proc)  # bwrap and its pid 1 die; the kernel then kills the rest of the namespace
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    # -- reporting and lifetime -------------------------------------------------------------------
+    def enforced(self) -> dict[str, str]:
+        cg = f"cgroup {self.cgroup.version}" if self.cgroup else None
+        return {
+            "isolation": "bubblewrap: user, pid, mount, ipc, uts, cgroup namespaces; uid 1000, no capabilities",
+            "network": ("empty namespace (loopback only)" if not self.proxy else
+                        f"loopback + egress proxy allowing {', '.join(self.proxy.allow)}"),
+            "filesystem": "read-only /usr and Python; writable /workspace only; /tmp tmpfs "
+                          f"{self.limits.tmp_mb} MiB",
+            "memory": f"{cg} {self.limits.memory_mb} MiB (whole tree)" if cg else f"rlimit AS {self.limits.memory_mb} MiB per process",
+            "pids": f"{cg} {self.limits.pids}" if cg else "NOT ENFORCED (no writable cgroup)",
+            "cpu": f"rlimit {self.limits.cpu_s} s per process",
+            "file_size": f"rlimit {self.limits.file_size_mb} MiB",
+            "wall_clock": f"{self.limits.timeout_s:g} s default; kills the whole tree",
+        }
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.cgroup is not None:
+            self.cgroup.close()
+        if self.proxy is not None:
+            self.proxy.close()
+        if self._netns_fd is not None:
+            os.close(self._netns_fd)
+            self._netns_fd = None
