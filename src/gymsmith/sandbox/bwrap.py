@@ -68,7 +68,7 @@ class BwrapSandbox(Sandbox):
     # -- mounts -----------------------------------------------------------------------------------
     def _mount_args(self, extra_ro: Mapping[str, str], extra_rw: Mapping[str, str]) -> list[str]:
         a = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-             "--die-with-parent", "--new-session", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
              "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         if self._netns_fd is None:
             a.append("--unshare-net")  # no pre-made namespace (not root): bwrap makes one per command
@@ -96,16 +96,14 @@ class BwrapSandbox(Sandbox):
         return a
 
     # -- running ----------------------------------------------------------------------------------
-    def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
-             input: bytes | None = None, cwd: str | None = None) -> ExecResult:
+    def _command(self, cmd: Sequence[str] | str, cwd: str | None, env: Mapping[str, str] | None,
+                 status_fd: int | None) -> tuple[list[str], dict[str, str]]:
+        """The bwrap argv and environment that run `cmd` in this sandbox."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
-        if not argv or not argv[-1 if isinstance(cmd, str) else 0]:
+        if (isinstance(cmd, str) and not cmd.strip()) or not argv or not argv[0]:
             raise ValueError(f"cmd must be a non-empty argv list or shell string, got {cmd!r}")
-        timeout = self.limits.timeout_s if timeout is None else float(timeout)
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         inner_cwd = WORKSPACE
         if cwd not in (None, "", "."):
             rel = os.path.relpath(self.resolve(cwd), os.path.realpath(self.workspace))
@@ -115,14 +113,26 @@ class BwrapSandbox(Sandbox):
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             environment.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
             argv = [self.runtime.interpreter, "-S", f"{RUN_DIR}/forward.py", str(PROXY_PORT), f"{RUN_DIR}/egress.sock", "--", *argv]
+        status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
+        return [self.exe, *self._args, "--chdir", inner_cwd, *status, "--", *argv], environment
+
+    def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
+             input: bytes | None = None, cwd: str | None = None) -> ExecResult:
+        timeout = self.limits.timeout_s if timeout is None else float(timeout)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         status_r, status_w = os.pipe()
-        args = [self.exe, *self._args, "--chdir", inner_cwd, "--json-status-fd", str(status_w), "--", *argv]
-        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         try:
+            args, environment = self._command(cmd, cwd, env, status_w)
+            oom_before = self.cgroup.oom_kills() if self.cgroup else 0
             done = run_capped(args, env=environment, cwd=None, input=input, timeout=timeout, cap=self.limits.output_bytes,
                               preexec_fn=self._enter_limits, pass_fds=(status_w,), kill=self._kill)
         except OSError as exc:
+            os.close(status_r)
             raise SandboxError(f"could not start bubblewrap: {exc}") from None
+        except BaseException:
+            os.close(status_r)
+            raise
         finally:
             os.close(status_w)
         with os.fdopen(status_r, "rb") as f:
@@ -146,6 +156,19 @@ class BwrapSandbox(Sandbox):
         return ExecResult(exit_code=exit_code, stdout=out, stderr=err, stdout_truncated=out_t or done.stdout_dropped,
                           stderr_truncated=err_t or done.stderr_dropped, duration_s=round(done.duration_s, 6),
                           killed=killed, backend=self.backend)
+
+    def spawn(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+        """Start a long-lived process in the sandbox with pipes on stdin and stdout (stderr discarded).
+
+        For services such as the verifier's warm test runner; the caller owns the process and must end it.
+        The sandbox's limits apply to it and to everything it starts.
+        """
+        args, environment = self._command(cmd, None, env, None)
+        # The service is pid 1 of its namespace: processes it starts cannot kill it (the kernel ignores
+        # signals from inside a pid namespace to its init), and when it exits every one of them dies.
+        args.insert(args.index("--"), "--as-pid-1")
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=environment, start_new_session=True, preexec_fn=self._enter_limits)
 
     def _cpu_exhausted(self, duration_s: float) -> bool:
         return duration_s >= self.limits.cpu_s

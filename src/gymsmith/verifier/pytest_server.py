@@ -1,0 +1,165 @@
+"""The warm test runner. Runs INSIDE a verifier sandbox, with only the standard library and pytest.
+
+It imports pytest and every built-in plugin once, then serves jobs read as JSON lines on stdin:
+    {"id": 1, "dir": "/jobs/1", "args": ["-p", "no:cacheprovider", ...], "timeout": 30}
+For each job it forks: the child runs `pytest.main` in the job directory and writes per-test outcomes
+to a pipe; the parent waits with a deadline. Agent code is imported only in the child, so the parent
+stays as clean as it started. After each job every other process in the sandbox is killed, so nothing a
+job left behind can touch the next one. Replies are JSON lines on stdout:
+    {"id": 1, "status": "completed"|"timeout"|"crashed", "collected": [...], "outcomes": {nodeid: outcome}}
+"""
+
+import gc
+import json
+import os
+import pkgutil
+import select
+import signal
+import sys
+import time
+
+import _pytest
+import pytest
+
+for _mod in pkgutil.iter_modules(_pytest.__path__, "_pytest."):  # the warm part: import every built-in plugin once
+    try:
+        __import__(_mod.name)
+    except Exception:  # noqa: BLE001 - an optional plugin that cannot load here is loaded (or not) by pytest itself
+        pass
+
+
+class Collector:
+    """A pytest plugin that streams each test's outcome to the parent as it happens (a timeout keeps them)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def send(self, message):
+        os.write(self.fd, (json.dumps(message) + "\n").encode())
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            # a failure in setup or teardown is an error of the test; a skip in setup is a skip
+            outcome = "error" if report.when != "call" and report.outcome == "failed" else report.outcome
+            self.send({"test": report.nodeid, "outcome": outcome})
+
+
+def set_dumpable(flag):
+    """Non-dumpable: processes of the same uid cannot ptrace us or read our memory through /proc."""
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
+    except OSError:
+        pass
+
+
+def run_child(job, write_fd):
+    os.setpgid(0, 0)
+    set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.chdir(job["dir"])
+    collector = Collector(write_fd)
+    error = None
+    try:
+        code = int(pytest.main(list(job["args"]), plugins=[collector]))
+    except BaseException as exc:  # noqa: BLE001 - report what was seen before the crash
+        code, error = -1, repr(exc)[:500]
+    collector.send({"exit_code": code, "error": error})
+    os._exit(0)
+
+
+def kill_others():
+    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host."""
+    me = os.getpid()
+    if me != 1:
+        reap()
+        return
+    for _ in range(20):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (me, 1)]
+        if not others:
+            break
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap()
+        time.sleep(0.001)
+    reap()
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def merge(outcomes, test, outcome):
+    """A test's outcome is its worst report: a passed call with a failing teardown is an error."""
+    if outcomes.get(test) in (None, "passed"):
+        outcomes[test] = outcome
+
+
+def serve_one(job):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        run_child(job, w)
+    os.close(w)
+    deadline = time.monotonic() + float(job.get("timeout", 60))
+    buf, outcomes, end, status = b"", {}, None, "completed"
+    while end is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            status = "timeout"
+            break
+        ready, _, _ = select.select([r], [], [], left)
+        if not ready:
+            continue
+        data = os.read(r, 1 << 20)
+        if not data:
+            break
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not ours: the code under test wrote to an inherited descriptor
+            if "test" in message:
+                merge(outcomes, str(message["test"]), str(message["outcome"]))
+            elif "exit_code" in message:
+                end = message
+    os.close(r)
+    kill_others()
+    if end is None and status != "timeout":
+        status = "crashed"  # the test process died before pytest finished
+    return {"id": job["id"], "status": status, "outcomes": outcomes, "exit_code": (end or {}).get("exit_code"),
+            "error": (end or {}).get("error")}
+
+
+def main():
+    set_dumpable(False)
+    gc.freeze()  # everything imported so far is shared with each forked job without copy-on-write churn
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    out = sys.stdout
+    out.write(json.dumps({"ready": True, "pytest": pytest.__version__}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        out.write(json.dumps(serve_one(job)) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
