@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 # Python extras installed into the venv; grows as the heavy parts land.
 EXTRAS ?= dev,postgres,ray,gym,serve,mcp,train,browser
 # Debian packages the installed parts need at run time (installed only when missing).
-DEB_PACKAGES ?= postgresql chromium
+DEB_PACKAGES ?= postgresql chromium bubblewrap git
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: setup system-packages demo test bench clean

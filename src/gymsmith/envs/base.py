@@ -29,6 +29,8 @@ class FinalState(BaseModel):
     kind: str = Field(description="Format of the snapshot, e.g. 'sqlite'.")
     path: str = Field(description="File or directory holding the snapshot (read-only).")
     digest: str = Field(description="Content hash of the state, the same as `Environment.state_hash()`.")
+    diff: str | None = Field(default=None, description="What the rollout changed, as a unified diff against the start "
+                                                       "state, for families whose state is files (stored for audits).")
 
 
 @runtime_checkable

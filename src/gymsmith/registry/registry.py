@@ -9,7 +9,7 @@ from gymsmith.core.errors import GymsmithError, UnknownFamilyError
 from gymsmith.registry.family import Family, FamilyInfo
 
 ENTRY_POINT_GROUP = "gymsmith.families"
-_BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily"}
+_BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily", "code": "gymsmith.families.code:CodeFamily"}
 
 _lock = threading.Lock()
 _registered: dict[str, tuple[Family, str]] = {}

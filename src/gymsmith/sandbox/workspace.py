@@ -130,16 +130,17 @@ class CowWorkspace:
         self.close()
 
 
-def tree_hash(root: Path) -> str:
+def tree_hash(root: Path, ignore: tuple[str, ...] = ()) -> str:
     """Content hash of a tree: paths, file bytes, symlink targets and the executable bit; links are not followed.
 
     Caches that tools rewrite on their own (`__pycache__`, `.pytest_cache`, `.git/index`) are left out, so
-    the hash speaks of the state an agent made, not of which commands it ran.
+    the hash speaks of the state an agent made, not of which commands it ran. Directories named in
+    `ignore` are left out too.
     """
     root = Path(root)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in HASH_EXCLUDED_DIRS)
+        dirnames[:] = sorted(d for d in dirnames if d not in HASH_EXCLUDED_DIRS and d not in ignore)
         rel_dir = os.path.relpath(dirpath, root)
         h.update(f"D {rel_dir}\n".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):

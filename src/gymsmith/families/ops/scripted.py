@@ -1,39 +1,19 @@
-"""A base for scripted ops agents written as generators: `obs = yield from self._call(tool, **args)`."""
+"""The base of scripted ops agents: `obs = yield from self._call(tool, **args)` retries simulated faults."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from typing import Any
 
-from gymsmith.core.types import Action, Observation, TaskSpec
+from gymsmith.agents.scripted import Script, ScriptedAgent as BaseScriptedAgent
+from gymsmith.core.types import Action, Observation
 from gymsmith.families.ops.oracle import RETRYABLE
 
-Script = Generator[Action, Observation, None]
+__all__ = ["Script", "ScriptedAgent"]
 
 
-class ScriptedAgent:
-    """Subclasses implement `script()`; the episode is submitted when the script returns."""
-
-    name = "scripted"
-    submit_note = ""
-
-    def reset(self, task: TaskSpec, observation: Observation, *, seed: int) -> None:
-        self.task, self.first = task, observation
-        self.script_gen: Script = self.script()
-        self.started = False
-
-    def act(self, observation: Observation) -> Action:
-        try:
-            if not self.started:
-                self.started = True
-                return next(self.script_gen)
-            return self.script_gen.send(observation)
-        except StopIteration:
-            return Action(tool="submit", arguments={"note": self.submit_note} if self.submit_note else {})
-
-    def script(self) -> Script:  # pragma: no cover - abstract
-        raise NotImplementedError
-        yield
+class ScriptedAgent(BaseScriptedAgent):
+    """The generic scripted agent, plus ops helpers that retry simulated faults and page through records."""
 
     def _call(self, tool: str, **arguments: Any) -> Generator[Action, Observation, Observation]:
         """Call a tool, retrying simulated transient faults a few times."""

@@ -1,0 +1,72 @@
+"""`code`: a small Python repository with injected bugs, visible failing tests and hidden tests (the coding family).
+
+Agent-side modules only: `checks` is loaded by the verifier process through `checks_module`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gymsmith.agents.base import Agent, NullAgent, RandomAgent
+from gymsmith.core.types import StartStateRef, TaskSpec
+from gymsmith.families.code.env import CodeEnvironment
+from gymsmith.families.code.exploits import EXPLOITS
+from gymsmith.families.code.generator import generate_code_task
+from gymsmith.families.code.mutate import OPERATORS
+from gymsmith.families.code.oracle import CodeOracle
+from gymsmith.families.code.repo import pristine_repo
+from gymsmith.families.code.templates import TEMPLATES
+from gymsmith.families.code.tools import TOOL_SPECS
+from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
+
+
+def derive_knobs(difficulty: float) -> dict[str, Any]:
+    """Every knob as a function of difficulty: more bugs and modules, less direct and fewer visible tests."""
+    d = difficulty
+    return {"n_bugs": 1 + int(d >= 0.5) + int(d >= 0.85), "modules": 1 + round(4 * d),
+            "directness": round(1 - d, 4), "visible_tests": max(1, 5 - round(4 * d)), "operator": "any"}
+
+
+def goal_text(n_bugs: int, visible_failing: list[str], difficulty: float) -> str:
+    bugs = "a bug" if n_bugs == 1 else f"{n_bugs} bugs"
+    where = (f" These visible tests fail: {', '.join(visible_failing)}." if difficulty < 0.5
+             else " Some of its visible tests fail; `run_tests` shows which.")
+    return (f"This Python repository has {bugs} in its source code.{where} Fix the source so that the behaviour its "
+            "tests and docstrings describe holds. Do not edit the tests: hidden tests check the same behaviour more "
+            "thoroughly, and the verifier uses its own copy of every test file. Call submit when you are done.")
+
+
+class CodeFamily:
+    name = "code"
+    version = "1.0.0"
+    checks_module = "gymsmith.families.code.checks"
+    system_prompt = ("You are a careful software engineer working in a sandboxed repository through tools. Read the "
+                     "failing tests and the code, find the root cause, make the smallest change that fixes it, run the "
+                     "tests, and call submit.\n\nTask:\n{goal}")
+    knobs = (
+        DIFFICULTY,
+        Knob(name="n_bugs", kind=KnobKind.INT, low=1, high=3, description="Bugs injected, each in its own module."),
+        Knob(name="modules", kind=KnobKind.INT, low=1, high=len(TEMPLATES),
+             description="Modules in the repository (the rest are correct distractors with their own tests)."),
+        Knob(name="directness", kind=KnobKind.FLOAT, low=0.0, high=1.0,
+             description="Chance that the visible failing test calls the buggy function directly (else through a caller)."),
+        Knob(name="visible_tests", kind=KnobKind.INT, low=1, high=12, description="Visible tests per module."),
+        Knob(name="operator", kind=KnobKind.CHOICE, choices=("any", *OPERATORS), description="Mutation operator to use."),
+    )
+
+    def generate(self, seed: int, **knobs: Any) -> TaskSpec:
+        resolved = resolve_knobs(self.knobs, knobs, derive_knobs)
+        resolved["modules"] = max(resolved["modules"], resolved["n_bugs"])
+        ct = generate_code_task(seed, resolved)
+        _, digest = pristine_repo(ct.files)
+        return TaskSpec(family=self.name, family_version=self.version, seed=seed, knobs=resolved,
+                        goal=goal_text(resolved["n_bugs"], ct.visible_failing, resolved["difficulty"]),
+                        start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS,
+                        metadata={"modules": ct.modules, "language": "python"})
+
+    def make_env(self) -> CodeEnvironment:
+        return CodeEnvironment()
+
+    def agents(self) -> Mapping[str, Callable[[], Agent]]:
+        return {"oracle": CodeOracle, "random": RandomAgent, "null": NullAgent, **{e.name: e for e in EXPLOITS}}

@@ -1,0 +1,236 @@
+"""Seeded generation of coding tasks: pick templates, inject bugs, keep only bugs the tests catch.
+
+Every candidate mutation of a template is judged by running the template's full test suite on the mutant
+in the sandboxed warm runner: it is kept only if it finishes and fails at least MIN_FAILING tests (the
+reference passes all of them, which is checked too). FAIL_TO_PASS is the set of tests the mutant fails,
+PASS_TO_PASS the rest. Bugs go into different modules, whose tests import only their own module, so the
+lists of a multi-bug task are the unions of its single-bug lists. Outcomes are cached in memory and on
+disk, keyed by the template's source and the runner's version, so a mutant is run once per machine.
+
+What this module returns is private (`CodeTask`): the agent sees only `CodeTask.files`; the hidden
+tests, the reference and the mutations are rebuilt from the seed by the verifier's checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import random
+import threading
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from gymsmith.families.code import mutate
+from gymsmith.families.code.templates import TEMPLATES, template_source
+from gymsmith.sandbox.runtime import cache_root, python_runtime
+from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, shared_runner
+
+CATALOG_VERSION = 1
+MIN_FAILING = 2         # a bug must fail at least two tests, so at least one failing test stays hidden
+MUTANT_TIMEOUT_S = 1.5  # a mutant that loops forever is not kept (judged by this deadline)
+PYTEST_INI = "[pytest]\npythonpath = .\n"
+
+
+class MutationRecord(BaseModel):
+    """One injected bug (private: it is the answer)."""
+
+    module: str
+    operator: str
+    function: str
+    line: int
+    description: str
+    key: str
+
+
+class CodeTask(BaseModel):
+    """Everything about a generated coding task; only `files` is given to the agent."""
+
+    files: dict[str, str] = Field(description="The agent's start state: buggy modules, visible tests, config, README.")
+    modules: list[str] = Field(description="Source files of the repository, e.g. ['lru.py', 'dates.py'].")
+    buggy_modules: list[str]
+    reference: dict[str, str] = Field(description="Reference source of every module (the fix).")
+    hidden_tests: dict[str, str] = Field(description="Full test files, with canaries, that replace tests/ at verification.")
+    canaries: list[str] = Field(description="Node ids of hidden tests that must FAIL; passing means the runner was tampered with.")
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    visible_failing: list[str]
+    mutations: list[MutationRecord]
+
+
+def test_names(tests_source: str) -> list[str]:
+    return [n.name for n in ast.parse(tests_source).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+
+
+def names_used(tests_source: str) -> dict[str, set[str]]:
+    """Per test function: every name and attribute it mentions (to tell direct tests of a function)."""
+    out = {}
+    for fn in ast.parse(tests_source).body:
+        if isinstance(fn, ast.FunctionDef):
+            out[fn.name] = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | \
+                           {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+    return out
+
+
+def keep_tests(tests_source: str, keep: set[str]) -> str:
+    """The test file with only the test functions in `keep` (imports and shared data stay, formatting intact)."""
+    lines = tests_source.splitlines(keepends=True)
+    drop: list[tuple[int, int]] = []
+    for fn in ast.parse(tests_source).body:
+        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_") and fn.name not in keep:
+            start = fn.lineno - 1 - len(fn.decorator_list)
+            end = fn.end_lineno
+            while end < len(lines) and not lines[end].strip():
+                end += 1  # the blank lines after it go too
+            drop.append((start, end))
+    for start, end in reversed(drop):
+        del lines[start:end]
+    return "".join(lines).rstrip() + "\n"
+
+
+# -- the mutant catalog --------------------------------------------------------------------------------
+class _Catalog:
+    """Outcomes of single mutants of one template, cached on disk (atomic writes; racing writers lose nothing that matters)."""
+
+    def __init__(self, template: str):
+        self.template = template
+        source, tests = template_source(template)
+        version = hashlib.sha256(repr((CATALOG_VERSION, source, tests, python_runtime().digest, LEAN_ARGS)).encode())
+        self.path = cache_root() / "code-catalog" / f"{template}-{version.hexdigest()[:16]}.json"
+        self.entries: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            try:
+                self.entries = json.loads(self.path.read_text())
+            except ValueError:
+                self.entries = {}
+        self.lock = threading.Lock()
+
+    def get(self, key: str, compute) -> dict[str, Any]:
+        with self.lock:
+            if key in self.entries:
+                return self.entries[key]
+            entry = compute()
+            self.entries[key] = entry
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+            on_disk = {}
+            if self.path.exists():
+                try:
+                    on_disk = json.loads(self.path.read_text())
+                except ValueError:
+                    pass
+            tmp.write_text(json.dumps({**on_disk, **self.entries}))
+            os.replace(tmp, self.path)
+            return entry
+
+
+@lru_cache(maxsize=None)
+def _catalog(template: str) -> _Catalog:
+    return _Catalog(template)
+
+
+def _run_suite(template: str, module_source: str) -> dict[str, Any]:
+    _, tests = template_source(template)
+    run = shared_runner().run({f"{template}.py": module_source, f"tests/test_{template}.py": tests, "pytest.ini": PYTEST_INI},
+                              ["tests"], timeout=MUTANT_TIMEOUT_S, extra_args=LEAN_ARGS)
+    names = [f"tests/test_{template}.py::{t}" for t in test_names(tests)]
+    failing = [n for n in names if run.outcome(n) is not TestOutcome.PASSED]
+    return {"status": run.status.value, "failing": failing}
+
+
+@lru_cache(maxsize=None)
+def check_reference(template: str) -> None:
+    """Raise RuntimeError unless the template's reference passes its whole suite in the sandbox."""
+    source, _ = template_source(template)
+    entry = _catalog(template).get("reference", lambda: _run_suite(template, source))
+    if entry["status"] != RunStatus.COMPLETED.value or entry["failing"]:
+        raise RuntimeError(f"code template {template!r}: the reference fails {entry['failing']} ({entry['status']})")
+
+
+def mutant_outcome(template: str, mutation: mutate.Mutation) -> dict[str, Any]:
+    """{'status': 'completed'|'timeout'|'crashed', 'failing': [node ids]} for the single mutant."""
+    source, _ = template_source(template)
+    return _catalog(template).get(mutation.key, lambda: _run_suite(template, mutate.apply(source, [mutation])))
+
+
+def usable(outcome: dict[str, Any]) -> bool:
+    return outcome["status"] == RunStatus.COMPLETED.value and len(outcome["failing"]) >= MIN_FAILING
+
+
+def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> tuple[mutate.Mutation, list[str]]:
+    """The first usable mutation in a seeded order, and the tests it fails. Raises RuntimeError if none is."""
+    check_reference(template)
+    source, _ = template_source(template)
+    pool = [m for m in mutate.candidates(source) if operator in ("any", m.operator)]
+    for m in rng.sample(pool, len(pool)):
+        outcome = mutant_outcome(template, m)
+        if usable(outcome):
+            return m, list(outcome["failing"])
+    raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
+
+
+# -- tasks ---------------------------------------------------------------------------------------------
+def _canary_name(rng: random.Random, taken: set[str]) -> str:
+    words = ("regression", "edge", "roundtrip", "boundary", "consistency", "invariant", "sample", "known_value")
+    while True:
+        name = f"test_{rng.choice(words)}_{rng.getrandbits(24):06x}"
+        if name not in taken:
+            return name
+
+
+def readme(modules: list[str]) -> str:
+    lines = ["# utilities", "", "Small, dependency-free Python modules. Tests live in `tests/` and run with pytest:", "",
+             "    python -m pytest -q", "", "## Modules", ""]
+    for m in modules:
+        doc = ast.get_docstring(ast.parse(template_source(m.removesuffix(".py"))[0])) or ""
+        lines.append(f"- `{m}`: {doc.splitlines()[0] if doc else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
+    """The task for `seed` and resolved `knobs` (n_bugs, modules, directness, visible_tests, operator)."""
+    rng = random.Random(f"code-task:{seed}")
+    n_bugs, n_modules = int(knobs["n_bugs"]), max(int(knobs["modules"]), int(knobs["n_bugs"]))
+    chosen = rng.sample(TEMPLATES, n_modules)
+    buggy = chosen[:n_bugs]
+    files: dict[str, str] = {"pytest.ini": PYTEST_INI, "README.md": readme([f"{t}.py" for t in sorted(chosen)])}
+    reference, hidden, canaries, f2p, p2p, visible_failing, records = {}, {}, [], [], [], [], []
+    for template in chosen:
+        source, tests = template_source(template)
+        test_file = f"tests/test_{template}.py"
+        all_tests = test_names(tests)
+        reference[f"{template}.py"] = source
+        failing: list[str] = []
+        module_source = source
+        if template in buggy:
+            mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any")
+            module_source = mutate.apply(source, [mutation])
+            records.append(MutationRecord(module=f"{template}.py", operator=mutation.operator, function=mutation.function,
+                                          line=mutation.line, description=mutation.description, key=mutation.key))
+            used = names_used(tests)
+            short = mutation.function.split(".")[-1]
+            failing_names = [f.split("::")[1] for f in failing]
+            direct = [t for t in failing_names if short in used[t]]
+            indirect = [t for t in failing_names if t not in direct]
+            prefer_direct = rng.random() < float(knobs["directness"])
+            pool = (direct or indirect) if prefer_direct else (indirect or direct)
+            shown = rng.choice(sorted(pool))
+            visible_failing.append(f"{test_file}::{shown}")
+            passing = [t for t in all_tests if t not in failing_names]
+            extra = rng.sample(passing, min(len(passing), max(0, int(knobs["visible_tests"]) - 1)))
+            keep = {shown, *extra}
+        else:
+            keep = set(rng.sample(all_tests, min(len(all_tests), int(knobs["visible_tests"]))))
+        files[f"{template}.py"] = module_source
+        files[test_file] = keep_tests(tests, keep)
+        canary = _canary_name(rng, set(all_tests))
+        hidden[test_file] = tests.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
+        canaries.append(f"{test_file}::{canary}")
+        f2p += failing
+        p2p += [f"{test_file}::{t}" for t in all_tests if f"{test_file}::{t}" not in failing]
+    return CodeTask(files=files, modules=sorted(f"{t}.py" for t in chosen), buggy_modules=sorted(f"{t}.py" for t in buggy),
+                    reference=reference, hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=sorted(f2p),
+                    pass_to_pass=sorted(p2p), visible_failing=sorted(visible_failing), mutations=records)
