@@ -136,3 +136,15 @@ def postgres_url():
 
     with TemporaryPostgres() as url:
         yield url
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line for the containment suite: how many attacks were tried and how many were contained."""
+    tried = contained = 0
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "test_sandbox_containment.py::test_attack" in getattr(report, "nodeid", "") and report.when == "call":
+                tried += 1
+                contained += outcome == "passed"
+    if tried:
+        terminalreporter.write_line(f"sandbox containment: {tried} attacks tried, {contained} contained")

@@ -93,12 +93,17 @@ class BwrapSandbox(Sandbox):
         if self.proxy is not None:
             a += ["--dir", RUN_DIR, "--ro-bind", str(FORWARDER), f"{RUN_DIR}/forward.py",
                   "--bind", self.proxy.socket_path, f"{RUN_DIR}/egress.sock"]
-        return a
+        return a + ["--remount-ro", "/"]  # the root itself (bwrap's tmpfs) is read-only too
 
     # -- running ----------------------------------------------------------------------------------
     def _command(self, cmd: Sequence[str] | str, cwd: str | None, env: Mapping[str, str] | None,
-                 status_fd: int | None) -> tuple[list[str], dict[str, str]]:
-        """The bwrap argv and environment that run `cmd` in this sandbox."""
+                 status_fd: int | None) -> tuple[list[str], dict[str, str], int]:
+        """The bwrap argv and environment that run `cmd` in this sandbox.
+
+        The mount options go through `args_fd` (bwrap --args), not argv: the sandbox's pid 1 is a fork of
+        bwrap, and its /proc/1/cmdline would otherwise show the host paths of every mount. Returns
+        (argv, environment, read end of the args pipe); the caller passes the fd on and closes it.
+        """
         if self._closed:
             raise SandboxError("the sandbox is closed")
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
@@ -114,7 +119,10 @@ class BwrapSandbox(Sandbox):
             environment.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
             argv = [self.runtime.interpreter, "-S", f"{RUN_DIR}/forward.py", str(PROXY_PORT), f"{RUN_DIR}/egress.sock", "--", *argv]
         status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
-        return [self.exe, *self._args, "--chdir", inner_cwd, *status, "--", *argv], environment
+        args_r, args_w = os.pipe()
+        with os.fdopen(args_w, "wb") as w:  # well under a pipe's buffer: the write cannot block
+            w.write(b"\0".join(a.encode() for a in [*self._args, "--chdir", inner_cwd]) + b"\0")
+        return [self.exe, "--args", str(args_r), *status, "--", *argv], environment, args_r
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
              input: bytes | None = None, cwd: str | None = None) -> ExecResult:
@@ -123,10 +131,15 @@ class BwrapSandbox(Sandbox):
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         status_r, status_w = os.pipe()
         try:
-            args, environment = self._command(cmd, cwd, env, status_w)
+            args, environment, args_r = self._command(cmd, cwd, env, status_w)
+        except BaseException:
+            os.close(status_r)
+            os.close(status_w)
+            raise
+        try:
             oom_before = self.cgroup.oom_kills() if self.cgroup else 0
             done = run_capped(args, env=environment, cwd=None, input=input, timeout=timeout, cap=self.limits.output_bytes,
-                              preexec_fn=self._enter_limits, pass_fds=(status_w,), kill=self._kill)
+                              preexec_fn=self._enter_limits, pass_fds=(status_w, args_r), kill=self._kill)
         except OSError as exc:
             os.close(status_r)
             raise SandboxError(f"could not start bubblewrap: {exc}") from None
@@ -135,6 +148,7 @@ class BwrapSandbox(Sandbox):
             raise
         finally:
             os.close(status_w)
+            os.close(args_r)
         with os.fdopen(status_r, "rb") as f:
             status = [json.loads(line) for line in f.read().decode(errors="replace").splitlines() if line.strip()]
         if self.cgroup is not None:
@@ -163,12 +177,15 @@ class BwrapSandbox(Sandbox):
         For services such as the verifier's warm test runner; the caller owns the process and must end it.
         The sandbox's limits apply to it and to everything it starts.
         """
-        args, environment = self._command(cmd, None, env, None)
+        args, environment, args_r = self._command(cmd, None, env, None)
         # The service is pid 1 of its namespace: processes it starts cannot kill it (the kernel ignores
         # signals from inside a pid namespace to its init), and when it exits every one of them dies.
         args.insert(args.index("--"), "--as-pid-1")
-        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env=environment, start_new_session=True, preexec_fn=self._enter_limits)
+        try:
+            return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=environment, start_new_session=True, preexec_fn=self._enter_limits, pass_fds=(args_r,))
+        finally:
+            os.close(args_r)
 
     def _cpu_exhausted(self, duration_s: float) -> bool:
         return duration_s >= self.limits.cpu_s

@@ -1,0 +1,181 @@
+"""Containment: attacks from inside a bubblewrap sandbox, each of which must fail while the harness keeps working.
+
+Every test is one attack, run for real against the real sandbox; `conftest.py` prints the summary line
+("sandbox containment: N attacks tried, N contained").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from gymsmith.sandbox import CowWorkspace, KillReason, Limits, open_sandbox
+from gymsmith.verifier import VerifierService
+from gymsmith.verifier.pytest_runner import WarmPytest
+
+LIMITS = Limits(memory_mb=256, pids=64, cpu_s=20, file_size_mb=64, disk_mb=32, tmp_mb=16, timeout_s=20)
+TEMPLATES = Path(__file__).resolve().parents[1] / "src/gymsmith/families/code/templates"
+
+
+@pytest.fixture()
+def sb(tmp_path):
+    with CowWorkspace(disk_mb=LIMITS.disk_mb) as ws:
+        pristine = tmp_path / "pristine"
+        pristine.mkdir()
+        (pristine / "main.py").write_text("print('hi')\n")
+        ws.restore(pristine)
+        with open_sandbox(ws.path, limits=LIMITS) as sandbox:
+            yield sandbox
+            # the harness keeps working after every attack
+            after = sandbox.exec(["python3", "main.py"])
+            assert after.ok and after.stdout == "hi\n", after
+
+
+def py(code: str) -> list[str]:
+    return ["python3", "-c", code]
+
+
+def test_attack_read_hidden_tests_and_checks(sb):
+    targets = [TEMPLATES / "test_lru.py", TEMPLATES.parent / "checks.py", Path.home() / ".cache/gymsmith"]
+    r = sb.exec(" ; ".join(f"cat {t} 2>&1 | head -c 200" for t in targets) + "; python3 -c 'import gymsmith'")
+    assert "def test_" not in r.stdout and "def verify" not in r.stdout
+    assert "No module named 'gymsmith'" in r.stderr
+
+
+def test_attack_read_host_files(sb):
+    r = sb.exec("cat /etc/shadow /etc/passwd /root/.bash_history /work 2>&1; ls / ")
+    assert "root:" not in r.stdout and "No such file" in r.stdout
+    assert set(r.stdout.split()) >= {"usr", "workspace", "tmp", "proc"} and "work" not in r.stdout.split()
+
+
+def test_attack_read_another_tasks_workspace(sb, tmp_path):
+    other = tmp_path / "other-task"
+    other.mkdir()
+    (other / "secret.py").write_text("ANSWER = 42\n")
+    r = sb.exec(f"cat {other}/secret.py; ls {tmp_path}")
+    assert "ANSWER" not in r.stdout and r.exit_code != 0
+
+
+def test_attack_write_outside_workspace(sb):
+    targets = ["/usr/pwned", "/etc/pwned", f"{sys.base_prefix}/pwned", "/pwned", "/proc/sysrq-trigger"]
+    r = sb.exec(" ; ".join(f"(echo x > {t}) 2>&1" for t in targets))
+    assert r.stdout.count("cannot create") == len(targets), r.stdout  # every write refused
+    assert not any(os.path.exists(t) for t in targets[:4])
+
+
+def test_attack_connect_to_host_loopback(sb):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    try:
+        r = sb.exec(py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')"))
+        assert "CONNECTED" not in r.stdout and "Connection refused" in r.stderr
+    finally:
+        server.close()
+
+
+def test_attack_resolve_dns(sb):
+    r = sb.exec(py("import socket; print(socket.getaddrinfo('pypi.org', 443))"))
+    assert r.exit_code != 0 and "gaierror" in r.stderr
+
+
+def test_attack_fork_bomb(sb):
+    r = sb.exec(py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"), timeout=3)
+    assert r.killed is KillReason.TIMEOUT
+    assert sb.cgroup is not None and sb.cgroup.pids() == []  # nothing of it is left
+
+
+def test_attack_memory_bomb(sb):
+    r = sb.exec(py("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))"))
+    assert r.killed is KillReason.MEMORY and r.exit_code != 0
+
+
+def test_attack_fill_the_disk(sb):
+    r = sb.exec("dd if=/dev/zero of=big bs=1M count=200 2>&1; dd if=/dev/zero of=/tmp/big bs=1M count=200 2>&1; "
+                "ls -l big /tmp/big")
+    assert "No space left on device" in r.stdout
+    assert sb.exec("stat -c %s big").stdout.strip() and int(sb.exec("stat -c %s big").stdout) <= LIMITS.disk_mb << 20
+
+
+def test_attack_busy_loop_past_timeout(sb):
+    started = time.monotonic()
+    r = sb.exec(py("while True: pass"), timeout=1)
+    assert r.killed is KillReason.TIMEOUT and time.monotonic() - started < 5
+
+
+def test_attack_sleep_past_timeout(sb):
+    r = sb.exec(["sleep", "60"], timeout=0.5)
+    assert r.killed is KillReason.TIMEOUT
+
+
+def test_attack_leave_a_background_process(sb):
+    marker = f"{os.getpid()}{int(time.time()) % 1000}"
+    sb.exec(f"(setsid sleep {marker} &) ; nohup sleep {marker} >/dev/null 2>&1 & disown; echo started")
+    time.sleep(0.2)
+    survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
+    assert survivors == []
+
+
+def test_attack_see_the_verifier_in_proc(sb):
+    with WarmPytest() as warm:
+        warm.run({"t/test_x.py": "def test_x():\n    pass\n"}, ["t"])  # a live verifier runner on this host
+        r = sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+        assert "gymsmith" not in r.stdout and "pytest_server" not in r.stdout
+        pids = [int(p) for p in sb.exec("ls /proc").stdout.split() if p.isdigit()]
+        assert max(pids) < 50  # its own pid namespace: only a handful of processes exist
+
+
+def test_attack_ptrace(sb):
+    """Attach to the harness, its parent and a verifier process by their host pids: none exists in here."""
+    with VerifierService() as verifier:
+        _score_one_ops_task(verifier)  # the pool starts workers lazily: make one live
+        targets = [os.getpid(), os.getppid(), *verifier.pids()]
+        code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                f"for pid in {targets}:\n"
+                "    rc = libc.ptrace(16, pid, 0, 0)\n"  # PTRACE_ATTACH
+                "    print(pid, rc, ctypes.get_errno())\n")
+        r = sb.exec(py(code))
+    results = [line.split() for line in r.stdout.splitlines()]
+    assert len(results) == len(targets) and all(rc == "-1" and errno == "3" for _, rc, errno in results), r.stdout
+
+
+def _score_one_ops_task(verifier: VerifierService) -> None:
+    from gymsmith.registry import get_family
+
+    ops = get_family("ops")
+    task, env = ops.generate(1, difficulty=0.1), ops.make_env()
+    env.reset(task, seed=0)
+    verifier.verify(task, env.final_state(Path(tempfile.mkdtemp())))
+    env.close()
+    assert verifier.pids()
+
+
+def test_attack_symlink_read_through_the_harness(sb):
+    sb.exec("ln -s /etc/shadow shadow && ln -s /root home && ln -s /proc/1/root rootfs")
+    for path in ("shadow", "home/.bashrc", "rootfs/etc/hostname"):
+        with pytest.raises(PermissionError):
+            sb.read_file(path)
+
+
+def test_attack_kill_everything(sb):
+    sentinel = subprocess.Popen(["sleep", "30"])
+    try:
+        r = sb.exec("kill -9 -1; echo still-here")
+        assert sentinel.poll() is None  # a process of the host survived
+        assert r.exit_code in (0, 137)
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+
+
+def test_attack_gain_privileges(sb):
+    r = sb.exec("mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; grep CapEff /proc/self/status")
+    assert "CapEff:\t0000000000000000" in r.stdout and "1000" in r.stdout.split()
+    assert not os.path.ismount("/usr") or open("/proc/self/mounts").read().count(" /usr ") == 0
