@@ -209,5 +209,7 @@ class Trajectory(BaseModel):
     final_state_hash: str | None = None
     fingerprint: str | None = Field(default=None, description="Digest of the environment fingerprint (see the "
                                     "store's fingerprints table): interpreter, packages, family source.")
+    final_diff: str | None = Field(default=None, description="The final state as a unified diff against the start "
+                                   "(families whose state is files, e.g. code); read by the audits.")
     started_at: float = Field(description="Unix time the rollout started (wall clock, for the record only).")
     finished_at: float

@@ -51,6 +51,7 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
             reward = verifier.verify(task, final, policy=policy)
         return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status,
                           invalid_actions=getattr(env, "invalid_actions", 0), final_state_hash=final.digest,
+                          final_diff=final.diff,
                           started_at=started, finished_at=time.time())
     except VerifierError as exc:
         error = f"verifier error: {exc}"

@@ -23,6 +23,7 @@ SCHEMA = pa.schema([
     ("policy", pa.string()), ("n_steps", pa.int32()), ("invalid_actions", pa.int32()),
     ("final_state_hash", pa.string()), ("fingerprint", pa.string()), ("error", pa.string()), ("package_version", pa.string()),
     ("started_at", pa.float64()), ("finished_at", pa.float64()), ("gate_failures", pa.list_(pa.string())),
+    ("final_diff", pa.string()),
     ("components", pa.list_(COMPONENT)), ("steps", pa.list_(STEP)),
 ])
 

@@ -89,7 +89,7 @@ class TrajectoryStore:
                    error=t.error, package_version=t.package_version, started_at=t.started_at,
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
-                   gate_failures=json.dumps(reward.gate_failures if reward else []))
+                   gate_failures=json.dumps(reward.gate_failures if reward else []), final_diff=t.final_diff)
         step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool, arguments=s.action.arguments_text(),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
@@ -161,7 +161,7 @@ class TrajectoryStore:
                           reset_observation=Observation.model_validate_json(r["reset_observation"]),
                           steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
-                          fingerprint=r["fingerprint"],
+                          fingerprint=r["fingerprint"], final_diff=r["final_diff"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
 
     def task_of(self, rollout_id: str) -> TaskSpec:
@@ -210,7 +210,8 @@ def _action(tool: str, arguments: str) -> Action:
 def _upgrade(engine: Engine) -> None:
     """Bring a store made by an earlier gymsmith up to the current schema, keeping everything in it."""
     added = {("steps", "agent_info", "TEXT"),  # schema 1 -> 2
-             ("rollouts", "fingerprint", "VARCHAR(32)")}  # schema 2 -> 3
+             ("rollouts", "fingerprint", "VARCHAR(32)"),  # schema 2 -> 3
+             ("rollouts", "final_diff", "TEXT")}  # schema 3 -> 4
     for table, column, kind in sorted(added):
         if column not in {c["name"] for c in inspect(engine).get_columns(table)}:
             with engine.begin() as conn:

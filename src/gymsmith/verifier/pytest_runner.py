@@ -13,6 +13,7 @@ that is mounted read-only into the sandbox and removed afterwards. Infrastructur
 
 from __future__ import annotations
 
+import ast
 import atexit
 import enum
 import itertools
@@ -40,12 +41,13 @@ PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
 BASE_ARGS = ("-q", "-p", "no:cacheprovider", "--noconftest", "-o", "console_output_style=classic")
 # Plugins a generated task's tests never use (its templates use plain asserts and no fixtures); leaving
 # them out, and tracebacks nobody reads, cuts a warm run from ~60 ms to ~30 ms. Repositories brought by users keep every plugin.
-LEAN_ARGS = ("--tb=no",) + tuple(x for p in ("unraisableexception", "threadexception", "faulthandler", "doctest", "pastebin",
+LEAN_ARGS = ("--tb=no", "--assert=plain") + tuple(x for p in ("unraisableexception", "threadexception", "faulthandler", "doctest", "pastebin",
                               "legacypath", "recwarn", "logging", "stepwise", "setuponly", "setupplan", "debugging",
                               "warnings") for x in ("-p", f"no:{p}"))
 
 
 class TestOutcome(str, enum.Enum):
+    __test__ = False  # not a test class, whatever pytest's naming rules say
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"      # setup or collection failed
@@ -60,6 +62,7 @@ class RunStatus(str, enum.Enum):
 
 
 class TestRun(BaseModel):
+    __test__ = False
     status: RunStatus
     outcomes: dict[str, TestOutcome] = Field(description="Per node id, e.g. 'tests/test_lru.py::test_evicts'.")
     duration_s: float
@@ -89,6 +92,64 @@ class _Jobs:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+XUNIT_HOOKS = {"setup_module", "teardown_module", "setup_function", "teardown_function", "setup", "teardown",
+               "setUpModule", "tearDownModule", "pytestmark", "pytest_plugins"}
+
+
+def is_plain_test_module(source: str) -> bool:
+    """True if pytest would treat the file as a list of argument-free functions and nothing more.
+
+    Plain: only imports, assignments, docstrings and undecorated functions at top level; every function
+    whose name starts with "test" takes no arguments; no classes, no xunit hooks, no `pytestmark`.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and (t.id in XUNIT_HOOKS or t.id.startswith("test")) for t in targets):
+                return False
+            continue
+        if isinstance(node, ast.FunctionDef) and not node.decorator_list and node.name not in XUNIT_HOOKS:
+            a = node.args
+            if node.name.startswith("test") and (a.args or a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg):
+                return False
+            continue
+        return False
+    return True
+
+
+def test_files_of(files: Mapping[str, bytes | str], tests: Sequence[str]) -> list[str]:
+    """The job's files that pytest would collect from `tests` (paths or directories; python_files defaults)."""
+    out = []
+    for path in files:
+        name = path.rsplit("/", 1)[-1]
+        if not (name.startswith("test_") or name.endswith("_test.py")) or not name.endswith(".py"):
+            continue
+        if any(path == t or path.startswith(t.rstrip("/") + "/") for t in tests):
+            out.append(path)
+    return sorted(out)
+
+
+def choose_engine(files: Mapping[str, bytes | str], tests: Sequence[str], engine: str) -> tuple[str, list[str]]:
+    """('plain' or 'pytest', the test files). 'auto' picks plain when every test file is plain."""
+    if engine not in ("auto", "plain", "pytest"):
+        raise ValueError(f"engine must be 'auto', 'plain' or 'pytest', got {engine!r}")
+    found = test_files_of(files, tests)
+    plain = bool(found) and all("::" not in t for t in tests) and all(
+        is_plain_test_module(files[f].decode() if isinstance(files[f], bytes) else files[f]) for f in found)
+    if engine == "plain" and not plain:
+        raise ValueError("the plain engine needs plain test modules (argument-free test functions, no fixtures, "
+                         "decorators, classes or xunit hooks); use engine='pytest'")
+    return ("plain" if engine != "pytest" and plain else "pytest"), found
 
 
 def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
@@ -140,15 +201,21 @@ class WarmPytest:
             return None
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
-            extra_args: Sequence[str] = ()) -> TestRun:
-        """Run `tests` (paths or node ids inside the job) on `files`; per-test outcomes."""
+            extra_args: Sequence[str] = (), engine: str = "auto") -> TestRun:
+        """Run `tests` (paths or node ids inside the job) on `files`; per-test outcomes.
+
+        `engine`: 'pytest' (pytest.main in the forked child), 'plain' (pytest's outcomes for plain test
+        modules, much faster; ValueError if the files are not plain) or 'auto' (plain when possible).
+        """
+        chosen, test_files = choose_engine(files, tests, engine)
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             n, job_dir = self._jobs.write(files)
             started = time.perf_counter()
             try:
-                request = {"id": n, "dir": f"{JOBS}/{n}", "args": _args(f"{JOBS}/{n}", tests, extra_args), "timeout": timeout}
+                request = {"id": n, "dir": f"{JOBS}/{n}", "args": _args(f"{JOBS}/{n}", tests, extra_args), "timeout": timeout,
+                           "engine": chosen, "files": test_files}
                 try:
                     self._proc.stdin.write((json.dumps(request) + "\n").encode())
                     self._proc.stdin.flush()

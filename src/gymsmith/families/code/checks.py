@@ -19,7 +19,7 @@ from gymsmith.families.code.repo import changed_lines, pristine_repo, read_tree
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import LEAN_ARGS, shared_runner
 
-VERIFY_TIMEOUT_S = 10.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
+VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
 MAX_SOURCE_BYTES = 200_000
 SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py",
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}

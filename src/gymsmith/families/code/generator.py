@@ -29,7 +29,7 @@ from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
 from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, shared_runner
 
-CATALOG_VERSION = 1
+CATALOG_VERSION = 2
 MIN_FAILING = 2         # a bug must fail at least two tests, so at least one failing test stays hidden
 MUTANT_TIMEOUT_S = 1.5  # a mutant that loops forever is not kept (judged by this deadline)
 PYTEST_INI = "[pytest]\npythonpath = .\n"
