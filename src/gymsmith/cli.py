@@ -27,9 +27,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and inspect tasks.")
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect stored runs.")
 audit_app = typer.Typer(no_args_is_help=True, help="Audits over stored rollouts.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in the sandbox, to debug environments and limits.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(audit_app, name="audit")
+app.add_typer(sandbox_app, name="sandbox")
 console = Console()
 err = Console(stderr=True)
 
@@ -426,6 +428,54 @@ def export(parquet: Path = typer.Option(..., help="Output Parquet file."), store
     """Export stored rollouts (steps and reward components nested) to Parquet."""
     n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)
     console.print(f"wrote {n} rollouts to {parquet}")
+
+
+@sandbox_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_guard
+def sandbox_exec(ctx: typer.Context,
+                 workspace: Optional[Path] = typer.Option(None, help="Directory mounted read-write at /workspace "
+                                                          "(default: a new empty one, removed afterwards)."),
+                 allow: list[str] = typer.Option([], help="HOST:PORT reachable through the egress proxy; repeatable."),
+                 backend: str = typer.Option("bwrap", help="bwrap, or local (NO isolation)."),
+                 memory: int = typer.Option(1024, help="Memory limit in MiB."), pids: int = typer.Option(256, help="Process limit."),
+                 cpu: int = typer.Option(120, help="CPU seconds per process."), timeout: float = typer.Option(60.0, help="Wall clock, seconds."),
+                 file_size: int = typer.Option(64, help="Largest file in MiB."), tmp: int = typer.Option(64, help="/tmp size in MiB."),
+                 quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the limits and the result line.")) -> None:
+    """Run CMD in a sandbox: `gymsmith sandbox exec [OPTIONS] -- CMD...`. Prints which limits hold and how; exits with CMD's code."""
+    import shutil
+    import tempfile
+
+    from gymsmith.sandbox import Limits, open_sandbox
+
+    cmd = list(ctx.args)
+    if not cmd:
+        raise ValueError("no command given: use `gymsmith sandbox exec [OPTIONS] -- CMD...`")
+    made = workspace is None
+    where = Path(tempfile.mkdtemp(prefix="gymsmith-sandbox-")) if made else workspace
+    if not where.is_dir():
+        raise ValueError(f"--workspace {where} is not a directory")
+    limits = Limits(memory_mb=memory, pids=pids, cpu_s=cpu, timeout_s=timeout, file_size_mb=file_size, tmp_mb=tmp)
+    try:
+        with open_sandbox(where, backend=backend, limits=limits, allow=allow) as sb:
+            if not quiet:
+                table = Table("limit", "enforced by", title=f"sandbox ({sb.backend})")
+                for name, how in sb.enforced().items():
+                    table.add_row(name, f"[red]{how}[/]" if ("NOT" in how or "UNSAFE" in how) else how)
+                err.print(table)
+            result = sb.exec(cmd, timeout=timeout)
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            if not quiet:
+                killed = f", killed by the {result.killed.value} limit" if result.killed else ""
+                err.print(f"exit code {result.exit_code}{killed}, {result.duration_s:.3f} s"
+                          + ("  [red]UNSAFE: no isolation[/]" if result.unsafe else ""))
+                refused = sb.proxy.refused() if getattr(sb, "proxy", None) else []
+                for event in refused:
+                    err.print(f"egress refused: {event.target}")
+    finally:
+        if made:
+            shutil.rmtree(where, ignore_errors=True)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()

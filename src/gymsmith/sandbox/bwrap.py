@@ -10,12 +10,14 @@ it, the kernel ends every process it left behind.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,10 +25,10 @@ from gymsmith.sandbox import netns
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, cap_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
-from gymsmith.sandbox.proc import kill_group, run_capped
 from gymsmith.sandbox.runtime import python_runtime
 
 FORWARDER = Path(__file__).with_name("forward.py")
+LAUNCHER = Path(__file__).with_name("proc.py")
 RUN_DIR = "/run/gymsmith"
 PROXY_PORT = 3128  # the forwarder's port on the sandbox's own loopback
 SANDBOX_UID = 1000
@@ -64,6 +66,8 @@ class BwrapSandbox(Sandbox):
         self._args = self._mount_args(extra_ro or {}, extra_rw or {})
         self.path_env = f"{os.path.dirname(self.runtime.interpreter)}:/usr/local/bin:/usr/bin:/bin"
         self._closed = False
+        self._launcher: subprocess.Popen | None = None
+        self._lock = threading.Lock()
 
     # -- mounts -----------------------------------------------------------------------------------
     def _mount_args(self, extra_ro: Mapping[str, str], extra_rw: Mapping[str, str]) -> list[str]:
@@ -96,13 +100,12 @@ class BwrapSandbox(Sandbox):
         return a + ["--remount-ro", "/"]  # the root itself (bwrap's tmpfs) is read-only too
 
     # -- running ----------------------------------------------------------------------------------
-    def _command(self, cmd: Sequence[str] | str, cwd: str | None, env: Mapping[str, str] | None,
-                 status_fd: int | None) -> tuple[list[str], dict[str, str], int]:
-        """The bwrap argv and environment that run `cmd` in this sandbox.
+    def _command(self, cmd: Sequence[str] | str, cwd: str | None,
+                 env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str], bytes]:
+        """(the command's argv, its environment, bwrap's options NUL-separated).
 
-        The mount options go through `args_fd` (bwrap --args), not argv: the sandbox's pid 1 is a fork of
-        bwrap, and its /proc/1/cmdline would otherwise show the host paths of every mount. Returns
-        (argv, environment, read end of the args pipe); the caller passes the fd on and closes it.
+        The options go to bwrap through a pipe (--args), not argv: the sandbox's pid 1 is a fork of bwrap,
+        and its /proc/1/cmdline would otherwise show the host paths of every mount.
         """
         if self._closed:
             raise SandboxError("the sandbox is closed")
@@ -118,58 +121,75 @@ class BwrapSandbox(Sandbox):
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             environment.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
             argv = [self.runtime.interpreter, "-S", f"{RUN_DIR}/forward.py", str(PROXY_PORT), f"{RUN_DIR}/egress.sock", "--", *argv]
-        status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
-        args_r, args_w = os.pipe()
-        with os.fdopen(args_w, "wb") as w:  # well under a pipe's buffer: the write cannot block
-            w.write(b"\0".join(a.encode() for a in [*self._args, "--chdir", inner_cwd]) + b"\0")
-        return [self.exe, "--args", str(args_r), *status, "--", *argv], environment, args_r
+        options = b"\0".join(a.encode() for a in [*self._args, "--chdir", inner_cwd]) + b"\0"
+        return argv, environment, options
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
              input: bytes | None = None, cwd: str | None = None) -> ExecResult:
         timeout = self.limits.timeout_s if timeout is None else float(timeout)
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        status_r, status_w = os.pipe()
-        try:
-            args, environment, args_r = self._command(cmd, cwd, env, status_w)
-        except BaseException:
-            os.close(status_r)
-            os.close(status_w)
-            raise
-        try:
-            oom_before = self.cgroup.oom_kills() if self.cgroup else 0
-            done = run_capped(args, env=environment, cwd=None, input=input, timeout=timeout, cap=self.limits.output_bytes,
-                              preexec_fn=self._enter_limits, pass_fds=(status_w, args_r), kill=self._kill)
-        except OSError as exc:
-            os.close(status_r)
-            raise SandboxError(f"could not start bubblewrap: {exc}") from None
-        except BaseException:
-            os.close(status_r)
-            raise
-        finally:
-            os.close(status_w)
-            os.close(args_r)
-        with os.fdopen(status_r, "rb") as f:
-            status = [json.loads(line) for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+        argv, environment, bwrap_args = self._command(cmd, cwd, env)
+        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
+        reply = self._launch({"exe": self.exe, "args": base64.b64encode(bwrap_args).decode(), "argv": argv,
+                              "env": environment, "timeout": timeout, "cap": self.limits.output_bytes,
+                              "input": base64.b64encode(input).decode() if input is not None else None})
         if self.cgroup is not None:
             self.cgroup.kill_all()  # the pid namespace is gone already; this only makes sure
+        status = [json.loads(line) for line in reply["status"].splitlines() if line.strip()]
+        stdout, stderr = base64.b64decode(reply["stdout"]), base64.b64decode(reply["stderr"])
         if not any("child-pid" in s for s in status):
-            if done.timed_out:
+            if reply["timed_out"]:
                 raise SandboxError(f"bubblewrap did not start within {timeout:g} s")
-            raise SandboxError(f"bubblewrap could not set up the sandbox: {done.stderr.decode(errors='replace').strip()[:500]}")
-        exit_code = next((s["exit-code"] for s in status if "exit-code" in s), done.returncode)
+            raise SandboxError(f"bubblewrap could not set up the sandbox: {stderr.decode(errors='replace').strip()[:500]}")
+        exit_code = next((s["exit-code"] for s in status if "exit-code" in s), reply["returncode"])
         killed = None
-        if done.timed_out:
+        if reply["timed_out"]:
             killed, exit_code = KillReason.TIMEOUT, 128 + signal.SIGKILL
         elif self.cgroup is not None and self.cgroup.oom_kills() > oom_before:
             killed = KillReason.MEMORY
-        elif exit_code == 128 + signal.SIGXCPU or (exit_code == 128 + signal.SIGKILL and self._cpu_exhausted(done.duration_s)):
+        elif exit_code == 128 + signal.SIGXCPU or (exit_code == 128 + signal.SIGKILL and self._cpu_exhausted(reply["duration_s"])):
             killed = KillReason.CPU
-        out, out_t = cap_output(done.stdout, self.limits.output_bytes)
-        err, err_t = cap_output(done.stderr, self.limits.output_bytes)
-        return ExecResult(exit_code=exit_code, stdout=out, stderr=err, stdout_truncated=out_t or done.stdout_dropped,
-                          stderr_truncated=err_t or done.stderr_dropped, duration_s=round(done.duration_s, 6),
+        out, out_t = cap_output(stdout, self.limits.output_bytes)
+        err, err_t = cap_output(stderr, self.limits.output_bytes)
+        return ExecResult(exit_code=exit_code, stdout=out, stderr=err, stdout_truncated=out_t or reply["stdout_dropped"],
+                          stderr_truncated=err_t or reply["stderr_dropped"], duration_s=round(reply["duration_s"], 6),
                           killed=killed, backend=self.backend)
+
+    def _launch(self, request: dict) -> dict:
+        """Send one command to the launcher (started on first use, restarted if it died or aged)."""
+        with self._lock:
+            for attempt in (1, 2):
+                if self._launcher is None or self._launcher.poll() is not None:
+                    self._start_launcher()
+                try:
+                    self._launcher.stdin.write((json.dumps(request) + "\n").encode())
+                    self._launcher.stdin.flush()
+                    line = self._launcher.stdout.readline()
+                except OSError:
+                    line = b""
+                if line:
+                    reply = json.loads(line)
+                    if "spawn_error" in reply:
+                        raise SandboxError(f"could not start bubblewrap: {reply['spawn_error']}")
+                    if reply["cpu_self_s"] > self.limits.cpu_s / 2:  # its own RLIMIT_CPU would end it: replace it
+                        self._stop_launcher()
+                    return reply
+                self._stop_launcher()  # died mid-command (e.g. the OOM killer chose it): start afresh, once
+            raise SandboxError("the sandbox launcher died twice in a row")
+
+    def _start_launcher(self) -> None:
+        self._launcher = subprocess.Popen([self.runtime.interpreter, "-S", str(LAUNCHER)], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
+                                          preexec_fn=self._enter_limits, start_new_session=True)
+
+    def _stop_launcher(self) -> None:
+        if self._launcher is not None:
+            self._launcher.kill()
+            self._launcher.wait()
+            for stream in (self._launcher.stdin, self._launcher.stdout):
+                stream.close()
+            self._launcher = None
 
     def spawn(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start a long-lived process in the sandbox with pipes on stdin and stdout (stderr discarded).
@@ -177,7 +197,11 @@ class BwrapSandbox(Sandbox):
         For services such as the verifier's warm test runner; the caller owns the process and must end it.
         The sandbox's limits apply to it and to everything it starts.
         """
-        args, environment, args_r = self._command(cmd, None, env, None)
+        argv, environment, options = self._command(cmd, None, env)
+        args_r, args_w = os.pipe()
+        with os.fdopen(args_w, "wb") as w:
+            w.write(options)
+        args = [self.exe, "--args", str(args_r), "--", *argv]
         # The service is pid 1 of its namespace: processes it starts cannot kill it (the kernel ignores
         # signals from inside a pid namespace to its init), and when it exits every one of them dies.
         args.insert(args.index("--"), "--as-pid-1")
@@ -203,11 +227,6 @@ class BwrapSandbox(Sandbox):
         if self._netns_fd is not None:
             netns.join_netns(self._netns_fd)
 
-    def _kill(self, proc: subprocess.Popen) -> None:
-        kill_group(proc)  # bwrap and its pid 1 die; the kernel then kills the rest of the namespace
-        if self.cgroup is not None:
-            self.cgroup.kill_all()
-
     # -- reporting and lifetime -------------------------------------------------------------------
     def enforced(self) -> dict[str, str]:
         cg = f"cgroup {self.cgroup.version}" if self.cgroup else None
@@ -228,6 +247,8 @@ class BwrapSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        with self._lock:
+            self._stop_launcher()
         if self.cgroup is not None:
             self.cgroup.close()
         if self.proxy is not None:

@@ -95,3 +95,46 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+# -- the launcher: `python -S proc.py` as a per-sandbox helper process ---------------------------------
+# Entering a sandbox's cgroup, network namespace and rlimits needs code between fork and exec, which
+# makes Python fork the whole interpreter (~5 ms). The launcher enters them once, at its own start, and
+# then starts each command with a plain spawn: the command inherits all three. One JSON line per
+# request on stdin, one JSON line per reply on stdout; it exits when its stdin closes (its owner died).
+
+def _serve() -> None:
+    import base64
+    import json
+    import resource
+    import sys
+
+    for line in sys.stdin:
+        req = json.loads(line)
+        args_r, args_w = os.pipe()
+        status_r, status_w = os.pipe()
+        with os.fdopen(args_w, "wb") as w:
+            w.write(base64.b64decode(req["args"]))
+        argv = [req["exe"], "--args", str(args_r), "--json-status-fd", str(status_w), "--", *req["argv"]]
+        try:
+            done = run_capped(argv, env=req["env"], cwd=None, timeout=req["timeout"], cap=req["cap"],
+                              input=base64.b64decode(req["input"]) if req["input"] is not None else None,
+                              pass_fds=(args_r, status_w))
+            reply = {"returncode": done.returncode, "stdout": base64.b64encode(done.stdout).decode(),
+                     "stderr": base64.b64encode(done.stderr).decode(), "stdout_dropped": done.stdout_dropped,
+                     "stderr_dropped": done.stderr_dropped, "duration_s": done.duration_s, "timed_out": done.timed_out}
+        except OSError as exc:
+            reply = {"spawn_error": str(exc)}
+        finally:
+            os.close(args_r)
+            os.close(status_w)
+        with os.fdopen(status_r, "rb") as f:
+            reply["status"] = f.read().decode(errors="replace")
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        reply["cpu_self_s"] = usage.ru_utime + usage.ru_stime
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()

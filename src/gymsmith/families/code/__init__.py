@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gymsmith.agents.base import Agent, NullAgent, RandomAgent
+from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.env import CodeEnvironment
 from gymsmith.families.code.exploits import EXPLOITS
@@ -63,7 +64,9 @@ class CodeFamily:
         return TaskSpec(family=self.name, family_version=self.version, seed=seed, knobs=resolved,
                         goal=goal_text(resolved["n_bugs"], ct.visible_failing, resolved["difficulty"]),
                         start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS,
-                        metadata={"modules": ct.modules, "language": "python"})
+                        metadata={"modules": ct.modules, "language": "python",
+                                  # any change to the hidden tests or references makes new task ids
+                                  "checks_digest": content_hash([ct.hidden_tests, ct.reference], length=16)})
 
     def make_env(self) -> CodeEnvironment:
         return CodeEnvironment()

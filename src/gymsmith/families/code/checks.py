@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import PYTEST_INI
@@ -59,6 +60,8 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     _, digest = pristine_repo(ct.files)
     if digest != task.start_state.digest:
         raise RuntimeError(f"task {task.id}: rebuilt start state has digest {digest}, the task says {task.start_state.digest}")
+    if content_hash([ct.hidden_tests, ct.reference], length=16) != task.metadata.get("checks_digest"):
+        raise RuntimeError(f"task {task.id} was made with other hidden tests than this verifier has; regenerate it")
     final = read_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
     job = {**source_files(final, ct.modules), **ct.hidden_tests, "pytest.ini": PYTEST_INI}

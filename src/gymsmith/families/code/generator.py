@@ -29,7 +29,7 @@ from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
 from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, shared_runner
 
-CATALOG_VERSION = 2
+CATALOG_VERSION = 3
 MIN_FAILING = 2         # a bug must fail at least two tests, so at least one failing test stays hidden
 MUTANT_TIMEOUT_S = 1.5  # a mutant that loops forever is not kept (judged by this deadline)
 PYTEST_INI = "[pytest]\npythonpath = .\n"
@@ -106,7 +106,7 @@ class _Catalog:
                 self.entries = json.loads(self.path.read_text())
             except ValueError:
                 self.entries = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # computing one entry may read another (the suite)
 
     def get(self, key: str, compute) -> dict[str, Any]:
         with self.lock:
@@ -132,8 +132,17 @@ def _catalog(template: str) -> _Catalog:
     return _Catalog(template)
 
 
+def hidden_suite(template: str) -> str:
+    """The template's full hidden test file: its own tests plus the differential tests (cached)."""
+    from gymsmith.families.code.differential import differential_tests
+
+    source, tests = template_source(template)
+    extra = _catalog(template).get("differential-suite", lambda: {"source": differential_tests(template, source, tests)})
+    return tests.rstrip() + "\n" + extra["source"]
+
+
 def _run_suite(template: str, module_source: str) -> dict[str, Any]:
-    _, tests = template_source(template)
+    tests = hidden_suite(template)
     run = shared_runner().run({f"{template}.py": module_source, f"tests/test_{template}.py": tests, "pytest.ini": PYTEST_INI},
                               ["tests"], timeout=MUTANT_TIMEOUT_S, extra_args=LEAN_ARGS)
     names = [f"tests/test_{template}.py::{t}" for t in test_names(tests)]
@@ -156,18 +165,22 @@ def mutant_outcome(template: str, mutation: mutate.Mutation) -> dict[str, Any]:
     return _catalog(template).get(mutation.key, lambda: _run_suite(template, mutate.apply(source, [mutation])))
 
 
-def usable(outcome: dict[str, Any]) -> bool:
-    return outcome["status"] == RunStatus.COMPLETED.value and len(outcome["failing"]) >= MIN_FAILING
+def usable(outcome: dict[str, Any], visible_names: set[str] | None = None) -> bool:
+    """Finishes, fails at least MIN_FAILING tests, and (if given) at least one test an agent may be shown."""
+    if outcome["status"] != RunStatus.COMPLETED.value or len(outcome["failing"]) < MIN_FAILING:
+        return False
+    return visible_names is None or any(f.split("::")[1] in visible_names for f in outcome["failing"])
 
 
 def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> tuple[mutate.Mutation, list[str]]:
     """The first usable mutation in a seeded order, and the tests it fails. Raises RuntimeError if none is."""
     check_reference(template)
-    source, _ = template_source(template)
+    source, tests = template_source(template)
+    shown = set(test_names(tests))
     pool = [m for m in mutate.candidates(source) if operator in ("any", m.operator)]
     for m in rng.sample(pool, len(pool)):
         outcome = mutant_outcome(template, m)
-        if usable(outcome):
+        if usable(outcome, shown):
             return m, list(outcome["failing"])
     raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
 
@@ -200,8 +213,10 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     reference, hidden, canaries, f2p, p2p, visible_failing, records = {}, {}, [], [], [], [], []
     for template in chosen:
         source, tests = template_source(template)
+        suite = hidden_suite(template)
         test_file = f"tests/test_{template}.py"
-        all_tests = test_names(tests)
+        all_tests = test_names(suite)
+        showable = set(test_names(tests))  # differential tests are never shown
         reference[f"{template}.py"] = source
         failing: list[str] = []
         module_source = source
@@ -213,21 +228,22 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
             used = names_used(tests)
             short = mutation.function.split(".")[-1]
             failing_names = [f.split("::")[1] for f in failing]
-            direct = [t for t in failing_names if short in used[t]]
-            indirect = [t for t in failing_names if t not in direct]
+            direct = [t for t in failing_names if t in showable and short in used[t]]
+            indirect = [t for t in failing_names if t in showable and t not in direct]
             prefer_direct = rng.random() < float(knobs["directness"])
             pool = (direct or indirect) if prefer_direct else (indirect or direct)
             shown = rng.choice(sorted(pool))
             visible_failing.append(f"{test_file}::{shown}")
-            passing = [t for t in all_tests if t not in failing_names]
+            passing = [t for t in all_tests if t in showable and t not in failing_names]
             extra = rng.sample(passing, min(len(passing), max(0, int(knobs["visible_tests"]) - 1)))
             keep = {shown, *extra}
         else:
-            keep = set(rng.sample(all_tests, min(len(all_tests), int(knobs["visible_tests"]))))
+            pool = [t for t in all_tests if t in showable]
+            keep = set(rng.sample(pool, min(len(pool), int(knobs["visible_tests"]))))
         files[f"{template}.py"] = module_source
         files[test_file] = keep_tests(tests, keep)
         canary = _canary_name(rng, set(all_tests))
-        hidden[test_file] = tests.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
+        hidden[test_file] = suite.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
         canaries.append(f"{test_file}::{canary}")
         f2p += failing
         p2p += [f"{test_file}::{t}" for t in all_tests if f"{test_file}::{t}" not in failing]

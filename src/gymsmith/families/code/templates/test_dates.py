@@ -50,3 +50,11 @@ def test_days_between_leap_february():
 
 def test_days_between_same_day():
     assert days_between((2024, 2, 27), (2024, 2, 27)) == 0
+
+
+def test_leap_day_in_a_leap_century():
+    assert add_days((2000, 2, 28), 1) == (2000, 2, 29)
+
+
+def test_days_in_february_of_another_leap_year():
+    assert days_in_month(2032, 2) == 29

@@ -1,0 +1,121 @@
+"""Sandbox and verifier costs, each against its baseline in the same run. Prints one JSON line per result.
+
+- `sandbox_reset`: restoring a workspace of 200, 2,000 and 20,000 files to its pristine state. Ours: the
+  copy-on-write workspace (overlayfs over the pristine tree, fresh tmpfs upper layer). Baseline: remove
+  the dirty copy and `shutil.copytree` the pristine tree again. `flat` compares our reset at each size with
+  ours at 200 files (1.0 = size does not matter).
+- `sandbox_exec`: running `/bin/true` in the bubblewrap sandbox versus a plain `subprocess.run`; `added_ms`
+  is the sandbox's cost per command (median of interleaved runs).
+- `verifications`: hidden-test verifications of real `code` tasks (buggy, fixed and half-fixed repositories)
+  through the warm runner (default engine, and the pytest engine) versus a fresh `python -m pytest` in a
+  new sandbox per verification; verifications per second and the ratio.
+
+Usage: python benchmarks/sandbox.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gymsmith.sandbox import CowWorkspace, open_sandbox
+
+QUICK = "--quick" in sys.argv
+
+
+def emit(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def make_tree(root: Path, files: int) -> None:
+    for i in range(files):
+        d = root / f"pkg{i // 100:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i:05d}.py").write_text(f"# module {i}\nVALUE = {i}\n" + "x = 1\n" * 40)
+
+
+def bench_reset(files: int, repeats: int, base_ours: float | None) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        pristine, copy_dst = Path(tmp) / "pristine", Path(tmp) / "copy"
+        make_tree(pristine, files)
+        ours, baseline = [], []
+        with CowWorkspace() as ws:
+            ws.restore(pristine)
+            for _ in range(repeats):
+                (ws.path / "pkg000" / "mod00000.py").write_text("dirty\n")  # a rollout changed something
+                t = time.perf_counter()
+                ws.restore(pristine)
+                ours.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                shutil.rmtree(copy_dst, ignore_errors=True)
+                shutil.copytree(pristine, copy_dst, symlinks=True)
+                baseline.append(time.perf_counter() - t)
+            mode = ws.mode
+        o, b = statistics.median(ours) * 1000, statistics.median(baseline) * 1000
+        emit(bench="sandbox_reset", files=files, mode=mode, ours_ms=round(o, 3), baseline_copytree_ms=round(b, 3),
+             ratio=round(b / o, 1), flat=round(o / base_ours, 2) if base_ours else 1.0, repeats=repeats)
+        return o
+
+
+def bench_exec(repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, open_sandbox(Path(tmp)) as sb:
+        sb.exec(["/bin/true"])  # starts the launcher
+        plain, boxed = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            subprocess.run(["/bin/true"], capture_output=True)
+            plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            sb.exec(["/bin/true"])
+            boxed.append(time.perf_counter() - t)
+        p, s = statistics.median(plain) * 1000, statistics.median(boxed) * 1000
+        emit(bench="sandbox_exec", plain_ms=round(p, 3), sandbox_ms=round(s, 3), added_ms=round(s - p, 3),
+             target_added_ms=5.0, ratio=round(s / p, 2), repeats=repeats, limits=sorted(sb.enforced()))
+
+
+def bench_verifications(n: int) -> None:
+    from gymsmith.families.code.env import code_task
+    from gymsmith.families.code.generator import PYTEST_INI
+    from gymsmith.registry import TaskSetSpec, build_taskset
+    from gymsmith.verifier.pytest_runner import LEAN_ARGS, WarmPytest, fresh_pytest
+
+    jobs = []
+    for i, task in enumerate(build_taskset(TaskSetSpec(family="code", count=n, base_seed=4000, knobs={"difficulty": [0.0, 1.0]}))):
+        ct = code_task(task)
+        sources = {m: (ct.reference[m] if i % 2 else ct.files[m]) for m in ct.modules}
+        jobs.append({**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI})
+    timings = {}
+    with WarmPytest() as warm:
+        warm.run(jobs[0])
+        for engine in ("auto", "pytest"):
+            t = time.perf_counter()
+            for job in jobs:
+                warm.run(job, extra_args=LEAN_ARGS, engine=engine)
+            timings[engine] = time.perf_counter() - t
+    t = time.perf_counter()
+    for job in jobs:
+        fresh_pytest(job, extra_args=LEAN_ARGS)
+    timings["fresh"] = time.perf_counter() - t
+    per_s = {k: n / v for k, v in timings.items()}
+    emit(bench="verifications", tasks=n, warm_per_s=round(per_s["auto"], 1), warm_pytest_engine_per_s=round(per_s["pytest"], 1),
+         fresh_pytest_per_s=round(per_s["fresh"], 2), ratio=round(per_s["auto"] / per_s["fresh"], 1),
+         ratio_pytest_engine=round(per_s["pytest"] / per_s["fresh"], 1), target_ratio=10)
+
+
+def main() -> None:
+    base = None
+    for files in (200, 2000, 20000):
+        o = bench_reset(files, repeats=3 if QUICK or files == 20000 else 10, base_ours=base)
+        base = base or o
+    bench_exec(repeats=30 if QUICK else 200)
+    bench_verifications(10 if QUICK else 40)
+
+
+if __name__ == "__main__":
+    main()
