@@ -19,6 +19,20 @@ def test_check_passes_on_ops_from_the_command_line(tmp_path):
             "reset restores the pristine state", "greedy reward falls with difficulty"} <= {h["name"] for h in history}
 
 
+def test_check_passes_on_code_from_the_command_line(tmp_path):
+    """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, determinism, reset."""
+    db = tmp_path / "c.db"
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "check", "code", "--size", "6", "--store", str(db)],
+                         capture_output=True, text=True, timeout=900, env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 failed" in out.stdout and "FAIL" not in out.stdout
+    names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}
+    assert {"oracle accepted on every task", "exploit:patch_runner never accepted", "same seeded rollout twice is identical",
+            "reset restores the pristine state"} <= names
+    fingerprint = TrajectoryStore(db).fingerprint(TrajectoryStore(db).rollout_rows()[0]["fingerprint"])
+    assert "pytest" in fingerprint["environment"]["sandbox_packages"] and "bubblewrap" in fingerprint["environment"]["bwrap"]
+
+
 def test_check_fails_on_nondeterminism_with_a_diff(plugin_env, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", plugin_env["PYTHONPATH"])
     outcomes = {o.name: o for o in check_family("nondetfam", store=TrajectoryStore(tmp_path / "n.db"), size=4,

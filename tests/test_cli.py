@@ -68,7 +68,9 @@ def test_demo_runs_end_to_end(tmp_path):
     out = gymsmith("demo", "--train-tasks", "40", "--heldout-tasks", "10", "--store", str(tmp_path / "d.db"),
                    "--out", str(tmp_path / "demo.html"))
     assert out.returncode == 0, out.stdout + out.stderr
-    for claim in ("oracle accepted on every task", "null never accepted", "random accepted below 10%",
-                  "greedy strictly between"):
-        assert f"PASS {claim}" in out.stdout
+    for claim in ("ops: oracle accepted on every task", "ops: null never accepted", "ops: random accepted below 10%",
+                  "ops: greedy strictly between", "code: oracle accepted on every task", "code: null never accepted",
+                  "code: exploit:hardcode_outputs never accepted", "code: no infrastructure errors"):
+        assert f"PASS {claim}" in out.stdout, out.stdout
+    assert "FAIL" not in out.stdout
     assert "<table>" in (tmp_path / "demo.html").read_text()

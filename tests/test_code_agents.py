@@ -26,7 +26,8 @@ CAUGHT_BY = {
     # the pytest engine the canaries catch it (tests/test_code_verifier.py)
     "exploit:patch_runner": "FAIL_TO_PASS failing",
     "exploit:site_packages": "FAIL_TO_PASS failing",
-    "exploit:hardcode_outputs": "_failing",  # hidden tests with other inputs fail (FAIL_TO_PASS or PASS_TO_PASS)
+    # hidden tests on other inputs fail: FAIL_TO_PASS, or PASS_TO_PASS where the wrapper broke a caller
+    "exploit:hardcode_outputs": " failing: ",
     "exploit:git_history": "FAIL_TO_PASS failing",
     "exploit:search_filesystem": "FAIL_TO_PASS failing",
     SLOW: "hidden test run timeout",

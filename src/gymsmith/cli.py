@@ -110,6 +110,20 @@ def tasks_sample(family: str, seed: int = typer.Option(0, help="Generator seed."
     console.print(task.goal)
 
 
+@tasks_app.command("from-file")
+@_guard
+def tasks_from_file(path: Path = typer.Argument(..., help="A YAML task file naming a local git repository (see docs/code.md)."),
+                    out: Optional[Path] = typer.Option(None, help="Also write the TaskSpec JSON here (e.g. for `gymsmith mcp code --task FILE`).")) -> None:
+    """Validate a bring-your-own-repository task file and print its TaskSpec as JSON."""
+    from gymsmith.families.code.byo import load_task_file
+
+    task = load_task_file(path)
+    text = task.model_dump_json(indent=2)
+    if out:
+        out.write_text(text)
+    sys.stdout.write(text + "\n")
+
+
 @tasks_app.command("list")
 @_guard
 def tasks_list(family: str, count: int = 10, split: str = "all", base_seed: int = 0,
@@ -482,7 +496,7 @@ def sandbox_exec(ctx: typer.Context,
 @_guard
 def demo(store: str = DEFAULT_STORE, train_tasks: int = 200, heldout_tasks: int = 50,
          out: Path = typer.Option(Path("runs/demo-summary.html"), help="HTML summary path.")) -> None:
-    """Generate ops tasks across difficulties, run oracle, greedy, random and null on train and held-out tasks."""
+    """ops and code end to end: train and held-out tasks across difficulties, scripted and red-team agents, checked claims."""
     from gymsmith.demo import run_demo
 
     if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out):

@@ -1,22 +1,46 @@
-"""`gymsmith demo`: the end-to-end slice on the ops family, on the embedded defaults."""
+"""`gymsmith demo`: the end-to-end slice on the built-in families, on the embedded defaults.
+
+ops: 200 train + 50 held-out tasks x oracle, greedy, random, null. code: 30 train + 10 held-out tasks x
+oracle, random, null and two red-team agents, in real bubblewrap sandboxes with the warm verifier.
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from gymsmith.registry import TaskSetSpec
 from gymsmith.report.html import write_summary_html
 from gymsmith.runner.local import RunConfig, summarize
 
-AGENTS = ["oracle", "greedy", "random", "null"]
+
+class DemoFamily(BaseModel):
+    family: str
+    agents: list[str]
+    train_tasks: int
+    heldout_tasks: int
 
 
-def expectations(overall: dict[str, float]) -> list[tuple[str, bool]]:
-    """The demo's sanity claims about the scripted agents' acceptance, each with whether it held."""
-    o, g, r, n = (overall.get(a, float("nan")) for a in AGENTS)
-    return [("oracle accepted on every task (100%)", o == 1.0), ("null never accepted (0%)", n == 0.0),
-            ("random accepted below 10%", r < 0.10), ("greedy strictly between null and oracle", n < g < o)]
+def demo_families(train_tasks: int, heldout_tasks: int) -> list[DemoFamily]:
+    """The demo's families; the code family is run at a fifth of the ops size (its rollouts run real sandboxes)."""
+    return [DemoFamily(family="ops", agents=["oracle", "greedy", "random", "null"], train_tasks=train_tasks,
+                       heldout_tasks=heldout_tasks),
+            DemoFamily(family="code", agents=["oracle", "random", "null", "exploit:hardcode_outputs", "exploit:patch_runner"],
+                       train_tasks=max(1, train_tasks // 5), heldout_tasks=max(1, heldout_tasks // 5))]
+
+
+def expectations(family: str, overall: dict[str, float]) -> list[tuple[str, bool]]:
+    """The demo's sanity claims about one family's scripted agents, each with whether it held."""
+    nan = float("nan")
+    o, n, r = overall.get("oracle", nan), overall.get("null", nan), overall.get("random", nan)
+    claims = [(f"{family}: oracle accepted on every task (100%)", o == 1.0), (f"{family}: null never accepted (0%)", n == 0.0),
+              (f"{family}: random accepted below 10%", r < 0.10)]
+    if "greedy" in overall:
+        claims.append((f"{family}: greedy strictly between null and oracle", n < overall["greedy"] < o))
+    claims += [(f"{family}: {a} never accepted", overall[a] == 0.0) for a in sorted(overall) if a.startswith("exploit:")]
+    return claims
 
 
 def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Path) -> bool:
@@ -25,25 +49,30 @@ def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Pat
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     knobs = {"difficulty": [0.0, 1.0]}
-    train = RunConfig(run_id=f"demo-train-{stamp}", purpose="train", agents=AGENTS,
-                      taskset=TaskSetSpec(family="ops", count=train_tasks, split="train", knobs=knobs))
-    heldout = RunConfig(run_id=f"demo-eval-{stamp}", purpose="eval", agents=AGENTS,
-                        taskset=TaskSetSpec(family="ops", count=heldout_tasks, split="heldout", knobs=knobs))
-    started = time.time()
-    s = execute(train, store)
-    execute(heldout, store)
-    rows = s.rollout_rows([train.run_id, heldout.run_id])
-    print_summary(summarize(rows, by_bin=True), "ops: by split, agent and difficulty bin")
-    scored = [r for r in rows if r["status"] != "error"]
-    overall = {a: sum(bool(r["accepted"]) for r in scored if r["agent"] == a) / max(1, sum(r["agent"] == a for r in scored))
-               for a in AGENTS}
-    errors = len(rows) - len(scored)
-    console.print("acceptance over all tasks: " + ", ".join(f"{a} {overall[a]:.0%}" for a in AGENTS)
-                  + f"  ({len(rows)} rollouts, {errors} errors, {time.time() - started:.0f} s)")
-    checks = expectations(overall)
-    for claim, ok in checks:
-        console.print(f"  [{'green' if ok else 'red'}]{'PASS' if ok else 'FAIL'}[/] {claim}")
-    notes = [f"{claim}: {'holds' if ok else 'FAILS'}" for claim, ok in checks]
-    path = write_summary_html(summarize(rows, by_bin=True), html_path, title="gymsmith demo — ops family", notes=notes)
+    all_rows, notes, ok = [], [], True
+    for spec in demo_families(train_tasks, heldout_tasks):
+        started = time.time()
+        train = RunConfig(run_id=f"demo-{spec.family}-train-{stamp}", purpose="train", agents=spec.agents,
+                          taskset=TaskSetSpec(family=spec.family, count=spec.train_tasks, split="train", knobs=knobs))
+        heldout = RunConfig(run_id=f"demo-{spec.family}-eval-{stamp}", purpose="eval", agents=spec.agents,
+                            taskset=TaskSetSpec(family=spec.family, count=spec.heldout_tasks, split="heldout", knobs=knobs))
+        s = execute(train, store)
+        execute(heldout, store)
+        rows = s.rollout_rows([train.run_id, heldout.run_id])
+        print_summary(summarize(rows, by_bin=True), f"{spec.family}: by split, agent and difficulty bin")
+        scored = [r for r in rows if r["status"] != "error"]
+        overall = {a: sum(bool(r["accepted"]) for r in scored if r["agent"] == a) / max(1, sum(r["agent"] == a for r in scored))
+                   for a in spec.agents}
+        errors = len(rows) - len(scored)
+        console.print(f"{spec.family} acceptance over all tasks: " + ", ".join(f"{a} {overall[a]:.0%}" for a in spec.agents)
+                      + f"  ({len(rows)} rollouts, {errors} errors, {time.time() - started:.0f} s)")
+        checks = expectations(spec.family, overall) + [(f"{spec.family}: no infrastructure errors", errors == 0)]
+        for claim, held in checks:
+            console.print(f"  [{'green' if held else 'red'}]{'PASS' if held else 'FAIL'}[/] {claim}")
+        notes += [f"{claim}: {'holds' if held else 'FAILS'}" for claim, held in checks]
+        ok &= all(held for _, held in checks)
+        all_rows += [{**r, "agent": f"{spec.family}/{r['agent']}"} for r in rows]
+    path = write_summary_html(summarize(all_rows, by_bin=True), html_path, title="gymsmith demo — ops and code families",
+                              notes=notes)
     console.print(f"stored in {store}; HTML summary: {path}")
-    return all(ok for _, ok in checks) and errors == 0
+    return ok

@@ -57,6 +57,9 @@ def environment_fingerprint(family_name: str) -> dict[str, Any]:
     body = {"python": platform.python_version(), "implementation": platform.python_implementation(),
             "packages": {p: _version(p) for p in PACKAGES}, "family": family.name,
             "family_version": family.version, "family_source": _source_hash(family)}
+    extra = getattr(family, "fingerprint_extra", None)
+    if extra is not None:  # what the family's environment runs on beyond this interpreter (e.g. inside its sandbox)
+        body["environment"] = extra()
     return {**body, "digest": content_hash(body, length=16)}
 
 

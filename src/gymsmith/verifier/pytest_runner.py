@@ -38,7 +38,7 @@ SERVER = Path(__file__).with_name("pytest_server.py")
 JOBS = "/jobs"
 RUNNER_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
 PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
-BASE_ARGS = ("-q", "-p", "no:cacheprovider", "--noconftest", "-o", "console_output_style=classic")
+BASE_ARGS = ("-q", "-p", "no:cacheprovider", "-o", "console_output_style=classic")
 # Plugins a generated task's tests never use (its templates use plain asserts and no fixtures); leaving
 # them out, and tracebacks nobody reads, cuts a warm run from ~60 ms to ~30 ms. Repositories brought by users keep every plugin.
 LEAN_ARGS = ("--tb=no", "--assert=plain") + tuple(x for p in ("unraisableexception", "threadexception", "faulthandler", "doctest", "pastebin",
@@ -152,8 +152,9 @@ def choose_engine(files: Mapping[str, bytes | str], tests: Sequence[str], engine
     return ("plain" if engine != "pytest" and plain else "pytest"), found
 
 
-def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
-    return [*BASE_ARGS, "-c", f"{job_dir}/pytest.ini", "--rootdir", job_dir, *extra, *tests]
+def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = (), conftest: bool = False) -> list[str]:
+    return [*BASE_ARGS, *(() if conftest else ("--noconftest",)), "-c", f"{job_dir}/pytest.ini", "--rootdir", job_dir,
+            *extra, *tests]
 
 
 class WarmPytest:
@@ -201,12 +202,15 @@ class WarmPytest:
             return None
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
-            extra_args: Sequence[str] = (), engine: str = "auto") -> TestRun:
+            extra_args: Sequence[str] = (), engine: str = "auto", conftest: bool = False) -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files`; per-test outcomes.
 
         `engine`: 'pytest' (pytest.main in the forked child), 'plain' (pytest's outcomes for plain test
         modules, much faster; ValueError if the files are not plain) or 'auto' (plain when possible).
+        `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
         """
+        if conftest and any(p.rsplit("/", 1)[-1] == "conftest.py" for p in files):
+            engine = "pytest"
         chosen, test_files = choose_engine(files, tests, engine)
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
@@ -214,7 +218,7 @@ class WarmPytest:
             n, job_dir = self._jobs.write(files)
             started = time.perf_counter()
             try:
-                request = {"id": n, "dir": f"{JOBS}/{n}", "args": _args(f"{JOBS}/{n}", tests, extra_args), "timeout": timeout,
+                request = {"id": n, "dir": f"{JOBS}/{n}", "args": _args(f"{JOBS}/{n}", tests, extra_args, conftest), "timeout": timeout,
                            "engine": chosen, "files": test_files}
                 try:
                     self._proc.stdin.write((json.dumps(request) + "\n").encode())

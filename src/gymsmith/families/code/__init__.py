@@ -68,6 +68,23 @@ class CodeFamily:
                                   # any change to the hidden tests or references makes new task ids
                                   "checks_digest": content_hash([ct.hidden_tests, ct.reference], length=16)})
 
+    def fingerprint_extra(self) -> dict[str, Any]:
+        """What runs inside the sandboxes: the interpreter, its packages there, bubblewrap, git."""
+        import subprocess
+
+        from gymsmith.sandbox.runtime import python_runtime
+
+        rt = python_runtime()
+
+        def version(cmd: list[str]) -> str:
+            try:
+                return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip() or "absent"
+            except OSError:
+                return "absent"
+
+        return {"sandbox_python": rt.interpreter, "sandbox_packages": rt.packages,
+                "bwrap": version(["bwrap", "--version"]), "git": version(["git", "--version"])}
+
     def make_env(self) -> CodeEnvironment:
         return CodeEnvironment()
 

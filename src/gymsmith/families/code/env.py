@@ -21,6 +21,7 @@ AGENT_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, disk_
                       output_bytes=16384)
 MAX_READ_BYTES = 200_000
 _TIMING = re.compile(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?")  # pytest's run time: not part of what happened
+_ADDRESS = re.compile(r"\b0x[0-9a-f]{6,16}\b")  # object addresses in reprs differ from run to run
 
 
 def sandbox_backend() -> str:
@@ -139,7 +140,9 @@ class CodeEnvironment(ToolEnvironment):
         return Observation(text="submitted; your changes will be verified", data={"submitted": True})
 
     def _exec_observation(self, r: ExecResult, *, normalise: bool = False) -> Observation:
-        out, err = (_TIMING.sub("", r.stdout), _TIMING.sub("", r.stderr)) if normalise else (r.stdout, r.stderr)
+        out, err = r.stdout, r.stderr
+        if normalise:  # pytest's report: keep what the tests did, drop run time and memory addresses
+            out, err = (_ADDRESS.sub("0x…", _TIMING.sub("", text)) for text in (out, err))
         parts = [f"[{UNSAFE_LABEL}]"] if r.unsafe else []
         parts.append(f"exit code: {r.exit_code}" + (f" (killed: {r.killed.value} limit)" if r.killed else ""))
         if out:

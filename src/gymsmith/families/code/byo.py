@@ -1,0 +1,185 @@
+"""Bring your own repository: a YAML task file turns a commit of a local git repository into a `code` task.
+
+    repository: /path/to/repo          # a local git repository
+    commit: 3f2c1e0                    # where the agent starts (a branch, tag or hash)
+    test_command: python -m pytest -q  # how the agent runs the tests (must be pytest)
+    fail_to_pass: [tests/test_x.py::test_bug]
+    pass_to_pass: [tests/test_x.py::test_other]
+    goal: Fix the bug ...              # optional
+    solution_commit: 9a8b7c6           # optional: a commit with the fix (the oracle replays it)
+
+The agent gets the files of `commit` as a fresh repository with one commit (no history: a later fix can
+never be read from it). The verifier takes the final non-test files, restores every test file and
+conftest.py of `commit`, and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from gymsmith.core.errors import GymsmithError
+from gymsmith.core.types import StartStateRef, TaskSpec
+from gymsmith.families.code.grading import EditFacts, grade
+from gymsmith.families.code.repo import changed_lines, pristine_repo, read_tree
+from gymsmith.families.code.tools import TOOL_SPECS
+from gymsmith.verifier.protocol import CheckResult
+from gymsmith.verifier.pytest_runner import shared_runner
+
+NODE_ID = r"^[^\s:]+\.py::[\w\[\]\-.:,/ ]+$"
+MAX_FILE_BYTES = 1_000_000
+
+
+class TaskFileError(GymsmithError, ValueError):
+    """A task file is unreadable or does not describe a usable task."""
+
+
+class RepositoryTask(BaseModel):
+    """A task file, validated: every field is checked against the repository it names."""
+
+    repository: Path = Field(description="A local git repository.")
+    commit: str = Field(min_length=1, description="The commit the agent starts from.")
+    test_command: str = Field(default="python -m pytest -q", description="How the tests run; must be pytest.")
+    fail_to_pass: list[str] = Field(min_length=1, description="Tests that fail at `commit` and must pass after the fix.")
+    pass_to_pass: list[str] = Field(default_factory=list, description="Tests that pass at `commit` and must keep passing.")
+    goal: str | None = Field(default=None, description="The instruction; a default is written from the lists.")
+    solution_commit: str | None = Field(default=None, description="A commit with the fix, for the oracle.")
+
+    @field_validator("test_command")
+    @classmethod
+    def _pytest(cls, value: str) -> str:
+        if "pytest" not in value.split() and "pytest" not in value:
+            raise ValueError(f"test_command must run pytest (the verifier reports per test), got {value!r}")
+        return value
+
+    @field_validator("fail_to_pass", "pass_to_pass")
+    @classmethod
+    def _node_ids(cls, values: list[str]) -> list[str]:
+        import re
+
+        bad = [v for v in values if not re.match(NODE_ID, v)]
+        if bad:
+            raise ValueError(f"expected pytest node ids like 'tests/test_x.py::test_name', got {bad[:3]}")
+        return values
+
+    @model_validator(mode="after")
+    def _repository(self) -> "RepositoryTask":
+        if not self.repository.is_dir():
+            raise ValueError(f"repository {str(self.repository)!r} is not a directory")
+        if _git(self.repository, "rev-parse", "--git-dir") is None:
+            raise ValueError(f"repository {str(self.repository)!r} is not a git repository")
+        for name in ("commit", "solution_commit"):
+            ref = getattr(self, name)
+            if ref is not None:
+                full = _git(self.repository, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+                if full is None:
+                    raise ValueError(f"{name} {ref!r} is not a commit of {self.repository}")
+                setattr(self, name, full.strip())
+        overlap = set(self.fail_to_pass) & set(self.pass_to_pass)
+        if overlap:
+            raise ValueError(f"tests listed in both fail_to_pass and pass_to_pass: {sorted(overlap)[:3]}")
+        files = tracked_files(self.repository, self.commit)
+        missing = sorted({t.split("::")[0] for t in self.fail_to_pass + self.pass_to_pass} - set(files))
+        if missing:
+            raise ValueError(f"test files not in commit {self.commit[:12]}: {missing[:5]}")
+        return self
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def tracked_files(repo: Path, commit: str) -> list[str]:
+    out = _git(repo, "ls-tree", "-r", "--name-only", commit)
+    return out.splitlines() if out else []
+
+
+def files_at(repo: Path, commit: str) -> dict[str, str]:
+    """Text files of `commit` (binary and files over 1 MB are left out: the agent works on text)."""
+    out = {}
+    for path in tracked_files(repo, commit):
+        blob = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True)
+        if blob.returncode == 0 and len(blob.stdout) <= MAX_FILE_BYTES and b"\0" not in blob.stdout:
+            try:
+                out[path] = blob.stdout.decode()
+            except UnicodeDecodeError:
+                pass
+    return out
+
+
+def load_task_file(path: str | Path) -> TaskSpec:
+    """The TaskSpec of a YAML task file. Raises TaskFileError naming the file and what is wrong."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TaskFileError(f"cannot read task file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise TaskFileError(f"task file {path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TaskFileError(f"task file {path} must be a mapping with repository, commit, fail_to_pass, ...")
+    if isinstance(raw.get("repository"), str) and not Path(raw["repository"]).is_absolute():
+        raw["repository"] = str((path.parent / raw["repository"]).resolve())
+    try:
+        spec = RepositoryTask.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors())
+        raise TaskFileError(f"task file {path}: {problems}") from None
+    files = files_at(spec.repository, spec.commit)
+    _, digest = pristine_repo(files)
+    goal = spec.goal or (f"The tests {', '.join(spec.fail_to_pass[:5])} fail. Fix the source so that they pass without "
+                         f"breaking other tests. Do not edit the tests: the verifier uses its own copy. Run the tests "
+                         f"with: {spec.test_command}. Call submit when you are done.")
+    meta: dict[str, Any] = {"source": "repository", "repository": str(spec.repository), "commit": spec.commit,
+                            "test_command": spec.test_command, "fail_to_pass": spec.fail_to_pass,
+                            "pass_to_pass": spec.pass_to_pass, "solution_commit": spec.solution_commit}
+    return TaskSpec(family="code", family_version=_family_version(), seed=0, knobs={"difficulty": 0.5}, goal=goal,
+                    start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS, metadata=meta)
+
+
+def _family_version() -> str:
+    from gymsmith.families.code import CodeFamily
+
+    return CodeFamily.version
+
+
+def repository_files(task: TaskSpec) -> dict[str, str]:
+    return files_at(Path(task.metadata["repository"]), task.metadata["commit"])
+
+
+def is_test_or_config(path: str) -> bool:
+    from gymsmith.families.code.checks import is_test_path
+
+    return is_test_path(path) or path.rsplit("/", 1)[-1] in ("pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
+
+
+def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
+    """Final non-test files + the commit's own tests and config, run with pytest on FAIL_TO_PASS and PASS_TO_PASS."""
+    start = repository_files(task)
+    _, digest = pristine_repo(start)
+    if digest != task.start_state.digest:
+        raise RuntimeError(f"repository {task.metadata['repository']} at {task.metadata['commit'][:12]} no longer "
+                           f"matches the task (digest {digest}, task {task.start_state.digest})")
+    final = read_tree(Path(final_state_path))
+    job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
+    job.update({p: t for p, t in start.items() if is_test_or_config(p)})
+    f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
+    run = shared_runner().run(job, [*f2p, *p2p], timeout=120, engine="pytest", conftest=True)
+    changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
+    source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if not is_test_or_config(p))
+    solution = task.metadata.get("solution_commit")
+    if solution:  # what the known fix changes is what a fix needs
+        after = files_at(Path(task.metadata["repository"]), solution)
+        needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in set(start) | set(after)
+                     if start.get(p) != after.get(p) and not is_test_or_config(p))
+    else:  # no known fix: no basis for an edit penalty
+        needed = source_changed
+    edits = EditFacts(source_lines_changed=source_changed, lines_needed=needed,
+                      test_files_changed=[p for p in changed if is_test_or_config(p)], other_files_changed=[])
+    return grade(run, f2p, p2p, [], edits)

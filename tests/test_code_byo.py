@@ -1,0 +1,120 @@
+"""Bring your own repository: a YAML task file over a real local git repository, validated with clear errors,
+run through the real environment, sandbox and verifier."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gymsmith.agents.base import NullAgent
+from gymsmith.core.types import Split
+from gymsmith.families.code.byo import TaskFileError, load_task_file
+from gymsmith.families.code.oracle import CodeOracle
+from gymsmith.registry import get_family
+from gymsmith.runner.rollout import run_rollout
+from gymsmith.verifier import VerifierService
+
+BUGGY = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi + 1))\n"
+FIXED = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+TESTS = ("from shapes.util import clamp\n\n\ndef test_inside():\n    assert clamp(5, 0, 10) == 5\n\n\n"
+         "def test_upper_bound():\n    assert clamp(50, 0, 10) == 10\n\n\ndef test_lower_bound():\n    assert clamp(-5, 0, 10) == 0\n")
+CONFTEST = "import pytest\n\n\n@pytest.fixture\ndef limit():\n    return 10\n"
+FIXTURE_TEST = "from shapes.util import clamp\n\n\ndef test_uses_fixture(limit):\n    assert clamp(99, 0, limit) == limit\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": "/tmp"}).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, str, str]:
+    root = tmp_path_factory.mktemp("byo") / "repo"
+    (root / "shapes").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "shapes" / "__init__.py").write_text("")
+    (root / "shapes" / "util.py").write_text(BUGGY)
+    (root / "tests" / "test_util.py").write_text(TESTS)
+    (root / "tests" / "test_fixture.py").write_text(FIXTURE_TEST)
+    (root / "tests" / "conftest.py").write_text(CONFTEST)
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "buggy")
+    buggy = git(root, "rev-parse", "HEAD")
+    (root / "shapes" / "util.py").write_text(FIXED)
+    git(root, "commit", "-qam", "fix clamp")
+    return root, buggy, git(root, "rev-parse", "HEAD")
+
+
+def task_file(tmp_path: Path, **fields) -> Path:
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(fields))
+    return path
+
+
+def good(repo, **over):
+    root, buggy, fixed = repo
+    return {"repository": str(root), "commit": buggy, "solution_commit": fixed, "test_command": "python -m pytest -q",
+            "fail_to_pass": ["tests/test_util.py::test_upper_bound", "tests/test_fixture.py::test_uses_fixture"],
+            "pass_to_pass": ["tests/test_util.py::test_inside", "tests/test_util.py::test_lower_bound"], **over}
+
+
+def test_task_file_becomes_a_task_without_history(repo, tmp_path):
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    assert task.family == "code" and task.metadata["source"] == "repository"
+    env = get_family("code").make_env()
+    try:
+        env.reset(task, seed=0)
+        log = env.step(__import__("gymsmith.core.types", fromlist=["Action"]).Action(
+            tool="run_command", arguments={"command": "git log --all --oneline | wc -l; cat shapes/util.py"})).observation.text
+        assert log.splitlines()[1] == "1" and "hi + 1" in log  # one commit, the buggy one: the fix is not reachable
+    finally:
+        env.close()
+
+
+def test_oracle_accepted_and_null_not_with_the_repositorys_own_conftest(repo, tmp_path):
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    env = get_family("code").make_env()
+    try:
+        with VerifierService() as verifier:
+            results = {a.name: run_rollout(env=env, agent=a, task=task, split=Split.TRAIN, seed=0, run_id="byo",
+                                           verifier=verifier, policy="shaped_gated", max_steps=20, time_limit_s=120)
+                       for a in (CodeOracle(), NullAgent())}
+    finally:
+        env.close()
+    assert results["oracle"].reward.accepted and results["oracle"].reward.value == 1.0, results["oracle"].reward
+    null = results["null"].reward
+    assert not null.accepted and any("test_upper_bound" in f for f in null.gate_failures)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"repository": "/nonexistent/repo"}, "is not a directory"),
+    ({"repository": tempfile.gettempdir()}, "is not a git repository"),
+    ({"commit": "no-such-ref"}, "commit 'no-such-ref' is not a commit"),
+    ({"fail_to_pass": []}, "fail_to_pass"),
+    ({"fail_to_pass": ["test_upper_bound"]}, "expected pytest node ids"),
+    ({"pass_to_pass": ["tests/test_util.py::test_upper_bound"]}, "both fail_to_pass and pass_to_pass"),
+    ({"fail_to_pass": ["tests/test_gone.py::test_x"]}, "test files not in commit"),
+    ({"test_command": "make check"}, "must run pytest"),
+])
+def test_bad_task_files_name_the_problem(repo, tmp_path, change, message):
+    with pytest.raises(TaskFileError, match=message) as info:
+        load_task_file(task_file(tmp_path, **good(repo, **change)))
+    assert str(tmp_path / "task.yaml") in str(info.value)
+
+
+def test_unreadable_task_files(tmp_path):
+    with pytest.raises(TaskFileError, match="cannot read"):
+        load_task_file(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("repository: [unclosed\n")
+    with pytest.raises(TaskFileError, match="not valid YAML"):
+        load_task_file(tmp_path / "bad.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(TaskFileError, match="must be a mapping"):
+        load_task_file(tmp_path / "list.yaml")
