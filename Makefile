@@ -31,6 +31,7 @@ test: setup
 bench: setup
 	$(PY) benchmarks/ops_reset.py
 	$(PY) benchmarks/scale.py
+	$(PY) benchmarks/sandbox.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
