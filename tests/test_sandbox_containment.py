@@ -89,7 +89,7 @@ def test_attack_resolve_dns(sb):
 def test_attack_fork_bomb(sb):
     r = sb.exec(py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"), timeout=3)
     assert r.killed is KillReason.TIMEOUT
-    assert sb.cgroup is not None and sb.cgroup.pids() == []  # nothing of it is left
+    assert sb.cgroup is not None and set(sb.cgroup.pids()) <= {sb._launcher.pid}  # nothing of it is left
 
 
 def test_attack_memory_bomb(sb):

@@ -94,10 +94,10 @@ class Cgroup:
                 pass
         return sorted(out)
 
-    def kill_all(self) -> None:
-        """SIGKILL every process in the group until it is empty (a fork racing the kill is caught next round)."""
+    def kill_all(self, keep: frozenset[int] = frozenset()) -> None:
+        """SIGKILL every process in the group but `keep` until none is left (a fork racing the kill is caught next round)."""
         for _ in range(50):
-            pids = self.pids()
+            pids = [p for p in self.pids() if p not in keep]
             if not pids:
                 return
             for pid in pids:
