@@ -1,6 +1,7 @@
 """Scale-out, each against a baseline in the same run; one JSON line per comparison.
 
-1. workers: the same rollouts with 2 workers versus 1, on the local process pool and on Ray.
+1. workers: the same rollouts with 2 workers versus 1, on the local process pool and on Ray (ops), and on
+   the local pool for code rollouts (sandboxed commands and verification: heavier, more of it outside Python).
    The timings include starting the workers, which rebuild each task's start state on first use.
 2. ray_vs_local: the same rollouts on Ray (2 actors) versus the local pool (2 processes).
 3. store_writes: steps per second written through `TrajectoryStore.add` (one transaction per rollout)
@@ -38,6 +39,20 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def code_workers(tmp: Path) -> None:
+    """The same comparison on heavier rollouts: code tasks, each in a bubblewrap sandbox with a sandboxed verifier."""
+    spec = TaskSetSpec(family="code", count=120, base_seed=11, knobs={"difficulty": [0.0, 1.0]})
+    tasks = build_taskset(spec)
+    cfg = lambda rid, n: RunConfig(run_id=rid, purpose="audit", taskset=spec, agents=["oracle", "null"],  # noqa: E731
+                                   concurrency=n, processes=True)
+    store = TrajectoryStore(tmp / "code-workers.db")
+    run(cfg("code-warm", 1), store, tasks=tasks[:3])
+    one = _timed(lambda: run(cfg("code-1", 1), store, tasks=tasks))
+    two = _timed(lambda: run(cfg("code-2", 2), store, tasks=tasks))
+    emit(benchmark="workers", backend="local", family="code", rollouts=2 * len(tasks), one_worker_s=round(one, 3),
+         two_workers_s=round(two, 3), speedup=round(one / two, 2), target=">= 1.8x")
+
+
 def runners(tmp: Path) -> None:
     from gymsmith.runner.ray_backend import run_on_ray
     import ray
@@ -51,6 +66,7 @@ def runners(tmp: Path) -> None:
     local2 = _timed(lambda: run(cfg("local-2", 2), store, tasks=tasks))
     emit(benchmark="workers", backend="local", rollouts=800, one_worker_s=round(local1, 3), two_workers_s=round(local2, 3),
          speedup=round(local1 / local2, 2), target=">= 1.8x")
+    code_workers(tmp)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         run_on_ray(cfg("ray-warm", 2), store, tasks=tasks[:5])

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from gymsmith.sandbox.forward import pump
+
 
 class EgressEvent(BaseModel):
     time: float
@@ -127,19 +129,7 @@ class EgressProxy:
 
 
 def _splice(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until either side closes."""
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            try:
-                dst.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
+    """Copy both ways until either side closes (the same relay the in-sandbox forwarder uses)."""
     t = threading.Thread(target=pump, args=(b, a), daemon=True)
     t.start()
     pump(a, b)
