@@ -1,6 +1,6 @@
 """`gymsmith demo`: the end-to-end slice on the built-in families, on the embedded defaults.
 
-ops: 200 train + 50 held-out tasks x oracle, greedy, random, null. code: 30 train + 10 held-out tasks x
+ops: 200 train + 50 held-out tasks x oracle, greedy, random, null. code: 20 train + 5 held-out tasks x
 oracle, random, null and two red-team agents, in real bubblewrap sandboxes with the warm verifier.
 """
 
@@ -24,11 +24,11 @@ class DemoFamily(BaseModel):
 
 
 def demo_families(train_tasks: int, heldout_tasks: int) -> list[DemoFamily]:
-    """The demo's families; the code family is run at a fifth of the ops size (its rollouts run real sandboxes)."""
+    """The demo's families; code runs at a tenth of the ops size (its rollouts run real sandboxes and test runs)."""
     return [DemoFamily(family="ops", agents=["oracle", "greedy", "random", "null"], train_tasks=train_tasks,
                        heldout_tasks=heldout_tasks),
             DemoFamily(family="code", agents=["oracle", "random", "null", "exploit:hardcode_outputs", "exploit:patch_runner"],
-                       train_tasks=max(1, train_tasks // 5), heldout_tasks=max(1, heldout_tasks // 5))]
+                       train_tasks=max(1, train_tasks // 10), heldout_tasks=max(1, heldout_tasks // 10))]
 
 
 def expectations(family: str, overall: dict[str, float]) -> list[tuple[str, bool]]:
