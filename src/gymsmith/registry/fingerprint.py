@@ -2,8 +2,8 @@
 
 A fingerprint holds the interpreter, the versions of the packages the environment runs on, the family's
 name and version, and a hash of the family's source code (generator, tools, checks: the whole family
-package). The rollouts of this release run in-process, so "inside the sandbox" is this interpreter; the
-sandbox issue moves the probe into the sandbox.
+package). A family whose environment runs elsewhere adds what runs there through `fingerprint_extra()`
+(the code family: the sandbox's interpreter and packages, bubblewrap and git).
 """
 
 from __future__ import annotations
