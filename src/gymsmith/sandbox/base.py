@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from gymsmith.core.errors import GymsmithError
 
 WORKSPACE = "/workspace"  # where the workspace appears inside an isolating sandbox
+CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache"})  # caches tools write on their own: not state, not listed
 
 
 class SandboxError(GymsmithError):
@@ -72,9 +73,9 @@ class ExecResult(BaseModel):
         return self.exit_code == 0 and self.killed is None
 
 
-def cap_output(data: bytes, limit: int) -> tuple[str, bool]:
-    """Decode at most `limit` bytes (invalid UTF-8 replaced); say whether anything was dropped."""
-    return data[:limit].decode("utf-8", "replace"), len(data) > limit
+def decode_output(data: bytes) -> str:
+    """Captured output as text (invalid UTF-8 replaced); capping happened while it was read (`proc.run_capped`)."""
+    return data.decode("utf-8", "replace")
 
 
 class Sandbox(ABC):
@@ -88,6 +89,16 @@ class Sandbox(ABC):
         if not self.workspace.is_dir():
             raise SandboxError(f"workspace {self.workspace} is not a directory")
         self.limits = limits or Limits()
+
+    def _check_command(self, cmd: Sequence[str] | str, timeout: float | None) -> tuple[list[str], float]:
+        """(argv, timeout in seconds) for `exec`. Raises ValueError for an empty command or a timeout <= 0."""
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
+        if (isinstance(cmd, str) and not cmd.strip()) or not argv or not argv[0]:
+            raise ValueError(f"cmd must be a non-empty argv list or shell string, got {cmd!r}")
+        timeout = self.limits.timeout_s if timeout is None else float(timeout)
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        return argv, timeout
 
     @abstractmethod
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
@@ -146,7 +157,7 @@ class Sandbox(ABC):
         root = Path(os.path.realpath(self.workspace))
         out = []
         for dirpath, dirnames, filenames in os.walk(base):  # os.walk does not follow directory symlinks
-            dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", ".pytest_cache"))
+            dirnames[:] = sorted(d for d in dirnames if d != ".git" and d not in CACHE_DIRS)
             out += [str((Path(dirpath) / f).relative_to(root)) for f in filenames]
         return sorted(out)
 

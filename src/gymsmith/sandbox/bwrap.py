@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gymsmith.sandbox import netns
-from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, cap_output, sandbox_backend
+from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
 from gymsmith.sandbox.runtime import python_runtime
@@ -103,7 +103,7 @@ class BwrapSandbox(Sandbox):
         return a + ["--remount-ro", "/"]  # the root itself (bwrap's tmpfs) is read-only too
 
     # -- running ----------------------------------------------------------------------------------
-    def _command(self, cmd: Sequence[str] | str, cwd: str | None,
+    def _command(self, argv: list[str], cwd: str | None,
                  env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str], bytes]:
         """(the command's argv, its environment, bwrap's options NUL-separated).
 
@@ -112,9 +112,6 @@ class BwrapSandbox(Sandbox):
         """
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
-        if (isinstance(cmd, str) and not cmd.strip()) or not argv or not argv[0]:
-            raise ValueError(f"cmd must be a non-empty argv list or shell string, got {cmd!r}")
         inner_cwd = WORKSPACE
         if cwd not in (None, "", "."):
             rel = os.path.relpath(self.resolve(cwd), os.path.realpath(self.workspace))
@@ -129,10 +126,8 @@ class BwrapSandbox(Sandbox):
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
              input: bytes | None = None, cwd: str | None = None) -> ExecResult:
-        timeout = self.limits.timeout_s if timeout is None else float(timeout)
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        argv, environment, bwrap_args = self._command(cmd, cwd, env)
+        argv, timeout = self._check_command(cmd, timeout)
+        argv, environment, bwrap_args = self._command(argv, cwd, env)
         reply = self._launch({"exe": self.exe, "args": base64.b64encode(bwrap_args).decode(), "argv": argv,
                               "env": environment, "timeout": timeout, "cap": self.limits.output_bytes,
                               "input": base64.b64encode(input).decode() if input is not None else None})
@@ -154,10 +149,8 @@ class BwrapSandbox(Sandbox):
             killed = KillReason.MEMORY
         elif exit_code == 128 + signal.SIGXCPU or (exit_code == 128 + signal.SIGKILL and self._cpu_exhausted(reply["duration_s"])):
             killed = KillReason.CPU
-        out, out_t = cap_output(stdout, self.limits.output_bytes)
-        err, err_t = cap_output(stderr, self.limits.output_bytes)
-        return ExecResult(exit_code=exit_code, stdout=out, stderr=err, stdout_truncated=out_t or reply["stdout_dropped"],
-                          stderr_truncated=err_t or reply["stderr_dropped"], duration_s=round(reply["duration_s"], 6),
+        return ExecResult(exit_code=exit_code, stdout=decode_output(stdout), stderr=decode_output(stderr),
+                          stdout_truncated=reply["stdout_dropped"], stderr_truncated=reply["stderr_dropped"], duration_s=round(reply["duration_s"], 6),
                           killed=killed, backend=self.backend)
 
     def _launch(self, request: dict) -> dict:
@@ -201,7 +194,7 @@ class BwrapSandbox(Sandbox):
         For services such as the verifier's warm test runner; the caller owns the process and must end it.
         The sandbox's limits apply to it and to everything it starts.
         """
-        argv, environment, options = self._command(cmd, None, env)
+        argv, environment, options = self._command(self._check_command(cmd, None)[0], None, env)
         args_r, args_w = os.pipe()
         with os.fdopen(args_w, "wb") as w:
             w.write(options)

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gymsmith.sandbox.base import ExecResult, KillReason, Limits, Sandbox, cap_output, sandbox_backend
+from gymsmith.sandbox.base import ExecResult, KillReason, Limits, Sandbox, decode_output, sandbox_backend
 from gymsmith.sandbox.proc import run_capped
 
 UNSAFE_LABEL = "UNSAFE: local sandbox backend, no isolation"
@@ -31,12 +31,7 @@ class LocalSandbox(Sandbox):
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None, env: Mapping[str, str] | None = None,
              input: bytes | None = None, cwd: str | None = None) -> ExecResult:
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
-        if not argv or not argv[-1 if isinstance(cmd, str) else 0]:
-            raise ValueError(f"cmd must be a non-empty argv list or shell string, got {cmd!r}")
-        timeout = self.limits.timeout_s if timeout is None else float(timeout)
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        argv, timeout = self._check_command(cmd, timeout)
         where = str(self.resolve(cwd)) if cwd not in (None, "", ".") else str(self.workspace)
         environment = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.workspace),
                        "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", **(env or {})}
@@ -49,11 +44,9 @@ class LocalSandbox(Sandbox):
 
         done = run_capped(argv, env=environment, cwd=where, input=input, timeout=timeout, cap=lim.output_bytes,
                           preexec_fn=limits)
-        out, out_t = cap_output(done.stdout, lim.output_bytes)
-        err, err_t = cap_output(done.stderr, lim.output_bytes)
         killed = KillReason.TIMEOUT if done.timed_out else KillReason.CPU if done.returncode == 128 + 24 else None
-        return ExecResult(exit_code=done.returncode, stdout=out, stderr=err, stdout_truncated=out_t or done.stdout_dropped,
-                          stderr_truncated=err_t or done.stderr_dropped, duration_s=round(done.duration_s, 6),
+        return ExecResult(exit_code=done.returncode, stdout=decode_output(done.stdout), stderr=decode_output(done.stderr),
+                          stdout_truncated=done.stdout_dropped, stderr_truncated=done.stderr_dropped, duration_s=round(done.duration_s, 6),
                           killed=killed, backend=self.backend, unsafe=True)
 
     def enforced(self) -> dict[str, str]:

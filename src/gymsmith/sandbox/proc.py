@@ -27,18 +27,16 @@ class Completed:
 
 
 def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, input: bytes | None, timeout: float,
-               cap: int, preexec_fn: Callable[[], None] | None = None, pass_fds: Sequence[int] = (),
-               kill: Callable[[subprocess.Popen], None] | None = None) -> Completed:
+               cap: int, preexec_fn: Callable[[], None] | None = None, pass_fds: Sequence[int] = ()) -> Completed:
     """Start `argv` in a new session, feed `input`, collect output until it exits or `timeout` passes.
 
-    On timeout, `kill(proc)` is called (default: SIGKILL to the process group), then the process is reaped.
+    On timeout the process group gets SIGKILL, then the leader is reaped.
     Raises OSError if the process cannot be started.
     """
     started = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
                             start_new_session=True, preexec_fn=preexec_fn, pass_fds=tuple(pass_fds))
-    kill = kill or kill_group
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     dropped = dict.fromkeys(bufs, False)
     sel = selectors.DefaultSelector()
@@ -72,12 +70,12 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
             if len(chunk) > room:
                 dropped[key.fd] = True
     if timed_out:
-        kill(proc)
+        kill_group(proc)
     try:
         returncode = proc.wait(timeout=max(0.1, deadline - time.perf_counter()) if not timed_out else 10)
     except subprocess.TimeoutExpired:  # streams closed but the leader lingers past the deadline
         timed_out = True
-        kill(proc)
+        kill_group(proc)
         returncode = proc.wait()
     sel.close()
     o_fd, e_fd = proc.stdout.fileno(), proc.stderr.fileno()

@@ -21,11 +21,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gymsmith.sandbox.base import SandboxError
+from gymsmith.sandbox.base import CACHE_DIRS, SandboxError
 
 MNT_DETACH = 2
 MS_NOSUID, MS_NODEV = 2, 4
-HASH_EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache"})
 HASH_EXCLUDED_FILES = frozenset({".git/index"})  # git's stat cache: rewritten by `git status`, not content
 _libc = ctypes.CDLL(None, use_errno=True)
 _counter = itertools.count()
@@ -140,7 +139,7 @@ def tree_hash(root: Path, ignore: tuple[str, ...] = ()) -> str:
     root = Path(root)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in HASH_EXCLUDED_DIRS and d not in ignore)
+        dirnames[:] = sorted(d for d in dirnames if d not in CACHE_DIRS and d not in ignore)
         rel_dir = os.path.relpath(dirpath, root)
         h.update(f"D {rel_dir}\n".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):

@@ -41,10 +41,10 @@ def source_files(final: dict[str, str | None], modules: list[str]) -> dict[str, 
     return out
 
 
-def edit_facts(start: dict[str, str | None], final: dict[str, str | None], modules: list[str],
+def edit_facts(start: dict[str, str | None], final: dict[str, str | None], sources: set[str],
                reference: dict[str, str], buggy: list[str]) -> EditFacts:
+    """What changed from `start` to `final`; `sources` are the paths the verifier treats as source code."""
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
-    sources = set(source_files(final, modules))
     return EditFacts(
         source_lines_changed=sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p in sources),
         lines_needed=sum(changed_lines(start[m] or "", reference[m]) for m in buggy),
@@ -64,7 +64,8 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         raise RuntimeError(f"task {task.id} was made with other hidden tests than this verifier has; regenerate it")
     final = read_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
-    job = {**source_files(final, ct.modules), **ct.hidden_tests, "pytest.ini": PYTEST_INI}
+    sources = source_files(final, ct.modules)
+    job = {**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI}
     run = shared_runner().run(job, ["tests"], timeout=VERIFY_TIMEOUT_S, extra_args=LEAN_ARGS)
-    edits = edit_facts(start, final, ct.modules, ct.reference, ct.buggy_modules)
+    edits = edit_facts(start, final, set(sources), ct.reference, ct.buggy_modules)
     return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits)

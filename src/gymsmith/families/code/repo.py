@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from gymsmith.core.hashing import content_hash
+from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.sandbox.runtime import cache_root
 from gymsmith.sandbox.workspace import tree_hash
 
@@ -62,7 +63,7 @@ def read_tree(root: Path, ignore: tuple[str, ...] = (".git",)) -> dict[str, str 
     out: dict[str, str | None] = {}
     root = Path(root)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in ignore and d not in ("__pycache__", ".pytest_cache"))
+        dirnames[:] = sorted(d for d in dirnames if d not in ignore and d not in CACHE_DIRS)
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = str(full.relative_to(root))
