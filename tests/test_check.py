@@ -1,4 +1,4 @@
-"""`gymsmith check`: passes on ops, fails readably on a nondeterministic environment and a gameable checker."""
+"""`gymsmith check`: passes on ops and code, fails readably on a nondeterministic environment and a gameable checker."""
 
 import subprocess
 import sys
@@ -7,12 +7,17 @@ from gymsmith.audit import check_family, check_history
 from gymsmith.store import TrajectoryStore
 
 
-def test_check_passes_on_ops_from_the_command_line(tmp_path):
-    db = tmp_path / "c.db"
-    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "check", "ops", "--size", "30", "--store", str(db)],
-                         capture_output=True, text=True, timeout=600, env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"})
+def check_from_the_command_line(family: str, size: int, db) -> None:
+    """`gymsmith check FAMILY` in a fresh process; it must exit 0 with no failed check."""
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "check", family, "--size", str(size), "--store", str(db)],
+                         capture_output=True, text=True, timeout=900, env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 failed" in out.stdout and "FAIL" not in out.stdout
+
+
+def test_check_passes_on_ops_from_the_command_line(tmp_path):
+    db = tmp_path / "c.db"
+    check_from_the_command_line("ops", 30, db)
     history = check_history(TrajectoryStore(db), "ops")
     assert len(history) >= 10 and all(h["passed"] for h in history)
     assert {"oracle accepted on every task", "same seeded rollout twice is identical",
@@ -22,10 +27,7 @@ def test_check_passes_on_ops_from_the_command_line(tmp_path):
 def test_check_passes_on_code_from_the_command_line(tmp_path):
     """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, determinism, reset."""
     db = tmp_path / "c.db"
-    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "check", "code", "--size", "6", "--store", str(db)],
-                         capture_output=True, text=True, timeout=900, env={"PATH": "/usr/bin:/bin", "COLUMNS": "250"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "0 failed" in out.stdout and "FAIL" not in out.stdout
+    check_from_the_command_line("code", 6, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}
     assert {"oracle accepted on every task", "exploit:patch_runner never accepted", "same seeded rollout twice is identical",
             "reset restores the pristine state"} <= names

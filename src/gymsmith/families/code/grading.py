@@ -1,4 +1,4 @@
-"""Grading as a chain of small pure functions: test outcomes -> report -> resolution -> reward components.
+"""Grading as a chain of small pure functions: test outcomes -> report -> gate failures and reward components.
 
 Truth table of the gate (every row must hold for `accepted`):
 
@@ -16,8 +16,6 @@ own copies; they are flagged and lower `tests_untouched`.
 
 from __future__ import annotations
 
-import enum
-
 from pydantic import BaseModel
 
 from gymsmith.core.types import RewardComponent
@@ -25,12 +23,6 @@ from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 WEIGHTS = {"fail_to_pass": 0.5, "pass_to_pass": 0.3, "edit_economy": 0.1, "tests_untouched": 0.1}
-
-
-class Resolution(str, enum.Enum):
-    FULL = "resolved"          # gate passed
-    PARTIAL = "partial"        # some FAIL_TO_PASS pass, but not the whole gate
-    NO = "unresolved"
 
 
 class GradeReport(BaseModel):
@@ -69,12 +61,6 @@ def gate_failures(r: GradeReport) -> list[str]:
     if r.canaries_passed:
         out.append(f"test runner tampered with: canary tests passed ({len(r.canaries_passed)})")
     return out
-
-
-def resolution(r: GradeReport) -> Resolution:
-    if not gate_failures(r):
-        return Resolution.FULL
-    return Resolution.PARTIAL if r.f2p_passed and not r.canaries_passed else Resolution.NO
 
 
 def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
