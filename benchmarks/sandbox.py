@@ -65,7 +65,7 @@ def bench_reset(files: int, repeats: int, base_ours: float | None) -> float:
 
 def bench_exec(repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, open_sandbox(Path(tmp)) as sb:
-        sb.exec(["/bin/true"])  # starts the launcher
+        sb.exec(["/bin/true"])  # starts the sandbox (its command server); later commands reuse it
         plain, boxed = [], []
         for _ in range(repeats):
             t = time.perf_counter()

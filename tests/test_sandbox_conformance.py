@@ -135,5 +135,22 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
+def test_a_command_that_cannot_start_is_127_as_in_a_shell(sandbox):
+    r = sandbox.exec(["no-such-command-here", "x"])
+    assert r.exit_code == 127 and "no-such-command-here" in r.stderr and r.killed is None
+    assert sandbox.exec(["true"]).ok  # and the sandbox goes on
+
+
+def test_reset_ends_every_process_and_empties_tmp(sandbox):
+    if sandbox.backend == "local":
+        pytest.skip("the local backend shares the host's /tmp and keeps nothing between commands")
+    sandbox.exec("echo kept > /tmp/note")
+    assert sandbox.exec("cat /tmp/note").stdout == "kept\n"  # /tmp lasts for the rollout
+    sandbox.reset()
+    r = sandbox.exec("cat /tmp/note; ls /proc | grep -c '^[0-9]'")
+    assert "No such file" in r.stderr
+    assert int(r.stdout.split()[-1]) <= 4  # init, sh, ls, grep: nothing else in a fresh namespace
+
+
 def test_enforced_names_every_limit(sandbox):
     assert {"memory", "pids", "cpu", "file_size", "wall_clock", "network", "filesystem"} <= set(sandbox.enforced())

@@ -6,7 +6,6 @@ Every test is one attack, run for real against the real sandbox; `conftest.py` p
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -87,9 +86,11 @@ def test_attack_resolve_dns(sb):
 
 
 def test_attack_fork_bomb(sb):
+    sb.exec(["/bin/true"])
+    idle = set(sb.cgroup.pids()) if sb.cgroup is not None else set()  # the sandbox's own init and bwrap
     r = sb.exec(py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"), timeout=3)
     assert r.killed is KillReason.TIMEOUT
-    assert sb.cgroup is not None and set(sb.cgroup.pids()) <= {sb._launcher.pid}  # nothing of it is left
+    assert sb.cgroup is not None and set(sb.cgroup.pids()) <= idle  # nothing of it is left
 
 
 def test_attack_memory_bomb(sb):
@@ -173,6 +174,32 @@ def test_attack_kill_everything(sb):
     finally:
         sentinel.kill()
         sentinel.wait()
+
+
+def test_attack_signal_the_sandbox_init(sb):
+    """The command server is pid 1 of the namespace: signals from inside to it must not end it (or the rollout)."""
+    r = sb.exec("for s in INT TERM HUP QUIT USR1 KILL STOP; do kill -$s 1; done; echo sent")
+    assert r.stdout == "sent\n"
+    assert sb.exec(["true"]).ok
+
+
+def test_attack_ptrace_or_read_the_sandbox_init(sb):
+    """Same uid as pid 1, but it is non-dumpable: no attach, no reading its memory or environment."""
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "print(libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
+            "for f in ('mem', 'environ', 'maps'):\n"
+            "    try:\n        open(f'/proc/1/{f}', 'rb').read(16); print(f, 'READ')\n"
+            "    except OSError as e:\n        print(f, 'denied', e.errno)\n")
+    r = sb.exec(py(code))
+    assert r.stdout.splitlines()[0] == "-1 1" and "READ" not in r.stdout, r.stdout  # EPERM
+
+
+def test_attack_leave_something_for_the_next_rollout(sb):
+    """A file in /tmp and a process: after the rollout's reset, neither remains."""
+    sb.exec("echo planted > /tmp/plant; (sleep 100 &); echo ok")
+    sb.reset()
+    r = sb.exec("cat /tmp/plant 2>&1; ps -e -o comm= | grep -c sleep")
+    assert "planted" not in r.stdout and r.stdout.split()[-1] == "0"
 
 
 def test_attack_gain_privileges(sb):

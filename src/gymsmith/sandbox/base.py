@@ -113,6 +113,13 @@ class Sandbox(ABC):
     def enforced(self) -> dict[str, str]:
         """How each limit and isolation property is enforced here, e.g. {'memory': 'cgroup v1', 'network': 'none'}."""
 
+    def reset(self) -> None:
+        """End every process the sandbox runs and empty its /tmp; the next `exec` starts afresh.
+
+        Call it when the workspace was restored for a new rollout, so nothing of the last one remains.
+        Raises nothing; the default (a backend that keeps no state between commands) does nothing.
+        """
+
     def close(self) -> None:
         """Release what the sandbox holds (namespaces, cgroups). The workspace directory is left as it is."""
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gymsmith.sandbox.base import ExecResult, KillReason, Limits, Sandbox, decode_output, sandbox_backend
-from gymsmith.sandbox.proc import run_capped
+from gymsmith.sandbox.proc import not_started, run_capped
 
 UNSAFE_LABEL = "UNSAFE: local sandbox backend, no isolation"
 
@@ -42,8 +42,11 @@ class LocalSandbox(Sandbox):
             resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb << 20,) * 2)
             resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb << 20,) * 2)
 
-        done = run_capped(argv, env=environment, cwd=where, input=input, timeout=timeout, cap=lim.output_bytes,
-                          preexec_fn=limits)
+        try:
+            done = run_capped(argv, env=environment, cwd=where, input=input, timeout=timeout, cap=lim.output_bytes,
+                              preexec_fn=limits)
+        except OSError as exc:
+            done = not_started(argv[0], exc)
         killed = KillReason.TIMEOUT if done.timed_out else KillReason.CPU if done.returncode == 128 + 24 else None
         return ExecResult(exit_code=done.returncode, stdout=decode_output(done.stdout), stderr=decode_output(done.stderr),
                           stdout_truncated=done.stdout_dropped, stderr_truncated=done.stderr_dropped, duration_s=round(done.duration_s, 6),

@@ -88,6 +88,13 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
                      duration_s=time.perf_counter() - started, timed_out=timed_out)
 
 
+def not_started(argv0: str, exc: OSError) -> Completed:
+    """What a shell reports for a command it could not start: 127 if not found, else 126."""
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return Completed(returncode=code, stdout=b"", stderr=f"{argv0}: {exc.strerror}\n".encode(), stdout_dropped=False,
+                     stderr_dropped=False, duration_s=0.0, timed_out=False)
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -95,43 +102,62 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-# -- the launcher: `python -S proc.py` as a per-sandbox helper process ---------------------------------
-# Entering a sandbox's cgroup, network namespace and rlimits needs code between fork and exec, which
-# makes Python fork the whole interpreter (~5 ms). The launcher enters them once, at its own start, and
-# then starts each command with a plain spawn: the command inherits all three. One JSON line per
-# request on stdin, one JSON line per reply on stdout; it exits when its stdin closes (its owner died).
+# -- the command server: `python -S proc.py` as pid 1 of a sandbox's pid namespace --------------------
+# Starting bubblewrap costs ~4 ms (namespaces, mounts). The sandbox is started once per rollout with this
+# server as its init; each command is then a plain spawn inside it. One JSON request per line on stdin,
+# one JSON reply per line on stdout; it exits when its stdin closes, and every process in the namespace
+# dies with it. After each command it kills every other process in the namespace, so nothing a command
+# started outlives it. As init it cannot be killed from inside (the kernel drops signals from the
+# namespace to its init unless init handles them, and it handles none), and it is non-dumpable, so
+# commands of the same uid cannot ptrace it or read its memory.
+
+def end_others() -> None:
+    """SIGKILL every other process of this pid namespace and reap them. Only as pid 1: never on a host."""
+    if os.getpid() != 1:
+        return
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # from a namespace's init: everyone in the namespace but itself
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)  # orphans are our children: when none is left, the namespace is empty
+        except ChildProcessError:
+            return
+
 
 def _serve() -> None:
     import base64
+    import ctypes
     import json
     import resource
     import sys
 
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a handled signal would reach init from inside: handle none
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    except OSError:
+        pass
+    out = sys.stdout
+    out.write('{"ready": true}\n')
+    out.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)  # the host reads our stderr only for start-up errors
     for line in sys.stdin:
         req = json.loads(line)
-        args_r, args_w = os.pipe()
-        status_r, status_w = os.pipe()
-        with os.fdopen(args_w, "wb") as w:
-            w.write(base64.b64decode(req["args"]))
-        argv = [req["exe"], "--args", str(args_r), "--json-status-fd", str(status_w), "--", *req["argv"]]
         try:
-            done = run_capped(argv, env=req["env"], cwd=None, timeout=req["timeout"], cap=req["cap"],
-                              input=base64.b64decode(req["input"]) if req["input"] is not None else None,
-                              pass_fds=(args_r, status_w))
-            reply = {"returncode": done.returncode, "stdout": base64.b64encode(done.stdout).decode(),
-                     "stderr": base64.b64encode(done.stderr).decode(), "stdout_dropped": done.stdout_dropped,
-                     "stderr_dropped": done.stderr_dropped, "duration_s": done.duration_s, "timed_out": done.timed_out}
+            done = run_capped(req["argv"], env=req["env"], cwd=req["cwd"], timeout=req["timeout"], cap=req["cap"],
+                              input=base64.b64decode(req["input"]) if req["input"] is not None else None)
         except OSError as exc:
-            reply = {"spawn_error": str(exc)}
-        finally:
-            os.close(args_r)
-            os.close(status_w)
-        with os.fdopen(status_r, "rb") as f:
-            reply["status"] = f.read().decode(errors="replace")
+            done = not_started(req["argv"][0], exc)
+        end_others()
+        reply = {"returncode": done.returncode, "stdout": base64.b64encode(done.stdout).decode(),
+                 "stderr": base64.b64encode(done.stderr).decode(), "stdout_dropped": done.stdout_dropped,
+                 "stderr_dropped": done.stderr_dropped, "duration_s": done.duration_s, "timed_out": done.timed_out}
         usage = resource.getrusage(resource.RUSAGE_SELF)
         reply["cpu_self_s"] = usage.ru_utime + usage.ru_stime
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
 
 
 if __name__ == "__main__":

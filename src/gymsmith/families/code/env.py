@@ -68,6 +68,8 @@ class CodeEnvironment(ToolEnvironment):
         self.workspace.restore(pristine)
         if self.sandbox is None:
             self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits)
+        else:
+            self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
         self.task, self.start_tree = task, read_tree(pristine)
         listing = "\n".join(self.sandbox.list_files())
         return Observation(text=f"{task.goal}\n\nRepository files:\n{listing}",
