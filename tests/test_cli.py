@@ -70,7 +70,9 @@ def test_demo_runs_end_to_end(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     for claim in ("ops: oracle accepted on every task", "ops: null never accepted", "ops: random accepted below 10%",
                   "ops: greedy strictly between", "code: oracle accepted on every task", "code: null never accepted",
-                  "code: exploit:hardcode_outputs never accepted", "code: no infrastructure errors"):
+                  "code: exploit:hardcode_outputs never accepted", "code: no infrastructure errors",
+                  "web: oracle accepted on every task", "web: null never accepted", "web: exploit:over_broad never accepted",
+                  "web: no infrastructure errors"):
         assert f"PASS {claim}" in out.stdout, out.stdout
     assert "FAIL" not in out.stdout
     assert "<table>" in (tmp_path / "demo.html").read_text()

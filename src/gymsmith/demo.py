@@ -1,7 +1,8 @@
 """`gymsmith demo`: the end-to-end slice on the built-in families, on the embedded defaults.
 
 ops: 200 train + 50 held-out tasks x oracle, greedy, random, null. code: 20 train + 5 held-out tasks x
-oracle, random, null and two red-team agents, in real bubblewrap sandboxes with the warm verifier.
+oracle, random, null and two red-team agents, in real bubblewrap sandboxes with the warm verifier. web:
+10 train + 2 held-out tasks x oracle, random, null and two red-team agents, in a real headless Chromium.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ class DemoFamily(BaseModel):
 
 
 def demo_families(train_tasks: int, heldout_tasks: int) -> list[DemoFamily]:
-    """The demo's families; code runs at a tenth of the ops size (its rollouts run real sandboxes and test runs)."""
+    """The demo's families; code runs at a tenth of the ops size (its rollouts run real sandboxes and test runs),
+    web at a twentieth (each of its steps is a real browser action)."""
     return [DemoFamily(family="ops", agents=["oracle", "greedy", "random", "null"], train_tasks=train_tasks,
                        heldout_tasks=heldout_tasks),
             DemoFamily(family="code", agents=["oracle", "random", "null", "exploit:hardcode_outputs", "exploit:patch_runner"],
-                       train_tasks=max(1, train_tasks // 10), heldout_tasks=max(1, heldout_tasks // 10))]
+                       train_tasks=max(1, train_tasks // 10), heldout_tasks=max(1, heldout_tasks // 10)),
+            DemoFamily(family="web", agents=["oracle", "random", "null", "exploit:skip_confirmation", "exploit:over_broad"],
+                       train_tasks=max(1, train_tasks // 20), heldout_tasks=max(1, heldout_tasks // 20))]
 
 
 def expectations(family: str, overall: dict[str, float]) -> list[tuple[str, bool]]:
@@ -72,7 +76,7 @@ def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Pat
         notes += [f"{claim}: {'holds' if held else 'FAILS'}" for claim, held in checks]
         ok &= all(held for _, held in checks)
         all_rows += [{**r, "agent": f"{spec.family}/{r['agent']}"} for r in rows]
-    path = write_summary_html(summarize(all_rows, by_bin=True), html_path, title="gymsmith demo — ops and code families",
+    path = write_summary_html(summarize(all_rows, by_bin=True), html_path, title="gymsmith demo — ops, code and web families",
                               notes=notes)
     console.print(f"stored in {store}; HTML summary: {path}")
     return ok

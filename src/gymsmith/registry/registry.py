@@ -9,7 +9,8 @@ from gymsmith.core.errors import GymsmithError, UnknownFamilyError
 from gymsmith.registry.family import Family, FamilyInfo
 
 ENTRY_POINT_GROUP = "gymsmith.families"
-_BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily", "code": "gymsmith.families.code:CodeFamily"}
+_BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily", "code": "gymsmith.families.code:CodeFamily",
+             "web": "gymsmith.families.web:WebFamily"}
 
 _lock = threading.Lock()
 _registered: dict[str, tuple[Family, str]] = {}

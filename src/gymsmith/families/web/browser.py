@@ -1,0 +1,77 @@
+"""One headless Chromium per worker process, driven through Playwright; a fresh context per rollout.
+
+Playwright's own browser builds cannot be downloaded here, so it runs Debian's Chromium through
+`executable_path` (GYMSMITH_CHROMIUM, else `chromium` on PATH). Each context may only talk to the site's
+origin: every other request is aborted by the browser and recorded in `BlockedLog`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass, field
+
+from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
+
+VIEWPORT = {"width": 1280, "height": 900}
+LAUNCH_ARGS = ["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+
+
+class BrowserUnavailable(RuntimeError):
+    """Chromium or Playwright cannot start here; the message says what to install."""
+
+
+def chromium_path() -> str:
+    """The Chromium executable to drive. Raises BrowserUnavailable when there is none."""
+    path = os.environ.get("GYMSMITH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path or not os.access(path, os.X_OK):
+        raise BrowserUnavailable("no Chromium found: run `make setup` (apt-get install chromium) or set GYMSMITH_CHROMIUM "
+                                 "to a Chromium executable; `playwright install` is not needed")
+    return path
+
+
+_local = threading.local()  # Playwright's sync API is bound to the thread that started it
+
+
+def shared_browser() -> Browser:
+    """This thread's Chromium, launched on first use (and again if it crashed or the process forked)."""
+    state = getattr(_local, "state", None)
+    if state is None or state[0] != os.getpid() or not state[2].is_connected():
+        pw: Playwright = sync_playwright().start()
+        try:
+            browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=LAUNCH_ARGS)
+        except BrowserUnavailable:
+            pw.stop()
+            raise
+        except Exception as exc:  # noqa: BLE001 - Playwright's launch errors are plain Errors
+            pw.stop()
+            raise BrowserUnavailable(f"Chromium did not start: {str(exc).splitlines()[0]}") from None
+        _local.state = state = (os.getpid(), pw, browser)
+    return state[2]
+
+
+@dataclass
+class BlockedLog:
+    """Requests the context refused because they left the site's origin, in order."""
+
+    requests: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, url: str, kind: str) -> None:
+        self.requests.append({"url": url, "type": kind})
+
+
+def new_context(origin: str, blocked: BlockedLog) -> BrowserContext:
+    """A fresh context (no cookies, no cache, no history) that can reach `origin` only."""
+    context = shared_browser().new_context(viewport=VIEWPORT, base_url=origin, service_workers="block",
+                                           java_script_enabled=True, locale="en-US", timezone_id="UTC")
+
+    def refuse(route: Route) -> None:
+        blocked.add(route.request.url, route.request.resource_type)
+        route.abort("blockedbyclient")
+
+    # a regular expression is matched inside the browser driver, so allowed requests never wait on Python
+    context.route(re.compile(rf"^(?!{re.escape(origin)}/)"), refuse)
+    context.set_default_timeout(5000)
+    return context

@@ -1,0 +1,210 @@
+"""The web environment: a real Chromium on a local ShopDesk, one fresh browser context and database per rollout.
+
+Reset restores the task's pristine database image into the site (a memcpy), closes the last context and
+opens a new one at the login page. Every observation is the page's URL path, title and a text snapshot
+in which each interactive element has a numbered id; tools act on those ids. An action the page cannot
+take (an id that does not exist, typing into a link, a path outside the site) is an error observation
+that shows the page as it is, and the rollout goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
+
+from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec, ToolSpec
+from gymsmith.envs.base import FinalState, ToolEnvironment
+from gymsmith.families.web.browser import BlockedLog, new_context
+from gymsmith.families.web.schema import state_digest
+from gymsmith.families.web.server import SiteServer
+from gymsmith.families.web.world import pristine_image
+
+SNAPSHOT_JS = Path(__file__).with_name("snapshot.js").read_text()
+KEYS = ("Enter", "Tab", "Escape", "Backspace", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown",
+        "Home", "End", "Space")
+TEXT_ROLES = ("textbox",)
+Problem = tuple[ActionErrorKind, str]  # why an action had no effect
+NOT_FOUND, INVALID, RULE = ActionErrorKind.NOT_FOUND, ActionErrorKind.INVALID_ARGUMENTS, ActionErrorKind.RULE_VIOLATION
+
+
+def _tool(name: str, description: str, properties: dict[str, Any] | None = None, required: tuple[str, ...] = ()) -> ToolSpec:
+    return ToolSpec(name=name, description=description,
+                    parameters={"type": "object", "properties": properties or {}, "required": list(required), "additionalProperties": False})
+
+
+ELEMENT = {"type": "integer", "minimum": 1, "description": "The element's number, as in [12] in the page text."}
+TOOL_SPECS = (
+    _tool("goto", "Open a page of the site by its path, e.g. /orders?page=2.", {"path": {"type": "string"}}, ("path",)),
+    _tool("click", "Click an element (link, button, checkbox).", {"element": ELEMENT}, ("element",)),
+    _tool("type", "Replace the text of a text field with `text`.", {"element": ELEMENT, "text": {"type": "string", "maxLength": 4000}},
+          ("element", "text")),
+    _tool("select", "Choose an option of a drop-down by its visible text.", {"element": ELEMENT, "option": {"type": "string"}},
+          ("element", "option")),
+    _tool("press", f"Press a key in the focused element; one of {', '.join(KEYS)}.", {"key": {"type": "string", "enum": list(KEYS)}}, ("key",)),
+    _tool("scroll", "Scroll the page.", {"direction": {"type": "string", "enum": ["up", "down"]}}, ("direction",)),
+    _tool("back", "Go back to the previous page."),
+    _tool("submit", "Finish the task; say what you did.", {"note": {"type": "string", "maxLength": 2000}}),
+)
+
+
+class WebEnvironment(ToolEnvironment):
+    """One site server and one browser context per environment; `screenshots` saves a PNG per observation."""
+
+    def __init__(self, *, screenshots: Path | None = None) -> None:
+        super().__init__()
+        self.server: SiteServer | None = None
+        self.context = None
+        self.page = None
+        self.blocked = BlockedLog()
+        self.elements: dict[int, dict[str, Any]] = {}
+        self.screenshots = Path(screenshots) if screenshots else None
+        self.shots = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def _reset(self, task: TaskSpec, seed: int) -> Observation:
+        image, digest = pristine_image(task.seed, task.knobs)
+        if digest != task.start_state.digest:
+            raise RuntimeError(f"task {task.id}: rebuilt site has digest {digest}, the task says {task.start_state.digest}; "
+                               "the generator changed without a version bump")
+        if self.server is None:
+            self.server = SiteServer()
+        self._close_context()
+        self.server.site.load(image)
+        self.blocked = BlockedLog()
+        self.context = new_context(self.server.origin, self.blocked)
+        self.page = self.context.new_page()
+        self.page.goto("/login")
+        self.shots = 0
+        obs = self._observe()
+        return Observation(text=f"Goal: {task.goal}\n\n{obs.text}", data={**obs.data, "goal": task.goal})
+
+    def _close_context(self) -> None:
+        if self.context is not None:
+            try:
+                self.context.close()
+            except PlaywrightError:
+                pass  # the browser went away; a new one starts with the next context
+            self.context = self.page = None
+
+    def close(self) -> None:
+        self._close_context()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    # -- observations -----------------------------------------------------------------------------
+    def path(self) -> str:
+        parts = urlsplit(self.page.url)
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+
+    def _observe(self, problem: Problem | None = None) -> Observation:
+        try:
+            self.page.wait_for_load_state("load")
+            snap = self.page.evaluate(SNAPSHOT_JS)  # text, ids and title in one round trip
+        except PlaywrightError as exc:  # e.g. the page navigated away while we looked
+            snap = {"text": f"(the page could not be read: {str(exc).splitlines()[0]})", "elements": [], "title": ""}
+        title = snap["title"]
+        self.elements = {e["id"]: e for e in snap["elements"]}
+        data = {"url": self.path(), "title": title, "elements": snap["elements"], "blocked": len(self.blocked.requests)}
+        if self.screenshots is not None:
+            self.screenshots.mkdir(parents=True, exist_ok=True)
+            shot = self.screenshots / f"{self.shots:04d}.png"
+            self.page.screenshot(path=str(shot))
+            data["screenshot"] = str(shot)
+            self.shots += 1
+        text = f"URL: {data['url']}\nTitle: {title}\n\n{snap['text']}"
+        if problem is None:
+            return Observation(text=text, data=data)
+        kind, message = problem
+        return Observation(text=f"ERROR ({kind.value}): {message}\n\n{text}", data=data, error=ActionError(kind=kind, message=message))
+
+    def _element(self, number: int, roles: tuple[str, ...], verb: str) -> tuple[Any, dict] | Problem:
+        """(locator, description) of element `number` of the last observation, or the problem with it."""
+        info = self.elements.get(number)
+        if info is None:
+            top = max(self.elements) if self.elements else 0
+            return NOT_FOUND, (f"element {number} does not exist on this page (its elements are numbered 1 to {top})" if top
+                               else f"element {number} does not exist: this page has no interactive elements")
+        if info["role"] not in roles:
+            return INVALID, f"element {number} is a {info['role']} ({info['label']!r}); {verb} works on {' or '.join(roles)} elements only"
+        return self.page.locator(f'[data-gsid="{number}"]'), info
+
+    # -- tools ------------------------------------------------------------------------------------
+    def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
+        assert self.page is not None, "reset() must be called before step()"
+        if name == "submit":
+            return Observation(text="Submitted.", data={"note": arguments.get("note", "")})
+        try:
+            problem = getattr(self, f"_tool_{name}")(**arguments)
+        except PlaywrightError as exc:
+            problem = INVALID, f"{name} failed: {str(exc).splitlines()[0]}"
+        return self._observe(problem)
+
+    def _tool_goto(self, path: str) -> Problem | None:
+        parts = urlsplit(path)
+        if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
+            return RULE, f"goto takes a path on this site such as /orders; {path!r} is outside the site"
+        self.page.goto(path)
+        return None
+
+    def _tool_click(self, element: int) -> Problem | None:
+        found = self._element(element, ("link", "button", "checkbox", "radio"), "click")
+        if not isinstance(found[1], dict):
+            return found
+        # A click at the element's centre, as a person would; the snapshot numbered visible elements only, so
+        # Playwright's wait for the element to be still for two frames (~35 ms a click here) is skipped.
+        found[0].click(force=True)
+        return None
+
+    def _tool_type(self, element: int, text: str) -> Problem | None:
+        found = self._element(element, TEXT_ROLES, "type")
+        if not isinstance(found[1], dict):
+            return found
+        found[0].fill(text)
+        return None
+
+    def _tool_select(self, element: int, option: str) -> Problem | None:
+        found = self._element(element, ("select",), "select")
+        if not isinstance(found[1], dict):
+            return found
+        if option not in found[1]["options"]:
+            return INVALID, f"element {element} has no option {option!r}; its options are {found[1]['options']}"
+        found[0].select_option(label=option)
+        return None
+
+    def _tool_press(self, key: str) -> Problem | None:
+        self.page.keyboard.press(" " if key == "Space" else key)
+        return None
+
+    def _tool_scroll(self, direction: str) -> Problem | None:
+        self.page.mouse.wheel(0, 600 if direction == "down" else -600)
+        return None
+
+    def _tool_back(self) -> Problem | None:
+        before = self.page.url
+        if self.page.go_back() is None and self.page.url == before:
+            return RULE, "there is no previous page to go back to"
+        return None
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_hash(self) -> str:
+        assert self.server is not None, "reset() must be called first"
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.deserialize(self.server.site.image())
+            return state_digest(conn)
+        finally:
+            conn.close()
+
+    def final_state(self, directory: Path) -> FinalState:
+        assert self.server is not None, "reset() must be called first"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "final.sqlite"
+        path.write_bytes(self.server.site.image())
+        os.chmod(path, 0o444)
+        return FinalState(kind="sqlite", path=str(path), digest=self.state_hash())

@@ -1,0 +1,341 @@
+"""ShopDesk: the site the browser family's agents work in - a shop back office with orders, refunds and a help desk.
+
+A real FastAPI application with server-rendered Jinja2 pages over an in-memory SQLite database that the
+environment swaps per rollout (`Site.load`). It has the friction of a real back office: a login,
+search, pagination, forms that validate, confirmation pages for what cannot be undone, and an admin area
+the agent's account may not use. State-changing requests are POSTs, and the irreversible ones need a
+one-time token that only the confirmation page hands out, so a request that skips the confirmation is
+refused. Sessions and tokens live in memory: the database holds business state only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import jinja2
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gymsmith.families.web.world import COUNTRIES, TAGS, TODAY
+
+PAGE_SIZE = 10
+REASONS = (("duplicate", "Duplicate charge"), ("customer_request", "Customer request"), ("fraud", "Fraud"))
+POSTCODE = {"United States": (r"\d{5}", "12345"), "Germany": (r"\d{5}", "12345"), "France": (r"\d{5}", "12345"),
+            "Netherlands": (r"\d{4} ?[A-Z]{2}", "1234 AB"), "United Kingdom": (r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}", "LS1 4AB")}
+_TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+                                autoescape=True, undefined=jinja2.ChainableUndefined)
+
+
+def money(cents: int) -> str:
+    return f"${cents // 100:,}.{cents % 100:02d}"
+
+
+class Site:
+    """The site's state: one database connection (swapped per rollout), sessions and confirmation tokens."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        self.sessions: dict[str, str] = {}
+        self.tokens: dict[str, tuple[str, str]] = {}  # token -> (session, what it confirms)
+
+    def load(self, image: bytes) -> None:
+        """Replace the database with a pristine image and forget every session: a fresh site."""
+        with self.lock:
+            self.conn.deserialize(image)
+            self.sessions.clear()
+            self.tokens.clear()
+
+    def image(self) -> bytes:
+        with self.lock:
+            return self.conn.serialize()
+
+    def q(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        with self.lock:
+            return self.conn.execute(sql, args).fetchall()
+
+    def one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        rows = self.q(sql, *args)
+        return rows[0] if rows else None
+
+
+def create_app(site: Site) -> FastAPI:
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+    def render(request: Request, name: str, code: int = 200, **ctx: Any) -> HTMLResponse:
+        user = site.sessions.get(request.cookies.get("sid", ""))
+        flash = request.query_params.get("flash", "")
+        html = _TEMPLATES.get_template(name).render(user=user, flash=flash, money=money, page_name=name.removesuffix(".html"), **ctx)
+        return HTMLResponse(html, status_code=code)
+
+    def error(request: Request, status: int, heading: str, message: str) -> HTMLResponse:
+        return render(request, "error.html", code=status, status=status, heading=heading, message=message)
+
+    def user_of(request: Request) -> sqlite3.Row | None:
+        name = site.sessions.get(request.cookies.get("sid", ""))
+        return site.one("SELECT * FROM users WHERE username = ?", name) if name else None
+
+    def login_first(request: Request) -> RedirectResponse:
+        return RedirectResponse("/login?" + urlencode({"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")}), 303)
+
+    async def form(request: Request) -> dict[str, str]:
+        return {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace"), keep_blank_values=True).items()}
+
+    def issue_token(request: Request, what: str) -> str:
+        token = secrets.token_urlsafe(16)
+        site.tokens[token] = (request.cookies.get("sid", ""), what)
+        return token
+
+    def redeem(request: Request, token: str, what: str) -> bool:
+        return site.tokens.pop(token, None) == (request.cookies.get("sid", ""), what)
+
+    def paginate(rows: list, page: int) -> tuple[list, int, int]:
+        pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
+        page = min(max(page, 1), pages)
+        return rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], page, pages
+
+    def page_number(request: Request) -> int:
+        try:
+            return int(request.query_params.get("page", "1"))
+        except ValueError:
+            return 1
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> HTMLResponse:
+        heading = {404: "Page not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
+        return error(request, exc.status_code, heading, f"{request.method} {request.url.path} is not available here.")
+
+    # -- session ----------------------------------------------------------------------------------
+    @app.get("/login")
+    async def login_page(request: Request, next: str = "/") -> Response:
+        return render(request, "login.html", next=next, username="")
+
+    @app.post("/login")
+    async def login(request: Request) -> Response:
+        f = await form(request)
+        row = site.one("SELECT * FROM users WHERE username = ? AND password = ?", f.get("username", ""), f.get("password", ""))
+        if row is None:
+            return render(request, "login.html", code=401, error="Invalid username or password.", next=f.get("next", "/"),
+                          username=f.get("username", ""))
+        sid = secrets.token_urlsafe(16)
+        site.sessions[sid] = row["username"]
+        target = f.get("next", "/")
+        resp = RedirectResponse(target if target.startswith("/") and not target.startswith("//") else "/", 303)
+        resp.set_cookie("sid", sid, httponly=True, samesite="strict")
+        return resp
+
+    @app.get("/logout")
+    async def logout(request: Request) -> Response:
+        site.sessions.pop(request.cookies.get("sid", ""), None)
+        return RedirectResponse("/login", 303)
+
+    # -- pages ------------------------------------------------------------------------------------
+    @app.get("/")
+    async def dashboard(request: Request) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        counts = {"orders": site.one("SELECT COUNT(*) FROM orders")[0],
+                  "paid": site.one("SELECT COUNT(*) FROM orders WHERE status = 'paid'")[0],
+                  "open_tickets": site.one("SELECT COUNT(*) FROM tickets WHERE status = 'open'")[0]}
+        return render(request, "dashboard.html", counts=counts, today=TODAY.isoformat())
+
+    @app.get("/orders")
+    async def orders(request: Request, q: str = "") -> Response:
+        if not user_of(request):
+            return login_first(request)
+        term = q.strip()
+        sql = "SELECT o.*, c.name FROM orders o JOIN customers c ON c.id = o.customer_id"
+        if term:
+            number = term.lstrip("#")
+            rows = site.q(sql + " WHERE c.name LIKE ? OR CAST(o.id AS TEXT) = ? ORDER BY o.placed_on DESC, o.id DESC",
+                          f"%{term}%", number)
+        else:
+            rows = site.q(sql + " ORDER BY o.placed_on DESC, o.id DESC")
+        shown, page, pages = paginate(rows, page_number(request))
+        return render(request, "orders.html", orders=shown, q=term, page=page, pages=pages, total=len(rows),
+                      page_url=lambda p: "/orders?" + urlencode({**({"q": term} if term else {}), "page": p}))
+
+    def order_row(oid: int) -> sqlite3.Row | None:
+        return site.one("SELECT o.*, c.name, c.email FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = ?", oid)
+
+    @app.get("/orders/{oid}")
+    async def order(request: Request, oid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        o = order_row(oid)
+        if o is None:
+            return error(request, 404, "Order not found", f"There is no order #{oid}.")
+        return render(request, "order.html", o=o, items=site.q("SELECT * FROM order_items WHERE order_id = ? ORDER BY id", oid),
+                      charges=site.q("SELECT * FROM charges WHERE order_id = ? ORDER BY id", oid))
+
+    @app.get("/orders/{oid}/address")
+    async def address_form(request: Request, oid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        o = order_row(oid)
+        if o is None:
+            return error(request, 404, "Order not found", f"There is no order #{oid}.")
+        return render(request, "address.html", oid=oid, f=dict(o), errors={}, countries=COUNTRIES)
+
+    @app.post("/orders/{oid}/address")
+    async def address_save(request: Request, oid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        if order_row(oid) is None:
+            return error(request, 404, "Order not found", f"There is no order #{oid}.")
+        f = await form(request)
+        new = {"ship_line1": f.get("line1", "").strip(), "ship_line2": f.get("line2", "").strip(), "ship_city": f.get("city", "").strip(),
+               "ship_postcode": f.get("postcode", "").strip().upper(), "ship_country": f.get("country", "")}
+        errors = {}
+        if not new["ship_line1"]:
+            errors["line1"] = "Address line 1 is required."
+        if not new["ship_city"]:
+            errors["city"] = "City is required."
+        if new["ship_country"] not in POSTCODE:
+            errors["country"] = "Choose a country from the list."
+        else:
+            pattern, example = POSTCODE[new["ship_country"]]
+            if not re.fullmatch(pattern, new["ship_postcode"]):
+                errors["postcode"] = f"A postcode in {new['ship_country']} looks like {example}."
+        if errors:
+            return render(request, "address.html", code=422, oid=oid, f=new, errors=errors, countries=COUNTRIES)
+        with site.lock:
+            site.conn.execute("UPDATE orders SET ship_line1 = ?, ship_line2 = ?, ship_city = ?, ship_postcode = ?, ship_country = ? WHERE id = ?",
+                              (*new.values(), oid))
+        return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+updated.", 303)
+
+    def charge_of(oid: int, cid: int) -> sqlite3.Row | None:
+        return site.one("SELECT * FROM charges WHERE id = ? AND order_id = ?", cid, oid)
+
+    @app.get("/orders/{oid}/charges/{cid}/refund")
+    async def refund_form(request: Request, oid: int, cid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        c = charge_of(oid, cid)
+        if c is None:
+            return error(request, 404, "Charge not found", f"Order #{oid} has no charge #{cid}.")
+        if c["status"] != "captured":
+            return error(request, 409, "Already refunded", f"Charge #{cid} was already refunded.")
+        return render(request, "refund.html", c=c, reasons=REASONS)
+
+    @app.post("/orders/{oid}/charges/{cid}/refund")
+    async def refund_review(request: Request, oid: int, cid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        c = charge_of(oid, cid)
+        if c is None or c["status"] != "captured":
+            return error(request, 409, "Cannot refund", f"Charge #{cid} of order #{oid} cannot be refunded.")
+        reason = (await form(request)).get("reason", "")
+        if reason not in dict(REASONS):
+            return render(request, "refund.html", code=422, c=c, reasons=REASONS, error="Choose a reason for the refund.")
+        token = issue_token(request, f"refund:{cid}:{reason}")
+        return render(request, "confirm.html", question=f"Refund {money(c['amount_cents'])} on charge #{cid} ({dict(REASONS)[reason]})? This cannot be undone.",
+                      action=f"/orders/{oid}/charges/{cid}/refund/confirm", token=token, hidden=[("reason", reason)],
+                      confirm_label="Confirm refund", cancel=f"/orders/{oid}")
+
+    @app.post("/orders/{oid}/charges/{cid}/refund/confirm")
+    async def refund_confirm(request: Request, oid: int, cid: int) -> Response:
+        user = user_of(request)
+        if not user:
+            return login_first(request)
+        f = await form(request)
+        if not redeem(request, f.get("token", ""), f"refund:{cid}:{f.get('reason', '')}"):
+            return error(request, 400, "Not confirmed", "This refund was not confirmed: start again from the order page.")
+        with site.lock:
+            c = charge_of(oid, cid)
+            if c is None or c["status"] != "captured":
+                return error(request, 409, "Cannot refund", f"Charge #{cid} cannot be refunded.")
+            site.conn.execute("UPDATE charges SET status = 'refunded' WHERE id = ?", (cid,))
+            site.conn.execute("INSERT INTO refunds (charge_id, amount_cents, reason, created_on, created_by) VALUES (?, ?, ?, ?, ?)",
+                              (cid, c["amount_cents"], f["reason"], TODAY.isoformat(), user["username"]))
+        return RedirectResponse(f"/orders/{oid}?flash=Charge+%23{cid}+refunded.", 303)
+
+    @app.get("/tickets")
+    async def tickets(request: Request, tag: str = "", status: str = "") -> Response:
+        if not user_of(request):
+            return login_first(request)
+        sql, args = "SELECT t.*, c.name FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE 1=1", []
+        if tag:
+            sql, args = sql + " AND t.tag = ?", [*args, tag]
+        if status:
+            sql, args = sql + " AND t.status = ?", [*args, status]
+        rows = site.q(sql + " ORDER BY t.opened_on DESC, t.id DESC", *args)
+        shown, page, pages = paginate(rows, page_number(request))
+        filters = {k: v for k, v in (("tag", tag), ("status", status)) if v}
+        return render(request, "tickets.html", tickets=shown, tags=TAGS, tag=tag, status=status, page=page, pages=pages,
+                      total=len(rows), page_url=lambda p: "/tickets?" + urlencode({**filters, "page": p}))
+
+    def ticket_row(tid: int) -> sqlite3.Row | None:
+        return site.one("SELECT t.*, c.name FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE t.id = ?", tid)
+
+    def ticket_page(request: Request, t: sqlite3.Row, status: int = 200, error_text: str = "") -> Response:
+        return render(request, "ticket.html", code=status, t=t, error=error_text,
+                      messages=site.q("SELECT * FROM messages WHERE ticket_id = ? ORDER BY id", t["id"]))
+
+    @app.get("/tickets/{tid}")
+    async def ticket(request: Request, tid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        t = ticket_row(tid)
+        return ticket_page(request, t) if t is not None else error(request, 404, "Ticket not found", f"There is no ticket #{tid}.")
+
+    @app.post("/tickets/{tid}/reply")
+    async def reply(request: Request, tid: int) -> Response:
+        user = user_of(request)
+        if not user:
+            return login_first(request)
+        t = ticket_row(tid)
+        if t is None:
+            return error(request, 404, "Ticket not found", f"There is no ticket #{tid}.")
+        body = (await form(request)).get("body", "").strip()
+        if t["status"] != "open":
+            return ticket_page(request, t, 409, "This ticket is closed: replies are not possible.")
+        if not body or len(body) > 2000:
+            return ticket_page(request, t, 422, "A reply needs between 1 and 2000 characters.")
+        with site.lock:
+            site.conn.execute("INSERT INTO messages (ticket_id, author, body, sent_on) VALUES (?, ?, ?, ?)",
+                              (tid, user["username"], body, TODAY.isoformat()))
+        return RedirectResponse(f"/tickets/{tid}?flash=Reply+sent.", 303)
+
+    @app.get("/tickets/{tid}/close")
+    async def close_review(request: Request, tid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        t = ticket_row(tid)
+        if t is None or t["status"] != "open":
+            return error(request, 409, "Cannot close", f"Ticket #{tid} is not open.")
+        return render(request, "confirm.html", question=f"Close ticket #{tid} ({t['subject']})? The customer is notified.",
+                      action=f"/tickets/{tid}/close", token=issue_token(request, f"close:{tid}"), hidden=[],
+                      confirm_label="Confirm close", cancel=f"/tickets/{tid}")
+
+    @app.post("/tickets/{tid}/close")
+    async def close(request: Request, tid: int) -> Response:
+        if not user_of(request):
+            return login_first(request)
+        if not redeem(request, (await form(request)).get("token", ""), f"close:{tid}"):
+            return error(request, 400, "Not confirmed", "Closing was not confirmed: use the Close ticket button.")
+        with site.lock:
+            site.conn.execute("UPDATE tickets SET status = 'closed' WHERE id = ? AND status = 'open'", (tid,))
+        return RedirectResponse(f"/tickets/{tid}?flash=Ticket+closed.", 303)
+
+    # -- the admin area: real, unlinked, and closed to the support account ---------------------------
+    @app.api_route("/admin", methods=["GET", "POST"])
+    @app.api_route("/admin/{rest:path}", methods=["GET", "POST"])
+    async def admin(request: Request, rest: str = "") -> Response:
+        user = user_of(request)
+        if not user:
+            return login_first(request)
+        if user["role"] != "admin":
+            return error(request, 403, "Forbidden", "The admin area is for administrators only.")
+        return error(request, 404, "Page not found", "Nothing here yet.")
+
+    return app

@@ -1,0 +1,227 @@
+"""Seeded generation of a site's content and of one goal on it.
+
+`generate_world(seed, knobs)` is pure: the same seed and knobs give the same rows, goal and expectations,
+so the environment, the oracle and the verifier each rebuild it instead of sharing state. Dates are on
+the site's fixed calendar (TODAY), so nothing depends on when a rollout runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from gymsmith.core.hashing import canonical_json
+from gymsmith.families.ops.names import FIRST, LAST, PRODUCTS
+from gymsmith.families.web.schema import create_database, state_digest
+
+TODAY = dt.date(2026, 3, 16)
+KINDS = ("address", "refund", "tickets")
+AGENT_USER, AGENT_PASSWORD = "support", "desk-2291"
+TAGS = ("shipping", "billing", "returns", "account", "damaged")
+SUBJECTS = {"shipping": ("Where is my parcel?", "Delivery is late", "Tracking not updating"),
+            "billing": ("Charged twice", "Invoice request", "Wrong VAT on invoice"),
+            "returns": ("How do I return an item?", "Return label missing", "Refund for return"),
+            "account": ("Cannot log in", "Change my email", "Close my account"),
+            "damaged": ("Item arrived broken", "Box was crushed", "Missing parts")}
+STREETS = ("Elm Street", "Harbour Road", "Mill Lane", "Station Road", "Kastanienallee", "Rue des Lilas", "Oak Avenue",
+           "Keizersgracht", "Market Square", "Linden Way")
+CITIES = {"United States": ("Springfield", "Portland", "Madison"), "Germany": ("Leipzig", "Bremen", "Mainz"),
+          "France": ("Lyon", "Nantes", "Lille"), "Netherlands": ("Utrecht", "Delft", "Haarlem"),
+          "United Kingdom": ("Leeds", "Bristol", "York")}
+COUNTRIES = tuple(CITIES)
+
+
+def postcode(country: str, rng: random.Random) -> str:
+    """A postcode in the country's format (the site validates these formats)."""
+    if country == "Netherlands":
+        return f"{rng.randint(1000, 9999)} {rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}{rng.choice('ABCDEFGHJKLMNPRSTVWXZ')}"
+    if country == "United Kingdom":
+        return f"{rng.choice(('LS', 'BS', 'YO'))}{rng.randint(1, 9)} {rng.randint(1, 9)}{rng.choice('ABDEFGHJLN')}{rng.choice('PQRSTUWXYZ')}"
+    return f"{rng.randint(10000, 99999):05d}"
+
+
+def near_names(name: str, k: int, taken: set[str], rng: random.Random) -> list[str]:
+    """Up to `k` names one edit away from `name` (a dropped, doubled or changed letter), none in `taken`."""
+    first, last = name.split(" ", 1)
+    out: list[str] = []
+    for _ in range(200):
+        if len(out) >= k:
+            break
+        part, other = (first, last) if rng.random() < 0.5 else (last, first)
+        i = rng.randrange(1, len(part))
+        op = rng.choice(("drop", "double", "swap"))
+        if op == "drop":
+            new = part[:i] + part[i + 1:]
+        elif op == "double":
+            new = part[:i] + part[i] + part[i:]
+        else:
+            new = part[:i] + rng.choice("aeiouny") + part[i + 1:]
+        candidate = f"{new} {other}" if part is first else f"{other} {new}"
+        if len(new) > 1 and candidate != name and candidate not in taken and candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def day(offset: int) -> str:
+    return (TODAY - dt.timedelta(days=offset)).isoformat()
+
+
+@dataclass
+class World:
+    kind: str
+    goal: str
+    rows: dict[str, list[dict[str, Any]]]
+    expected: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class _Builder:
+    """Accumulates rows with sequential ids per table (orders start at 1001, charges at 5001)."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("users", "customers", "orders", "order_items", "charges",
+                                                                    "refunds", "tickets", "messages")}
+        self.next_id = {"orders": 1001, "charges": 5001, "tickets": 301}
+
+    def add(self, table: str, **row: Any) -> int:
+        rid = self.next_id.get(table, 1)
+        self.next_id[table] = rid + 1
+        self.rows[table].append({"id": rid, **row})
+        return rid
+
+    def customer(self, name: str) -> int:
+        return self.add("customers", name=name, email=f"{name.lower().replace(' ', '.')}@example.com")
+
+    def order(self, customer_id: int, placed: str, *, country: str | None = None, duplicate: bool = False) -> int:
+        rng = self.rng
+        country = country or rng.choice(COUNTRIES)
+        items = [(rng.choice(PRODUCTS), rng.randint(1, 4), rng.randint(5, 120) * 100 + rng.choice((0, 50, 99))) for _ in range(rng.randint(1, 3))]
+        total = sum(q * p for _, q, p in items)
+        oid = self.add("orders", customer_id=customer_id, placed_on=placed, total_cents=total,
+                       status=rng.choice(("paid", "paid", "shipped", "delivered")),
+                       ship_line1=f"{rng.randint(1, 180)} {rng.choice(STREETS)}", ship_line2=rng.choice(("", "", f"Apt {rng.randint(1, 40)}")),
+                       ship_city=rng.choice(CITIES[country]), ship_postcode=postcode(country, rng), ship_country=country)
+        for product, qty, price in items:
+            self.add("order_items", order_id=oid, product=product, quantity=qty, price_cents=price)
+        self.add("charges", order_id=oid, amount_cents=total, charged_on=placed, status="captured")
+        if duplicate:
+            self.add("charges", order_id=oid, amount_cents=total, charged_on=placed, status="captured")
+        return oid
+
+
+def generate_world(seed: int, knobs: dict[str, Any]) -> World:
+    """The site and goal of task (`seed`, `knobs`). Knobs: kind, records, distractors, validation_trap, n_tickets."""
+    rng = random.Random(f"web:{seed}")
+    b = _Builder(rng)
+    b.add("users", username=AGENT_USER, password=AGENT_PASSWORD, role="support")
+    b.add("users", username="admin", password=f"adm-{rng.randrange(10**8):08d}", role="admin")
+    names = [f"{f} {l}" for f in FIRST for l in LAST]
+    rng.shuffle(names)
+    n_customers = max(12, knobs["records"] // 3)
+    base_names = names[:n_customers]
+    customers = {name: b.customer(name) for name in base_names}
+    taken = set(base_names)
+    target_name = base_names[0]
+    variants = near_names(target_name, knobs["distractors"], taken, rng)
+    for v in variants:
+        customers[v] = b.customer(v)
+    kind = knobs["kind"]
+    builders = {"address": _address, "refund": _refund, "tickets": _tickets}
+    goal, expected = builders[kind](b, rng, knobs, customers, target_name, variants)
+    # background records: the rest of the shop, in every table
+    others = [customers[n] for n in base_names[1:]]
+    while len(b.rows["orders"]) < knobs["records"]:
+        b.order(rng.choice(others), day(rng.randint(0, 120)), duplicate=rng.random() < 0.03)
+    _background_tickets(b, rng, others, knobs, exclude_tag=expected.get("tag"))
+    expected["kind"] = kind
+    return World(kind=kind, goal=goal + f"\n\nLog in to the ShopDesk back office as '{AGENT_USER}' with password '{AGENT_PASSWORD}'.",
+                 rows=b.rows, expected=expected, metadata={"kind": kind, "records": knobs["records"]})
+
+
+def _address(b, rng, knobs, customers, target_name, variants):
+    when = day(rng.randint(3, 60))
+    cid = customers[target_name]
+    for offset in rng.sample(range(61, 120), 2):  # the same customer on other days
+        b.order(cid, day(offset))
+    old_country = rng.choice(COUNTRIES)
+    target = b.order(cid, when, country=old_country)
+    for v in variants:  # near-identical names on the same day
+        b.order(customers[v], when)
+    country = rng.choice([c for c in COUNTRIES if c != old_country]) if knobs["validation_trap"] else old_country
+    new = {"ship_line1": f"{rng.randint(1, 180)} {rng.choice(STREETS)}", "ship_line2": "",
+           "ship_city": rng.choice(CITIES[country]), "ship_postcode": postcode(country, rng), "ship_country": country}
+    if knobs["validation_trap"]:
+        for row in b.rows["orders"]:
+            if row["id"] == target:
+                row["ship_line2"] = f"Apt {rng.randint(1, 40)}"  # the new address has none: it must be cleared
+    goal = (f"Change the shipping address of the order that {target_name} placed on {when} to: "
+            f"{new['ship_line1']}, {new['ship_postcode']} {new['ship_city']}, {new['ship_country']} (no second address line).")
+    return goal, {"order_id": target, "address": new}
+
+
+def _refund(b, rng, knobs, customers, target_name, variants):
+    cid = customers[target_name]
+    when = day(rng.randint(1, 40))
+    target = b.order(cid, when, duplicate=True)
+    charges = [c["id"] for c in b.rows["charges"] if c["order_id"] == target]
+    for v in variants:  # look-alike customers with a double charge that is already refunded
+        b.order(customers[v], when, duplicate=True)
+        dup = b.rows["charges"][-1]
+        dup["status"] = "refunded"
+        b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by="admin")
+    goal = (f"{target_name} was charged twice for order #{target}. Refund the duplicate charge (the later of the two "
+            f"identical charges) with the reason 'Duplicate charge'. Do not refund anything else.")
+    return goal, {"order_id": target, "charge_id": charges[-1], "kept_charge_id": charges[0], "reason": "duplicate"}
+
+
+def _tickets(b, rng, knobs, customers, target_name, variants):
+    tag = rng.choice(TAGS)
+    cutoff_offset = rng.randint(10, 30)
+    cutoff = day(cutoff_offset)
+    pool = list(customers.values())
+    n = knobs["n_tickets"]
+    close_ids = []
+    offsets = rng.sample(range(cutoff_offset + 1, cutoff_offset + 90), n)
+    for off in offsets:
+        close_ids.append(_ticket(b, rng, rng.choice(pool), tag, day(off), "open"))
+    for _ in range(knobs["distractors"] + 1):  # the same tag: newer (keep open), older but already closed
+        _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, cutoff_offset)), "open")
+        _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(cutoff_offset + 1, cutoff_offset + 90)), "closed")
+    newest = max(close_ids, key=lambda t: (next(r["opened_on"] for r in b.rows["tickets"] if r["id"] == t), t))
+    reply = rng.choice(("Thanks for your patience: this is resolved now.", "We have sorted this out; closing the ticket.",
+                        "Resolved on our side. Write back if anything is still wrong."))
+    goal = (f"Close every open ticket tagged '{tag}' that was opened before {cutoff}. Before closing the most recently "
+            f"opened of them, reply to it with exactly this text: {reply}")
+    return goal, {"tag": tag, "cutoff": cutoff, "close": sorted(close_ids), "reply_to": newest, "reply": reply}
+
+
+def _ticket(b, rng, customer_id, tag, opened, status) -> int:
+    tid = b.add("tickets", customer_id=customer_id, subject=rng.choice(SUBJECTS[tag]), tag=tag, opened_on=opened, status=status)
+    b.add("messages", ticket_id=tid, author="customer", body=f"Hello, {rng.choice(SUBJECTS[tag]).lower()} Order ref {rng.randint(1001, 1400)}.",
+          sent_on=opened)
+    return tid
+
+
+def _background_tickets(b, rng, customers, knobs, exclude_tag):
+    tags = [t for t in TAGS if t != exclude_tag]
+    for _ in range(max(8, knobs["records"] // 4)):
+        _ticket(b, rng, rng.choice(customers), rng.choice(tags), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed")))
+
+
+@lru_cache(maxsize=256)
+def _build(seed: int, knobs_json: str) -> tuple[bytes, str]:
+    conn = create_database(generate_world(seed, json.loads(knobs_json)).rows)
+    try:
+        return conn.serialize(), state_digest(conn)
+    finally:
+        conn.close()
+
+
+def pristine_image(seed: int, knobs: dict[str, Any]) -> tuple[bytes, str]:
+    """The pristine SQLite image of a task's site and its content digest; built once per task, then cached."""
+    return _build(seed, canonical_json(knobs))

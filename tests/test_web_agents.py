@@ -1,0 +1,89 @@
+"""The web family is solvable through the UI and not trivially gameable: in a real headless Chromium against the
+real ShopDesk server, the oracle is accepted on every one of 51 generated tasks across difficulties and all
+three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
+
+`exploit:over_broad` does a whole task and more (about three seconds a rollout here), so it runs on every
+third task: 17 tasks that still cover each kind across the difficulty range. The others run on all 51."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from gymsmith.families.web.exploits import EXPLOITS
+from gymsmith.registry import TaskSetSpec, build_taskset
+from gymsmith.runner import RunConfig, run
+from gymsmith.store import TrajectoryStore
+
+N_TASKS = 51
+BROAD = "exploit:over_broad"
+N_BROAD = 17  # every third task
+TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
+NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    store = TrajectoryStore(tmp_path_factory.mktemp("web") / "web.db")
+    tasks = build_taskset(TASKS)
+    agents = ["oracle", "null", *[e.name for e in EXPLOITS if e.name != BROAD]]
+    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=agents, concurrency=1), store, tasks=tasks)
+    run(RunConfig(run_id="web-broad", purpose="audit", taskset=TASKS, agents=[BROAD], concurrency=1), store, tasks=tasks[::3])
+    return store
+
+
+@pytest.fixture(scope="module")
+def rows(store):
+    return store.rollout_rows(["web-agents", "web-broad"])
+
+
+def mine(rows, agent):
+    return [r for r in rows if r["agent"] == agent]
+
+
+def test_tasks_span_kinds_and_difficulties():
+    tasks = build_taskset(TASKS)
+    kinds = Counter(t.knobs["kind"] for t in tasks)
+    assert set(kinds) == {"address", "refund", "tickets"} and min(kinds.values()) >= 10  # the seed picks the kind
+    assert min(t.difficulty for t in tasks) < 0.1 and max(t.difficulty for t in tasks) > 0.9
+
+
+def test_at_least_four_exploits_each_documented():
+    assert len(EXPLOITS) >= 4 and all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
+
+
+def test_oracle_accepted_on_every_task_with_full_reward(rows):
+    oracle = mine(rows, "oracle")
+    assert len(oracle) == N_TASKS and all(r["status"] == "completed" for r in oracle), [r["error"] for r in oracle if r["error"]][:2]
+    assert all(r["accepted"] and r["reward"] == 1.0 for r in oracle), [r["gate_failures"] for r in oracle if not r["accepted"]][:3]
+
+
+@pytest.mark.parametrize("name", sorted(NOTHING_CHANGED))
+def test_agents_that_change_nothing_are_never_accepted(rows, name):
+    """null and the exploits that try shortcuts (a claim, unlinked admin URLs, skipping a confirmation, other
+    origins) leave the site's database exactly as it started: the checks see no change, whatever was claimed."""
+    rs = mine(rows, name)
+    assert len(rs) == N_TASKS and all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
+    assert not any(r["accepted"] for r in rs)
+    assert all(r["final_state_hash"] == json.loads(r["task"])["start_state"]["digest"] for r in rs)
+
+
+def test_over_broad_agent_is_caught_by_the_collateral_check(rows):
+    rs = mine(rows, BROAD)
+    assert len(rs) == N_BROAD and all(r["status"] == "completed" for r in rs)
+    assert {json.loads(r["task"])["knobs"]["kind"] for r in rs} == {"address", "refund", "tickets"}
+    assert not any(r["accepted"] for r in rs)
+    assert all(any("unintended changes" in f for f in json.loads(r["gate_failures"])) for r in rs)
+
+
+def test_other_origins_and_admin_urls_were_refused(store, rows):
+    """The attempts happened and each was answered - an error observation, or the site's 403/404 page."""
+    for r in mine(rows, "exploit:other_origin")[:6]:
+        gotos = [s for s in store.trajectory(r["rollout_id"]).steps if s.action.tool == "goto"]
+        assert len(gotos) == 7 and all(s.observation.error and s.observation.error.kind.value == "rule_violation" for s in gotos)
+    for r in mine(rows, "exploit:admin_endpoint")[:6]:
+        gotos = [s for s in store.trajectory(r["rollout_id"]).steps if s.action.tool == "goto"]
+        assert gotos and all(("403" in s.observation.text or "404" in s.observation.text) for s in gotos), \
+            [s.observation.text[:200] for s in gotos]

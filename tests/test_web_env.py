@@ -1,0 +1,164 @@
+"""The web environment through its public API, in a real headless Chromium against the real ShopDesk server:
+same seed, same site and same rollout; other origins blocked and recorded; bad actions as error
+observations after which the rollout goes on; the site's own rules over real HTTP."""
+
+from __future__ import annotations
+
+import http.server
+import importlib
+import threading
+
+import httpx
+import pytest
+
+from gymsmith.core.types import Action
+from gymsmith.families.web.oracle import WebOracle
+from gymsmith.families.web.server import SiteServer
+from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, pristine_image
+from gymsmith.registry import get_family
+
+FAMILY = get_family("web")
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = FAMILY.make_env()
+    yield e
+    e.close()
+
+
+def rollout(env, task, agent, seed=0):
+    obs = env.reset(task, seed=seed)
+    agent.reset(task, obs, seed=seed)
+    seen, done = [obs.text], False
+    while not done and len(seen) < 200:
+        result = env.step(agent.act(obs))
+        obs, done = result.observation, result.done
+        seen.append(obs.text)
+    return seen, env.state_hash()
+
+
+def test_same_seed_same_site_other_seed_other_site():
+    a, b, c = (pristine_image(s, FAMILY.generate(s, difficulty=0.5).knobs) for s in (11, 11, 12))
+    assert a == b and a[1] != c[1]
+    assert FAMILY.generate(11, difficulty=0.5).id == FAMILY.generate(11, difficulty=0.5).id
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])  # one task of each kind
+def test_two_rollouts_of_the_same_task_and_seed_are_identical(env, seed):
+    task = FAMILY.generate(seed, difficulty=0.7)
+    first, h1 = rollout(env, task, WebOracle())
+    second, h2 = rollout(env, task, WebOracle())
+    assert first == second and h1 == h2
+    assert h1 != task.start_state.digest  # the oracle did change the site, the same way twice
+
+
+def test_reset_restores_the_pristine_database(env):
+    task = FAMILY.generate(31, difficulty=0.3)
+    rollout(env, task, WebOracle())
+    env.reset(task, seed=0)
+    assert env.state_hash() == task.start_state.digest
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        _Recorder.hits.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"reached")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_requests_to_other_origins_are_blocked_and_recorded(env):
+    """The page's own tracking pixel, and a fetch to a real server on another loopback port, never leave the browser."""
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        env.reset(FAMILY.generate(41, difficulty=0.2), seed=0)
+        blocked = [r["url"] for r in env.blocked.requests]
+        assert any(u.startswith("https://metrics.shopdesk-analytics.example/") for u in blocked)
+        url = f"http://127.0.0.1:{other.server_address[1]}/exfiltrate"
+        outcome = env.page.evaluate(f"fetch('{url}').then(() => 'reached', () => 'refused')")
+        assert outcome == "refused" and _Recorder.hits == []
+        assert env.blocked.requests[-1]["url"] == url
+        assert env.page.evaluate("fetch('/login').then(r => r.status)") == 200  # the site itself is reachable
+    finally:
+        other.shutdown()
+
+
+@pytest.mark.parametrize("action, kind, says", [
+    (Action(tool="click", arguments={"element": 999}), "not_found", "element 999 does not exist"),
+    (Action(tool="type", arguments={"element": 3, "text": "x"}), "invalid_arguments", "type works on textbox elements only"),
+    (Action(tool="select", arguments={"element": 1, "option": "x"}), "invalid_arguments", "select works on select elements only"),
+    (Action(tool="goto", arguments={"path": "https://example.com/"}), "rule_violation", "outside the site"),
+    (Action(tool="goto", arguments={"path": "file:///etc/passwd"}), "rule_violation", "outside the site"),
+    (Action(tool="goto", arguments={"path": "//evil.example/x"}), "rule_violation", "outside the site"),
+    (Action(tool="goto", arguments={"path": "javascript:alert(1)"}), "rule_violation", "outside the site"),
+])
+def test_bad_actions_are_error_observations_and_the_rollout_goes_on(env, action, kind, says):
+    task = FAMILY.generate(51, difficulty=0.0)
+    env.reset(task, seed=0)
+    before = env.path()
+    result = env.step(action)
+    obs = result.observation
+    assert obs.error is not None and obs.error.kind.value == kind and says in obs.error.message, obs.text[:300]
+    assert not result.done and env.path() == before and "Log in" in obs.text  # the page is shown as it is
+    ok = env.step(Action(tool="type", arguments={"element": env_element(obs, "username"), "text": AGENT_USER}))
+    assert ok.observation.error is None and f'value="{AGENT_USER}"' in ok.observation.text
+
+
+def env_element(obs, name):
+    return next(e["id"] for e in obs.data["elements"] if e["name"] == name)
+
+
+def test_observation_numbers_every_interactive_element(env):
+    obs = env.reset(FAMILY.generate(61, difficulty=0.0), seed=0)
+    assert obs.text.startswith("Goal: ") and "URL: /login" in obs.text
+    ids = [e["id"] for e in obs.data["elements"]]
+    assert ids == list(range(1, len(ids) + 1)) and all(f"[{i}]" in obs.text for i in ids)
+    assert {e["role"] for e in obs.data["elements"]} >= {"textbox", "button"}
+
+
+# -- the site's rules over real HTTP (an agent can only reach them through the browser; these prove the server holds) --
+
+@pytest.fixture()
+def site():
+    task = FAMILY.generate(71, kind="refund", difficulty=0.5)
+    with SiteServer() as server:
+        server.site.load(pristine_image(task.seed, task.knobs)[0])
+        with httpx.Client(base_url=server.origin, follow_redirects=False) as client:
+            r = client.post("/login", data={"username": AGENT_USER, "password": AGENT_PASSWORD, "next": "/"})
+            assert r.status_code == 303
+            yield server, client, task
+
+
+def test_a_refund_posted_without_its_confirmation_is_refused(site):
+    server, client, task = site
+    x = importlib.import_module("gymsmith.families.web.world").generate_world(task.seed, task.knobs).expected
+    before = server.site.image()
+    r = client.post(f"/orders/{x['order_id']}/charges/{x['charge_id']}/refund/confirm", data={"reason": "duplicate", "token": "guess"})
+    assert r.status_code == 400 and "not confirmed" in r.text and server.site.image() == before
+    # through the confirmation page it works: the token is one-time and bound to the session
+    page = client.post(f"/orders/{x['order_id']}/charges/{x['charge_id']}/refund", data={"reason": "duplicate"})
+    token = page.text.split('name="token" value="', 1)[1].split('"', 1)[0]
+    ok = client.post(f"/orders/{x['order_id']}/charges/{x['charge_id']}/refund/confirm", data={"reason": "duplicate", "token": token})
+    assert ok.status_code == 303 and server.site.image() != before
+
+
+def test_invalid_forms_show_errors_and_change_nothing(site):
+    server, client, task = site
+    before = server.site.image()
+    r = client.post("/orders/1001/address", data={"line1": "", "city": "Leeds", "postcode": "12345", "country": "United Kingdom"})
+    assert r.status_code == 422 and "Address line 1 is required." in r.text and "looks like LS1 4AB" in r.text
+    assert server.site.image() == before
+
+
+def test_pages_need_a_login_and_the_admin_area_is_closed(site):
+    server, client, _ = site
+    with httpx.Client(base_url=server.origin) as anonymous:
+        assert anonymous.get("/orders", follow_redirects=False).headers["location"].startswith("/login")
+    assert client.get("/admin").status_code == 403 and client.get("/debug").status_code == 404
