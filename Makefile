@@ -26,7 +26,7 @@ demo: setup
 	$(VENV)/bin/gymsmith demo
 
 test: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=15
 
 bench: setup
 	$(PY) benchmarks/ops_reset.py

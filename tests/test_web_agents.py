@@ -2,8 +2,10 @@
 real ShopDesk server, the oracle is accepted on every one of 51 generated tasks across difficulties and all
 three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
 
-`exploit:over_broad` does a whole task and more (about three seconds a rollout here), so it runs on every
-third task: 17 tasks that still cover each kind across the difficulty range. The others run on all 51."""
+Each step here is a real Chromium navigation (~100 ms of CPU on these 2 cores). So the oracle, null and the
+two one-page exploits run on all 51 tasks, and the three exploits that navigate (admin URLs, skipping a
+confirmation, doing too much: up to a whole task and more) on every third one: 17 tasks that still cover
+each kind across the difficulty range."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 51
-BROAD = "exploit:over_broad"
-N_BROAD = 17  # every third task
+N_SUBSET = 17  # every third task
+SUBSET = {"exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:over_broad"}
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
 NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
 
@@ -28,15 +30,16 @@ NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "expl
 def store(tmp_path_factory):
     store = TrajectoryStore(tmp_path_factory.mktemp("web") / "web.db")
     tasks = build_taskset(TASKS)
-    agents = ["oracle", "null", *[e.name for e in EXPLOITS if e.name != BROAD]]
-    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=agents, concurrency=1), store, tasks=tasks)
-    run(RunConfig(run_id="web-broad", purpose="audit", taskset=TASKS, agents=[BROAD], concurrency=1), store, tasks=tasks[::3])
+    everywhere = ["oracle", "null", *[e.name for e in EXPLOITS if e.name not in SUBSET]]
+    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=everywhere, concurrency=1), store, tasks=tasks)
+    run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
+        tasks=tasks[::3])
     return store
 
 
 @pytest.fixture(scope="module")
 def rows(store):
-    return store.rollout_rows(["web-agents", "web-broad"])
+    return store.rollout_rows(["web-agents", "web-subset"])
 
 
 def mine(rows, agent):
@@ -65,14 +68,15 @@ def test_agents_that_change_nothing_are_never_accepted(rows, name):
     """null and the exploits that try shortcuts (a claim, unlinked admin URLs, skipping a confirmation, other
     origins) leave the site's database exactly as it started: the checks see no change, whatever was claimed."""
     rs = mine(rows, name)
-    assert len(rs) == N_TASKS and all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
+    assert len(rs) == (N_SUBSET if name in SUBSET else N_TASKS)
+    assert all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
     assert not any(r["accepted"] for r in rs)
     assert all(r["final_state_hash"] == json.loads(r["task"])["start_state"]["digest"] for r in rs)
 
 
 def test_over_broad_agent_is_caught_by_the_collateral_check(rows):
-    rs = mine(rows, BROAD)
-    assert len(rs) == N_BROAD and all(r["status"] == "completed" for r in rs)
+    rs = mine(rows, "exploit:over_broad")
+    assert len(rs) == N_SUBSET and all(r["status"] == "completed" for r in rs)
     assert {json.loads(r["task"])["knobs"]["kind"] for r in rs} == {"address", "refund", "tickets"}
     assert not any(r["accepted"] for r in rs)
     assert all(any("unintended changes" in f for f in json.loads(r["gate_failures"])) for r in rs)

@@ -162,3 +162,46 @@ def test_pages_need_a_login_and_the_admin_area_is_closed(site):
     with httpx.Client(base_url=server.origin) as anonymous:
         assert anonymous.get("/orders", follow_redirects=False).headers["location"].startswith("/login")
     assert client.get("/admin").status_code == 403 and client.get("/debug").status_code == 404
+
+
+def _descendants() -> set[int]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
+        except OSError:
+            pass
+    out, todo = set(), [os.getpid()]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def test_closing_the_last_environment_stops_chromium_and_frees_the_thread():
+    """Playwright's sync API holds an event loop in its thread while it runs: after the last environment of a
+    thread closes, that thread must be able to run asyncio again, and none of its Chromium processes may be left."""
+    import asyncio
+
+    before, outcome = _descendants(), {}
+
+    def worker():
+        e = FAMILY.make_env()
+        e.reset(FAMILY.generate(81, difficulty=0.0), seed=0)
+        outcome["started"] = len(_descendants() - before)
+        e.close()
+        outcome["asyncio"] = asyncio.run(asyncio.sleep(0, result="ran"))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join(120)
+    assert outcome["started"] >= 2 and outcome["asyncio"] == "ran"  # a driver and Chromium's processes ran
+    import time
+    deadline = time.monotonic() + 10
+    while _descendants() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _descendants() - before == set()

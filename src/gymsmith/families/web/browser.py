@@ -35,10 +35,26 @@ def chromium_path() -> str:
 _local = threading.local()  # Playwright's sync API is bound to the thread that started it
 
 
-def shared_browser() -> Browser:
-    """This thread's Chromium, launched on first use (and again if it crashed or the process forked)."""
-    state = getattr(_local, "state", None)
-    if state is None or state[0] != os.getpid() or not state[2].is_connected():
+@dataclass
+class _Shared:
+    pid: int
+    playwright: Playwright
+    browser: Browser
+    users: int = 0
+
+
+def acquire_browser() -> Browser:
+    """This thread's Chromium, launched on first use (again if it crashed, or in a forked child).
+
+    Every call must be paired with `release_browser()`: the last release stops Chromium and Playwright, so
+    nothing keeps running (Playwright's sync API also blocks asyncio in its thread while it runs).
+    Raises BrowserUnavailable when Chromium cannot start.
+    """
+    shared = getattr(_local, "shared", None)
+    if shared is None or shared.pid != os.getpid() or not shared.browser.is_connected():
+        users = shared.users if shared is not None and shared.pid == os.getpid() else 0
+        if users:  # it crashed under its users: they get the new one
+            _stop(shared)
         pw: Playwright = sync_playwright().start()
         try:
             browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=LAUNCH_ARGS)
@@ -48,8 +64,31 @@ def shared_browser() -> Browser:
         except Exception as exc:  # noqa: BLE001 - Playwright's launch errors are plain Errors
             pw.stop()
             raise BrowserUnavailable(f"Chromium did not start: {str(exc).splitlines()[0]}") from None
-        _local.state = state = (os.getpid(), pw, browser)
-    return state[2]
+        _local.shared = shared = _Shared(pid=os.getpid(), playwright=pw, browser=browser, users=users)
+    shared.users += 1
+    return shared.browser
+
+
+def release_browser() -> None:
+    """Give back one `acquire_browser()`; the last one stops this thread's Chromium."""
+    shared = getattr(_local, "shared", None)
+    if shared is None or shared.pid != os.getpid():
+        return  # nothing of ours (a parent's browser is not a forked child's to stop)
+    shared.users -= 1
+    if shared.users <= 0:
+        _stop(shared)
+        _local.shared = None
+
+
+def _stop(shared: _Shared) -> None:
+    try:
+        shared.browser.close()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+    try:
+        shared.playwright.stop()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
 
 
 @dataclass
@@ -62,9 +101,9 @@ class BlockedLog:
         self.requests.append({"url": url, "type": kind})
 
 
-def new_context(origin: str, blocked: BlockedLog) -> BrowserContext:
+def new_context(browser: Browser, origin: str, blocked: BlockedLog) -> BrowserContext:
     """A fresh context (no cookies, no cache, no history) that can reach `origin` only."""
-    context = shared_browser().new_context(viewport=VIEWPORT, base_url=origin, service_workers="block",
+    context = browser.new_context(viewport=VIEWPORT, base_url=origin, service_workers="block",
                                            java_script_enabled=True, locale="en-US", timezone_id="UTC")
 
     def refuse(route: Route) -> None:

@@ -19,7 +19,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec, ToolSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment
-from gymsmith.families.web.browser import BlockedLog, new_context
+from gymsmith.families.web.browser import BlockedLog, acquire_browser, new_context, release_browser
 from gymsmith.families.web.schema import state_digest
 from gymsmith.families.web.server import SiteServer
 from gymsmith.families.web.world import pristine_image
@@ -58,6 +58,7 @@ class WebEnvironment(ToolEnvironment):
     def __init__(self, *, screenshots: Path | None = None) -> None:
         super().__init__()
         self.server: SiteServer | None = None
+        self.browser = None
         self.context = None
         self.page = None
         self.blocked = BlockedLog()
@@ -73,10 +74,14 @@ class WebEnvironment(ToolEnvironment):
                                "the generator changed without a version bump")
         if self.server is None:
             self.server = SiteServer()
+        if self.browser is None or not self.browser.is_connected():
+            if self.browser is not None:
+                release_browser()
+            self.browser = acquire_browser()
         self._close_context()
         self.server.site.load(image)
         self.blocked = BlockedLog()
-        self.context = new_context(self.server.origin, self.blocked)
+        self.context = new_context(self.browser, self.server.origin, self.blocked)
         self.page = self.context.new_page()
         self.page.goto("/login")
         self.shots = 0
@@ -93,6 +98,9 @@ class WebEnvironment(ToolEnvironment):
 
     def close(self) -> None:
         self._close_context()
+        if self.browser is not None:
+            release_browser()
+            self.browser = None
         if self.server is not None:
             self.server.close()
             self.server = None
