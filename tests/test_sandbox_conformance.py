@@ -135,6 +135,14 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
+def test_a_command_returns_when_it_exits_even_if_it_left_a_background_process(sandbox):
+    """The background process holds the output pipes; waiting for them would last until the deadline."""
+    started = time.monotonic()
+    r = sandbox.exec("echo before; sleep 30 & echo after; exit 3", timeout=20)
+    assert r.exit_code == 3 and r.killed is None and r.stdout == "before\nafter\n"
+    assert time.monotonic() - started < 5
+
+
 def test_a_command_that_cannot_start_is_127_as_in_a_shell(sandbox):
     r = sandbox.exec(["no-such-command-here", "x"])
     assert r.exit_code == 127 and "no-such-command-here" in r.stderr and r.killed is None

@@ -27,10 +27,13 @@ class Completed:
 
 
 def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, input: bytes | None, timeout: float,
-               cap: int, preexec_fn: Callable[[], None] | None = None, pass_fds: Sequence[int] = ()) -> Completed:
+               cap: int, preexec_fn: Callable[[], None] | None = None, pass_fds: Sequence[int] = (),
+               end_rest: Callable[[subprocess.Popen], None] | None = None) -> Completed:
     """Start `argv` in a new session, feed `input`, collect output until it exits or `timeout` passes.
 
-    On timeout the process group gets SIGKILL, then the leader is reaped.
+    When the command itself exits, `end_rest(proc)` (default: SIGKILL to its process group) ends what it
+    left running, so a background process holding its output pipes cannot keep us waiting until the
+    deadline. On timeout the process group gets SIGKILL, then the leader is reaped.
     Raises OSError if the process cannot be started.
     """
     started = time.perf_counter()
@@ -52,12 +55,25 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
     deadline = started + timeout
     timed_out = False
     open_streams = 2
+    exit_fd = _pidfd(proc.pid)  # readable when the command exits; without pidfds we poll
+    if exit_fd is not None:
+        sel.register(exit_fd, selectors.EVENT_READ)
+    leader_done = False
     while open_streams:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             timed_out = True
             break
-        for key, _ in sel.select(timeout=min(remaining, 0.5)):
+        events = sel.select(timeout=min(remaining, 0.5 if exit_fd is not None else 0.05))
+        if not leader_done and (any(key.fd == exit_fd for key, _ in events) or (exit_fd is None and proc.poll() is not None)):
+            leader_done = True
+            proc.wait()  # its status first: ending the rest may reap every child
+            (end_rest or kill_group)(proc)
+            if exit_fd is not None:
+                sel.unregister(exit_fd)
+        for key, _ in events:
+            if key.fd == exit_fd:
+                continue
             chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
@@ -78,6 +94,8 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
         kill_group(proc)
         returncode = proc.wait()
     sel.close()
+    if exit_fd is not None:
+        os.close(exit_fd)
     o_fd, e_fd = proc.stdout.fileno(), proc.stderr.fileno()
     out, err = bytes(bufs[o_fd]), bytes(bufs[e_fd])
     proc.stdout.close()
@@ -86,6 +104,13 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
                      stdout=out[:cap], stderr=err[:cap], stdout_dropped=dropped[o_fd] or len(out) > cap,
                      stderr_dropped=dropped[e_fd] or len(err) > cap,
                      duration_s=time.perf_counter() - started, timed_out=timed_out)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # before Linux 5.3 or Python 3.9
+        return None
 
 
 def not_started(argv0: str, exc: OSError) -> Completed:
@@ -147,7 +172,8 @@ def _serve() -> None:
         req = json.loads(line)
         try:
             done = run_capped(req["argv"], env=req["env"], cwd=req["cwd"], timeout=req["timeout"], cap=req["cap"],
-                              input=base64.b64decode(req["input"]) if req["input"] is not None else None)
+                              input=base64.b64decode(req["input"]) if req["input"] is not None else None,
+                              end_rest=lambda _: end_others())
         except OSError as exc:
             done = not_started(req["argv"][0], exc)
         end_others()
