@@ -32,6 +32,7 @@ bench: setup
 	$(PY) benchmarks/ops_reset.py
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/sandbox.py
+	$(PY) benchmarks/web.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from gymsmith.core.types import Action
-from gymsmith.families.web.browser import chromium_path
+from gymsmith.families.web.browser import LAUNCH_ARGS, chromium_path
 from gymsmith.families.web.env import SNAPSHOT_JS
 from gymsmith.families.web.oracle import WebOracle
 from gymsmith.families.web.server import SiteServer
@@ -51,22 +51,21 @@ def bench_reset(repeats: int) -> None:
     env = FAMILY.make_env()
     env.reset(task, seed=0)  # the worker's Chromium and site server start once
     ours, fresh = [], []
-    from playwright.sync_api import sync_playwright
     image = pristine_image(task.seed, task.knobs)[0]
-    with sync_playwright() as pw:
-        for _ in range(repeats):
-            t = time.perf_counter()
-            env.reset(task, seed=0)
-            ours.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=["--disable-gpu", "--disable-dev-shm-usage"])
-            env.server.site.load(image)
-            context = browser.new_context(base_url=env.server.origin)
-            page = context.new_page()
-            page.goto("/login")
-            page.evaluate(SNAPSHOT_JS)
-            browser.close()
-            fresh.append(time.perf_counter() - t)
+    chromium = env.browser.browser_type  # the same Playwright: one sync instance per thread
+    for _ in range(repeats):
+        t = time.perf_counter()
+        env.reset(task, seed=0)
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        browser = chromium.launch(executable_path=chromium_path(), headless=True, args=LAUNCH_ARGS)
+        env.server.site.load(image)
+        context = browser.new_context(base_url=env.server.origin)
+        page = context.new_page()
+        page.goto("/login")
+        page.evaluate(SNAPSHOT_JS)
+        browser.close()
+        fresh.append(time.perf_counter() - t)
     env.close()
     o, f = statistics.median(ours) * 1000, statistics.median(fresh) * 1000
     emit(bench="web_reset", ours_ms=round(o, 1), new_browser_ms=round(f, 1), ratio=round(f / o, 1), target_ratio=2.0, repeats=repeats)
