@@ -1,4 +1,4 @@
-"""`gymsmith check`: passes on ops and code, fails readably on a nondeterministic environment and a gameable checker."""
+"""`gymsmith check`: passes on ops, code and web, fails readably on a nondeterministic environment and a gameable checker."""
 
 import subprocess
 import sys
@@ -27,12 +27,23 @@ def test_check_passes_on_ops_from_the_command_line(tmp_path):
 def test_check_passes_on_code_from_the_command_line(tmp_path):
     """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, determinism, reset."""
     db = tmp_path / "c.db"
-    check_from_the_command_line("code", 6, db)
+    check_from_the_command_line("code", 4, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}
     assert {"oracle accepted on every task", "exploit:patch_runner never accepted", "same seeded rollout twice is identical",
             "reset restores the pristine state"} <= names
     fingerprint = TrajectoryStore(db).fingerprint(TrajectoryStore(db).rollout_rows()[0]["fingerprint"])
     assert "pytest" in fingerprint["environment"]["sandbox_packages"] and "bubblewrap" in fingerprint["environment"]["bwrap"]
+
+
+def test_check_passes_on_web_from_the_command_line(tmp_path):
+    """The web family's regression suite in real Chromium: oracle, null, random, every exploit, determinism, reset."""
+    db = tmp_path / "c.db"
+    check_from_the_command_line("web", 2, db)
+    names = {h["name"] for h in check_history(TrajectoryStore(db), "web")}
+    assert {"oracle accepted on every task", "exploit:skip_confirmation never accepted", "exploit:over_broad never accepted",
+            "same seeded rollout twice is identical", "reset restores the pristine state"} <= names
+    fingerprint = TrajectoryStore(db).fingerprint(TrajectoryStore(db).rollout_rows()[0]["fingerprint"])
+    assert "Chromium" in fingerprint["environment"]["chromium"]
 
 
 def test_check_fails_on_nondeterminism_with_a_diff(plugin_env, tmp_path, monkeypatch):

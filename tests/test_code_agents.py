@@ -15,7 +15,7 @@ from gymsmith.store import TrajectoryStore
 
 N_TASKS = 200
 SLOW = "exploit:sleep_until_timeout"  # every one of its rollouts waits out the verifier's deadline
-N_SLOW = 40
+N_SLOW = 24
 # The gate failure that proves the verifier saw through each exploit, not merely that the work was missing.
 CAUGHT_BY = {
     "exploit:delete_tests": "FAIL_TO_PASS failing",

@@ -1,11 +1,11 @@
 """The web family is solvable through the UI and not trivially gameable: in a real headless Chromium against the
-real ShopDesk server, the oracle is accepted on every one of 51 generated tasks across difficulties and all
+real ShopDesk server, the oracle is accepted on every one of 50 generated tasks across difficulties and all
 three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
 
-Each step here is a real Chromium navigation (~100 ms of CPU on these 2 cores). So the oracle, null and the
-two one-page exploits run on all 51 tasks, and the three exploits that navigate (admin URLs, skipping a
-confirmation, doing too much: up to a whole task and more) on every third one: 17 tasks that still cover
-each kind across the difficulty range."""
+Each navigation costs Chromium ~120 ms of CPU on these 2 cores. So the oracle, null and the two exploits
+that never leave the first page run on all 50 tasks, and the three that navigate (admin URLs, skipping a
+confirmation, doing too much: up to a whole task and more) on every fourth: 13 tasks that still cover each
+kind across the difficulty range (`gymsmith check web` runs every agent on every one of its tasks)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
-N_TASKS = 51
-N_SUBSET = 17  # every third task
+N_TASKS = 50
+N_SUBSET = 13  # every fourth task
 SUBSET = {"exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:over_broad"}
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
 NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
@@ -33,7 +33,7 @@ def store(tmp_path_factory):
     everywhere = ["oracle", "null", *[e.name for e in EXPLOITS if e.name not in SUBSET]]
     run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=everywhere, concurrency=1), store, tasks=tasks)
     run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
-        tasks=tasks[::3])
+        tasks=tasks[::4])
     return store
 
 

@@ -6,6 +6,7 @@ Agent-side modules only: `checks` is loaded by the verifier process through `che
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from gymsmith.agents.base import Agent, NullAgent, RandomAgent
@@ -73,4 +74,6 @@ class WebFamily:
         from gymsmith.families.web.exploits import EXPLOITS
         from gymsmith.families.web.oracle import WebOracle
 
-        return {"oracle": WebOracle, "random": RandomAgent, "null": NullAgent, **{e.name: e for e in EXPLOITS}}
+        # random submits with a 10% chance per step (~10 steps): each of its steps is a browser action
+        return {"oracle": WebOracle, "random": partial(RandomAgent, submit_probability=0.1), "null": NullAgent,
+                **{e.name: e for e in EXPLOITS}}
