@@ -2,10 +2,10 @@
 real ShopDesk server, the oracle is accepted on every one of 50 generated tasks across difficulties and all
 three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
 
-Each navigation costs Chromium ~120 ms of CPU on these 2 cores. So the oracle, null and the two exploits
-that never leave the first page run on all 50 tasks, and the three that navigate (admin URLs, skipping a
-confirmation, doing too much: up to a whole task and more) on every fourth: 13 tasks that still cover each
-kind across the difficulty range (`gymsmith check web` runs every agent on every one of its tasks)."""
+Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 15 minutes.
+So the oracle and null run on all 50 tasks, and the five red-team agents on every fifth: 10 tasks that
+still cover each kind across the difficulty range (`gymsmith check web` runs every agent on every one of
+its tasks)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 50
-N_SUBSET = 13  # every fourth task
-SUBSET = {"exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:over_broad"}
+N_SUBSET = 10  # every fifth task
+SUBSET = {e.name for e in EXPLOITS}
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
 NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
 
@@ -33,7 +33,7 @@ def store(tmp_path_factory):
     everywhere = ["oracle", "null", *[e.name for e in EXPLOITS if e.name not in SUBSET]]
     run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=everywhere, concurrency=1), store, tasks=tasks)
     run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
-        tasks=tasks[::4])
+        tasks=tasks[::5])
     return store
 
 
