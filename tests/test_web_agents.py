@@ -3,8 +3,8 @@ real ShopDesk server, the oracle is accepted on every one of 50 generated tasks 
 three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
 
 Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 15 minutes.
-So the oracle and null run on all 50 tasks, and the five red-team agents on every fifth: 10 tasks that
-still cover each kind across the difficulty range (`gymsmith check web` runs every agent on every one of
+So the oracle and null run on all 50 tasks, and the five red-team agents on the first three tasks of each
+kind (`gymsmith check web` runs every agent on every one of
 its tasks)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 50
-N_SUBSET = 10  # every fifth task
+N_SUBSET = 9  # the first three tasks of each kind
 SUBSET = {e.name for e in EXPLOITS}
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
 NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
@@ -32,8 +32,9 @@ def store(tmp_path_factory):
     tasks = build_taskset(TASKS)
     everywhere = ["oracle", "null", *[e.name for e in EXPLOITS if e.name not in SUBSET]]
     run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=everywhere, concurrency=1), store, tasks=tasks)
+    subset = [t for kind in ("address", "refund", "tickets") for t in [t for t in tasks if t.knobs["kind"] == kind][:3]]
     run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
-        tasks=tasks[::5])
+        tasks=subset)
     return store
 
 
