@@ -202,17 +202,22 @@ class WebEnvironment(ToolEnvironment):
     # -- state ------------------------------------------------------------------------------------
     def state_hash(self) -> str:
         assert self.server is not None, "reset() must be called first"
-        conn = sqlite3.connect(":memory:")
-        try:
-            conn.deserialize(self.server.site.image())
-            return state_digest(conn)
-        finally:
-            conn.close()
+        return _image_digest(self.server.site.image())
 
     def final_state(self, directory: Path) -> FinalState:
         assert self.server is not None, "reset() must be called first"
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "final.sqlite"
-        path.write_bytes(self.server.site.image())
+        image = self.server.site.image()  # one snapshot: the file and its digest are of the same state
+        path.write_bytes(image)
         os.chmod(path, 0o444)
-        return FinalState(kind="sqlite", path=str(path), digest=self.state_hash())
+        return FinalState(kind="sqlite", path=str(path), digest=_image_digest(image))
+
+
+def _image_digest(image: bytes) -> str:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(image)
+        return state_digest(conn)
+    finally:
+        conn.close()
