@@ -2,7 +2,9 @@
 
 1. workers: the same rollouts with 2 workers versus 1, on the local process pool and on Ray (ops), and on
    the local pool for code rollouts (sandboxed commands and verification: heavier, more of it outside Python).
+   Runs as `gymsmith run` does (collect=False: the workers store their rollouts, nothing is kept in memory).
    The timings include starting the workers, which rebuild each task's start state on first use.
+   1 and 2 workers alternate, three times each; the medians and each pair's ratio are reported.
 2. ray_vs_local: the same rollouts on Ray (2 actors) versus the local pool (2 processes).
 3. store_writes: steps per second written through `TrajectoryStore.add` (one transaction per rollout)
    versus a commit per step, on SQLite and (when a server URL is given) PostgreSQL.
@@ -16,9 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import insert, select
@@ -27,6 +31,9 @@ from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 from gymsmith.store.schema import rollouts, steps
+
+
+REPS = 3  # interleaved repetitions of each 1-versus-2 comparison; medians are reported
 
 
 def emit(**fields) -> None:
@@ -39,6 +46,26 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def one_vs_two(label: str, run_with: Callable[[str, int], object], reps: int = REPS) -> tuple[list[float], list[float]]:
+    """Wall times of `reps` runs with 1 worker and with 2, interleaved so drifting machine load hits both alike."""
+    one, two = [], []
+    for i in range(reps):
+        one.append(_timed(lambda: run_with(f"{label}-1-{i}", 1)))
+        two.append(_timed(lambda: run_with(f"{label}-2-{i}", 2)))
+    return one, two
+
+
+def _emit_workers(backend: str, family: str, rollouts: int, one: list[float], two: list[float]) -> None:
+    emit(benchmark="workers", backend=backend, family=family, rollouts=rollouts, reps=len(one),
+         one_worker_s=round(_median(one), 3), two_workers_s=round(_median(two), 3),
+         speedup=round(_median(one) / _median(two), 2), speedups=[round(a / b, 2) for a, b in zip(one, two)],
+         target=">= 1.8x")
+
+
 def code_workers(tmp: Path) -> None:
     """The same comparison on heavier rollouts: code tasks, each in a bubblewrap sandbox with a sandboxed verifier."""
     spec = TaskSetSpec(family="code", count=120, base_seed=11, knobs={"difficulty": [0.0, 1.0]})
@@ -46,11 +73,9 @@ def code_workers(tmp: Path) -> None:
     cfg = lambda rid, n: RunConfig(run_id=rid, purpose="audit", taskset=spec, agents=["oracle", "null"],  # noqa: E731
                                    concurrency=n, processes=True)
     store = TrajectoryStore(tmp / "code-workers.db")
-    run(cfg("code-warm", 1), store, tasks=tasks[:3])
-    one = _timed(lambda: run(cfg("code-1", 1), store, tasks=tasks))
-    two = _timed(lambda: run(cfg("code-2", 2), store, tasks=tasks))
-    emit(benchmark="workers", backend="local", family="code", rollouts=2 * len(tasks), one_worker_s=round(one, 3),
-         two_workers_s=round(two, 3), speedup=round(one / two, 2), target=">= 1.8x")
+    run(cfg("code-warm", 1), store, tasks=tasks[:3], collect=False)
+    one, two = one_vs_two("code", lambda rid, n: run(cfg(rid, n), store, tasks=tasks, collect=False))
+    _emit_workers("local", "code", 2 * len(tasks), one, two)
 
 
 def runners(tmp: Path) -> None:
@@ -61,23 +86,19 @@ def runners(tmp: Path) -> None:
     cfg = lambda rid, n: RunConfig(run_id=rid, taskset=TaskSetSpec(family="ops", count=400), agents=["greedy", "oracle"],  # noqa: E731
                                    concurrency=n, processes=True)  # 1 worker process versus 2: the same architecture
     store = TrajectoryStore(tmp / "runners.db")
-    run(cfg("warm", 1), store, tasks=tasks[:5])  # imports, caches, verifier start-up out of the way
-    local1 = _timed(lambda: run(cfg("local-1", 1), store, tasks=tasks))
-    local2 = _timed(lambda: run(cfg("local-2", 2), store, tasks=tasks))
-    emit(benchmark="workers", backend="local", rollouts=800, one_worker_s=round(local1, 3), two_workers_s=round(local2, 3),
-         speedup=round(local1 / local2, 2), target=">= 1.8x")
+    run(cfg("warm", 1), store, tasks=tasks[:5], collect=False)  # imports, caches, verifier start-up out of the way
+    local1, local2 = one_vs_two("local", lambda rid, n: run(cfg(rid, n), store, tasks=tasks, collect=False))
+    _emit_workers("local", "ops", 800, local1, local2)
     code_workers(tmp)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        run_on_ray(cfg("ray-warm", 2), store, tasks=tasks[:5])
-        ray1 = _timed(lambda: run_on_ray(cfg("ray-1", 1), store, tasks=tasks))
-        ray2 = _timed(lambda: run_on_ray(cfg("ray-2", 2), store, tasks=tasks))
+        run_on_ray(cfg("ray-warm", 2), store, tasks=tasks[:5], collect=False)
+        ray1, ray2 = one_vs_two("ray", lambda rid, n: run_on_ray(cfg(rid, n), store, tasks=tasks, collect=False))
     finally:
         ray.shutdown()
-    emit(benchmark="workers", backend="ray", rollouts=800, one_worker_s=round(ray1, 3), two_workers_s=round(ray2, 3),
-         speedup=round(ray1 / ray2, 2), target=">= 1.8x")
-    emit(benchmark="ray_vs_local", rollouts=800, local_2_processes_s=round(local2, 3), ray_2_actors_s=round(ray2, 3),
-         slowdown=round(ray2 / local2, 2), target="<= 1.3x")
+    _emit_workers("ray", "ops", 800, ray1, ray2)
+    emit(benchmark="ray_vs_local", rollouts=800, reps=len(ray2), local_2_processes_s=round(_median(local2), 3),
+         ray_2_actors_s=round(_median(ray2), 3), slowdown=round(_median(ray2) / _median(local2), 2), target="<= 1.3x")
 
 
 def store_writes(location: str, label: str, tmp: Path) -> None:

@@ -41,7 +41,7 @@ def store(tmp_path_factory):
     store = TrajectoryStore(tmp_path_factory.mktemp("code") / "code.db")
     tasks = build_taskset(TASKS)
     fast = ["oracle", "null", *[e.name for e in EXPLOITS if e.name != SLOW]]
-    run(RunConfig(run_id="code-agents", purpose="audit", taskset=TASKS, agents=fast, concurrency=2), store, tasks=tasks)
+    run(RunConfig(run_id="code-agents", purpose="audit", taskset=TASKS, agents=fast, concurrency=2), store, tasks=tasks, collect=False)
     # the sleeper costs no CPU while it waits: many workers at once
     slow = TaskSetSpec(family="code", count=N_SLOW, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
     run(RunConfig(run_id="code-sleep", purpose="audit", taskset=slow, agents=[SLOW], concurrency=8), store,

@@ -4,6 +4,7 @@ mid-run loses no rollout and duplicates none."""
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -29,14 +30,21 @@ def _config(run_id, count=12):
                      agents=["oracle", "greedy", "random"], concurrency=2)
 
 
-def test_same_rewards_as_the_local_runner(ray_cluster, tmp_path):
-    store = TrajectoryStore(tmp_path / "r.db")
+def _store(kind, tmp_path, name):
+    """"file": the actors write into it themselves; "memory": they cannot reach it, the driver writes."""
+    return TrajectoryStore(tmp_path / f"{name}.db" if kind == "file" else "sqlite://")
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_same_rewards_as_the_local_runner(ray_cluster, tmp_path, kind):
+    store = _store(kind, tmp_path, "r")
     local = run(_config("local"), store)
     remote = run_on_ray(_config("ray"), store)
     key = lambda t: (t.task_id, t.agent, t.seed)  # noqa: E731
     assert len(remote) == len(local) == 36
     assert {key(t): (t.reward.value, t.final_state_hash) for t in remote} == \
            {key(t): (t.reward.value, t.final_state_hash) for t in local}
+    assert len(store.rollout_rows(["ray"])) == 36
 
 
 def test_killed_worker_loses_and_duplicates_nothing(ray_cluster, tmp_path):
@@ -63,8 +71,9 @@ def test_killed_worker_loses_and_duplicates_nothing(ray_cluster, tmp_path):
     assert all(r["status"] != "error" for r in rows), [r["error"] for r in rows if r["status"] == "error"]
 
 
-def test_a_rollout_that_kills_every_worker_is_stored_once_as_an_error(ray_cluster, tmp_path):
-    store = TrajectoryStore(tmp_path / "c.db")
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_a_rollout_that_kills_every_worker_is_stored_once_as_an_error(ray_cluster, tmp_path, kind):
+    store = _store(kind, tmp_path, "c")
     config = RunConfig(run_id="crash", taskset=TaskSetSpec(family="plugfam", count=2), agents=["crash"], concurrency=2)
     deaths = []
     out = run_on_ray(config, store, on_actor_death=lambda *k: deaths.append(k))
@@ -73,3 +82,21 @@ def test_a_rollout_that_kills_every_worker_is_stored_once_as_an_error(ray_cluste
     assert all(r["status"] == "error" and "ray worker died 2 times" in r["error"] and r["reward"] is None for r in rows)
     assert sorted(n for *_, n in deaths) == [1, 1, 2, 2]  # retried once each, then recorded
     assert len(out) == 2
+
+
+def test_an_actor_dying_mid_batch_keeps_what_it_stored_and_reruns_only_the_rest(ray_cluster, tmp_path):
+    """Batches of [null, crash, random] per task: null is stored before crash kills the actor; null must not be
+    run again, crash is charged and retried once, random (never started) runs without being charged."""
+    store = TrajectoryStore(tmp_path / "b.db")
+    config = RunConfig(run_id="batch", taskset=TaskSetSpec(family="plugfam", count=2), agents=["null", "crash", "random"],
+                       concurrency=2, batch=3)
+    deaths, died_at = [], {}
+    out = run_on_ray(config, store, on_actor_death=lambda *k: (deaths.append(k), died_at.setdefault(k[0], time.time())))
+    rows = store.rollout_rows(["batch"])
+    assert len(rows) == 6 and len({(r["task_id"], r["agent"]) for r in rows}) == 6 and len(out) == 6
+    status = {(r["task_id"], r["agent"]): r["status"] for r in rows}
+    assert all(s == "error" for (_, a), s in status.items() if a == "crash")
+    assert all(s == "completed" for (_, a), s in status.items() if a != "crash")
+    assert {a for _, a, _, _ in deaths} == {"crash"} and sorted(n for *_, n in deaths) == [1, 1, 2, 2]
+    nulls = [t for t in out if t.agent == "null"]  # the ones stored before the death, not a second run
+    assert len(nulls) == 2 and all(t.finished_at < died_at[t.task_id] for t in nulls)

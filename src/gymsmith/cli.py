@@ -168,9 +168,9 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
         if backend == "ray":
             from gymsmith.runner.ray_backend import run_on_ray
 
-            run_on_ray(config, store, address=address, progress=report)
+            run_on_ray(config, store, address=address, progress=report, collect=False)
         elif backend == "local":
-            run_config(config, store, progress=report)
+            run_config(config, store, progress=report, collect=False)
         else:
             raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
     print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")

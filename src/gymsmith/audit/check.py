@@ -170,7 +170,7 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed)
     tasks = build_taskset(taskset)
     config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted, concurrency=concurrency)
-    run(config, store, tasks=tasks)
+    run(config, store, tasks=tasks, collect=False)
     rows = _by_agent(store.rollout_rows([check_id]))
     outcomes = _acceptance_checks(family_name, rows, exploits)
     for a in missing:

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 import multiprocessing
 import os
+import pickle
 import signal
 from collections import defaultdict
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
-from gymsmith.core.types import RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import Reward, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
@@ -26,6 +27,7 @@ from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
 from gymsmith.verifier.service import VerifierService
 
 DIFFICULTY_BINS = 5
+CHUNK = 8  # default most rollouts of one task handed to a worker at once
 
 
 class RunConfig(BaseModel):
@@ -45,6 +47,15 @@ class RunConfig(BaseModel):
                                    "concurrency > 1 (environments are CPU-bound Python, threads would share one core).")
     model: ModelAgentConfig | None = Field(default=None, description="Endpoint for the agent named 'model'.")
     retries: int = Field(default=1, ge=0, le=5, description="Extra attempts for a rollout that ends in an infrastructure error.")
+    batch: int | None = Field(default=None, ge=1, le=256, description="Rollouts of one task handed to a worker "
+                              "at once (a worker pool or Ray actors that store their own rollouts); default: up to "
+                              "8, fewer when the run is small, so the last batches keep every worker busy.")
+
+    def batch_size(self, rollouts: int) -> int:
+        """The batch size for a run of `rollouts`: `batch`, or the default described there."""
+        if self.batch is not None:
+            return self.batch
+        return max(1, min(CHUNK, rollouts // (4 * self.concurrency)))
 
     @field_validator("policy")
     @classmethod
@@ -94,7 +105,25 @@ def summarize(rows: list[dict[str, Any]], *, by_bin: bool = True) -> list[Summar
     return out
 
 
-ProgressCallback = Callable[[int, int, Trajectory | None], None]
+class RolloutOutcome(BaseModel):
+    """What a run reports of a rollout it did not keep in memory (`run(..., collect=False)`): the full
+    trajectory is in the store under `rollout_id`."""
+
+    rollout_id: str
+    task_id: str
+    agent: str
+    seed: int
+    status: RolloutStatus
+    reward: Reward | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, t: Trajectory) -> "RolloutOutcome":
+        return cls(rollout_id=t.rollout_id, task_id=t.task_id, agent=t.agent, seed=t.seed, status=t.status,
+                   reward=t.reward, error=t.error)
+
+
+ProgressCallback = Callable[[int, int, "Trajectory | RolloutOutcome | None"], None]
 WorkItem = tuple[TaskSpec, str, int]  # (task, agent name, episode seed)
 
 
@@ -183,6 +212,7 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
 
 
 _process_worker: RolloutWorker | None = None
+_process_store: TrajectoryStore | None = None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -197,25 +227,60 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _start_process_worker(config_json: str, parent: int) -> None:
-    global _process_worker
+def _start_process_worker(config_json: str, parent: int, store_location: str | None) -> None:
+    global _process_worker, _process_store
     _die_with_parent(parent)
     _process_worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1))
+    # the worker's own connection: the parent's engine must not be used across fork
+    _process_store = TrajectoryStore(store_location) if store_location else None
 
 
-def _process_rollout(task_json: str, agent: str, seed: int) -> str:
+def _process_rollouts(task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
+    """Run `items` ((agent, seed) pairs) of one task; each is stored as soon as it ends (when the worker has
+    the store). Returns, pickled, whether this worker stored them, and the trajectories (or, when they are
+    stored here and not collected, only their outcomes: decoding every trajectory would cost the parent
+    about as much as storing it)."""
     assert _process_worker is not None
-    return _process_worker.rollout(TaskSpec.model_validate_json(task_json), agent, seed).model_dump_json()
+    task = TaskSpec.model_validate_json(task_json)
+    stored = _process_store is not None
+    out: list[Trajectory | RolloutOutcome] = []
+    for agent, seed in items:
+        trajectory = _process_worker.rollout(task, agent, seed)
+        if stored:
+            _process_store.add(trajectory, task)
+        out.append(trajectory if collect or not stored else RolloutOutcome.of(trajectory))
+    return pickle.dumps((stored, out), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def task_chunks(work: list[WorkItem], size: int = CHUNK) -> list[tuple[TaskSpec, list[tuple[str, int]]]]:
+    """Consecutive rollouts of the same task, at most `size` at a time, in the order of `work`.
+
+    Handing a task's rollouts to one worker means its start state and its verifier's pristine state are
+    built once, in one process, instead of once in every worker that happens to draw one of them."""
+    if size < 1:
+        raise ValueError(f"task_chunks: size must be >= 1, got {size}")
+    chunks: list[tuple[TaskSpec, list[tuple[str, int]]]] = []
+    for task, group in itertools.groupby(work, key=lambda item: item[0].id):
+        items = list(group)
+        for i in range(0, len(items), size):
+            chunks.append((items[0][0], [(agent, seed) for _, agent, seed in items[i:i + size]]))
+    return chunks
 
 
 def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
-        tasks: list[TaskSpec] | None = None) -> list[Trajectory]:
+        tasks: list[TaskSpec] | None = None, collect: bool = True) -> list[Trajectory]:
     """Run every (task, agent, seed) of `config` not already stored under its run id; return the new trajectories.
 
+    With `collect=False` nothing is kept in memory and the list is empty: read the run back from the store
+    (the CLI does this; a large run's trajectories need not fit in memory). `progress` then receives a
+    `RolloutOutcome` instead of each Trajectory.
+
     With `concurrency` 1 the rollouts run in this process; above 1 (or with `processes=True`), in that many
-    worker processes (forked), each with its own environment and verifier process.
-    Each finished rollout is written here, in its own transaction, as soon as it completes, so a killed
-    run loses at most the rollouts in flight, and rerunning the same run id finishes the rest.
+    worker processes (forked), each with its own environment and verifier process, each handed a few
+    rollouts of one task at a time. Each finished rollout is written, in its own transaction, as soon as it
+    completes (by the worker that ran it, unless the store is in memory), so a killed run loses at most the
+    rollouts running at that moment, and rerunning the same run id finishes the rest.
+    `progress` is called in this process after each stored rollout (in a worker pool, as each batch returns).
     Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
     """
     plan = plan_run(config, store, tasks)
@@ -230,37 +295,43 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
                 for task, agent, seed in plan.work:
                     trajectory = worker.rollout(task, agent, seed)
                     store.add(trajectory, task)
-                    results.append(trajectory)
+                    if collect:
+                        results.append(trajectory)
                     finished += 1
                     if progress:
-                        progress(finished, plan.total, trajectory)
+                        progress(finished, plan.total, trajectory if collect else RolloutOutcome.of(trajectory))
             finally:
                 worker.close()
         return results
     # fork, not spawn: workers inherit the families (also those from register_family), the tasks' cached
     # start states and sys.path, and a user's script is not re-imported as __main__ in every worker.
+    # Each worker writes its own rollouts into the store (SQLite in WAL mode, or a server), so this process
+    # does not become the bottleneck that every rollout waits on; an in-memory store is written here.
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(config.concurrency, mp_context=ctx, initializer=_start_process_worker,
-                             initargs=(config.model_dump_json(), os.getpid())) as pool:
+                             initargs=(config.model_dump_json(), os.getpid(), store.shared_location)) as pool:
         pending: dict[Future, TaskSpec] = {}
-        queue = iter(plan.work)
+        queue = iter(task_chunks(plan.work, config.batch_size(len(plan.work))))
 
-        def submit(item: WorkItem) -> None:
-            task, agent, seed = item
-            pending[pool.submit(_process_rollout, task.model_dump_json(), agent, seed)] = task
+        def submit(chunk: tuple[TaskSpec, list[tuple[str, int]]]) -> None:
+            task, items = chunk
+            pending[pool.submit(_process_rollouts, task.model_dump_json(), items, collect)] = task
 
-        for item in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
-            submit(item)
+        for chunk in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
+            submit(chunk)
         while pending:
             finished_now, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished_now:
                 task = pending.pop(fut)
-                trajectory = Trajectory.model_validate_json(fut.result())
-                store.add(trajectory, task)
-                results.append(trajectory)
-                finished += 1
-                if progress:
-                    progress(finished, plan.total, trajectory)
+                stored, returned = pickle.loads(fut.result())
+                for item in returned:
+                    if not stored:
+                        store.add(item, task)
+                    if collect:
+                        results.append(item)
+                    finished += 1
+                    if progress:
+                        progress(finished, plan.total, item)
                 nxt = next(queue, None)
                 if nxt is not None:
                     submit(nxt)

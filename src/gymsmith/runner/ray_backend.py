@@ -1,14 +1,18 @@
 """The Ray backend: rollouts spread over a Ray cluster, each actor with its own environment and verifier.
 
-The driver keeps the store: actors return trajectories and the driver writes each in one transaction,
-so a rollout is stored exactly once whatever happens to the actors. An actor that dies takes its
-in-flight rollouts with it; each of those is retried once on a fresh actor, and if that dies too it is
-stored as an infrastructure error — never lost, never duplicated.
+Where the actors can reach the store (a database server, or a SQLite file when Ray runs on this machine),
+each actor writes its own rollouts, one transaction each, and is handed a few rollouts of one task at a
+time; otherwise the actors return trajectories and the driver writes them. Either way a rollout is stored
+exactly once: the rollout id is the primary key, and the driver asks the store what a dead actor finished.
+An actor that dies takes its running rollout with it; that rollout is retried once on a fresh actor, and if
+that dies too it is stored as an infrastructure error — never lost, never duplicated. Rollouts that were
+only queued on the dead actor are handed out again without counting against them.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
 import traceback
 from collections.abc import Callable
@@ -16,7 +20,8 @@ from collections.abc import Callable
 import gymsmith
 from gymsmith.core.types import Observation, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import split_of
-from gymsmith.runner.local import ProgressCallback, RolloutWorker, RunConfig, plan_run
+from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, plan_run,
+                                   task_chunks)
 from gymsmith.runner.rollout import rollout_id
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
@@ -25,10 +30,12 @@ ACTOR_DEATH_RETRIES = 1
 
 
 class _Actor:
-    """Body of the Ray actor: a RolloutWorker with its own verifier process, fed TaskSpecs as JSON."""
+    """Body of the Ray actor: a RolloutWorker with its own verifier process, fed TaskSpecs as JSON; it writes
+    into the store itself when given its location."""
 
-    def __init__(self, config_json: str):
+    def __init__(self, config_json: str, store_location: str | None = None):
         self.worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1))
+        self.store = TrajectoryStore(store_location) if store_location else None
 
     def pid(self) -> int:
         return os.getpid()
@@ -36,8 +43,17 @@ class _Actor:
     def fingerprint(self) -> dict:
         return self.worker.fingerprint()
 
-    def rollout(self, task_json: str, agent: str, seed: int) -> str:
-        return self.worker.rollout(TaskSpec.model_validate_json(task_json), agent, seed).model_dump_json()
+    def rollouts(self, task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
+        """Run `items` ((agent, seed) pairs) of one task in order, storing each as it ends when this actor has
+        the store. Returns, pickled, the trajectories, or only their outcomes when stored here and not collected."""
+        task = TaskSpec.model_validate_json(task_json)
+        out: list[Trajectory | RolloutOutcome] = []
+        for agent, seed in items:
+            trajectory = self.worker.rollout(task, agent, seed)
+            if self.store is not None:
+                self.store.add(trajectory, task)
+            out.append(trajectory if collect or self.store is None else RolloutOutcome.of(trajectory))
+        return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _lost(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str) -> Trajectory:
@@ -50,11 +66,23 @@ def _lost(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str)
                       started_at=now, finished_at=now)
 
 
+def _actors_reach(store: TrajectoryStore, ray) -> bool:
+    """Whether Ray actors can write into `store`: a database server, or a SQLite file with every node of the
+    cluster on this machine (a SQLite path on another node would be a different, empty file)."""
+    if store.shared_location is None:
+        return False
+    if store.engine.dialect.name != "sqlite":
+        return True
+    here = ray.util.get_node_ip_address()
+    return all(node["NodeManagerAddress"] == here for node in ray.nodes() if node.get("Alive"))
+
+
 def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None = None,
                progress: ProgressCallback | None = None, tasks: list[TaskSpec] | None = None,
+               collect: bool = True,
                on_actor_pids: Callable[[list[int]], None] | None = None,
                on_actor_death: Callable[[str, str, int, int], None] | None = None) -> list[Trajectory]:
-    """Like `gymsmith.runner.run`, with `config.concurrency` Ray actors doing the rollouts.
+    """Like `gymsmith.runner.run` (including `collect`), with `config.concurrency` Ray actors doing the rollouts.
 
     `address` joins an existing cluster (e.g. ``"ray://head:10001"`` or ``"auto"``); without it a local
     Ray instance is started with `config.concurrency` CPUs and shut down afterwards.
@@ -75,48 +103,89 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
     try:
         Actor = ray.remote(num_cpus=1, max_restarts=0)(_Actor)
         config_json = config.model_dump_json()
-        actors = [Actor.remote(config_json) for _ in range(config.concurrency)]
+        location = store.shared_location if _actors_reach(store, ray) else None
+        actors = [Actor.remote(config_json, location) for _ in range(config.concurrency)]
         for fp in ray.get([a.fingerprint.remote() for a in actors]):  # a remote node may differ from the driver
             store.record_fingerprint(fp)
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
+        # Actors that store their own rollouts get batches of one task, one batch at a time; actors that
+        # return them get single rollouts, two at a time, so they never wait for the driver to store one.
+        size = config.batch_size(len(plan.work)) if location else 1
+        in_flight = 1 if location else 2
+        queue = list(reversed(task_chunks(plan.work, size)))
+        pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths: dict[tuple[str, str, int], int] = {}
-        queue = list(reversed(plan.work))
-        pending: dict = {}  # object ref -> (slot, the actor it went to, work item)
         results: list[Trajectory] = []
+        serial = iter(range(1 << 62))
 
         def submit(slot: int) -> None:
             if queue:
-                task, agent, seed = item = queue.pop()
+                chunk = queue.pop()
                 actor = actors[slot]
-                pending[actor.rollout.remote(task.model_dump_json(), agent, seed)] = (slot, actor, item)
+                ref = actor.rollouts.remote(chunk[0].model_dump_json(), chunk[1], collect)
+                pending[ref] = (next(serial), slot, actor, chunk)
 
-        for slot in range(len(actors)):
-            submit(slot)
-            submit(slot)  # two in flight per actor: it never waits for the driver
-        while pending:
-            [ref], _ = ray.wait(list(pending), num_returns=1)
-            slot, actor, (task, agent, seed) = pending.pop(ref)
-            try:
-                trajectory = Trajectory.model_validate_json(ray.get(ref))
-            except (RayActorError, WorkerCrashedError) as exc:
-                key = (task.id, agent, seed)
-                deaths[key] = deaths.get(key, 0) + 1
-                if on_actor_death:
-                    on_actor_death(*key, deaths[key])
-                if actors[slot] is actor:  # the first failure seen from this actor replaces it
-                    actors[slot] = Actor.remote(config_json)
-                if deaths[key] <= ACTOR_DEATH_RETRIES:
-                    queue.append((task, agent, seed))
-                    submit(slot)
-                    continue
-                trajectory = _lost(config, task, agent, seed, f"ray worker died {deaths[key]} times during this rollout: "
-                                   f"{type(exc).__name__}: {''.join(traceback.format_exception_only(exc)).strip()[:300]}")
-            store.add(trajectory, task)
-            results.append(trajectory)
+        def finish(item: Trajectory | RolloutOutcome, task: TaskSpec, *, store_it: bool) -> None:
+            nonlocal finished
+            if store_it:
+                store.add(item, task)
+            if collect:
+                results.append(item)
             finished += 1
             if progress:
-                progress(finished, plan.total, trajectory)
+                progress(finished, plan.total, item)
+
+        def actor_died(slot: int, actor, exc: Exception, failed: list[tuple[int, tuple[TaskSpec, list]]]) -> None:
+            """Every batch that was on a dead actor: keep what it stored, charge the rollout it was running
+            (the first unstored one of its earliest batch), queue the rest again."""
+            if actors[slot] is actor:
+                actors[slot] = Actor.remote(config_json, location)
+            charged = False
+            for _, (task, items) in sorted(failed, key=lambda f: f[0]):
+                ids = {rollout_id(config.run_id, task.id, a, s): (a, s) for a, s in items}
+                done = store.stored_ids(ids) if location else set()
+                for rid in [r for r in ids if r in done]:  # finished and stored before the actor died
+                    t = store.trajectory(rid)
+                    finish(t if collect else RolloutOutcome.of(t), task, store_it=False)
+                retry = []
+                for rid, (agent, seed) in ids.items():
+                    if rid in done:
+                        continue
+                    if charged:
+                        retry.append((agent, seed))
+                        continue
+                    charged = True
+                    key = (task.id, agent, seed)
+                    deaths[key] = deaths.get(key, 0) + 1
+                    if on_actor_death:
+                        on_actor_death(*key, deaths[key])
+                    if deaths[key] <= ACTOR_DEATH_RETRIES:
+                        queue.append((task, [(agent, seed)]))
+                    else:
+                        reason = (f"ray worker died {deaths[key]} times during this rollout: {type(exc).__name__}: "
+                                  f"{''.join(traceback.format_exception_only(exc)).strip()[:300]}")
+                        finish(_lost(config, task, agent, seed, reason), task, store_it=True)
+                if retry:
+                    queue.append((task, retry))
+
+        for slot in range(len(actors)):
+            for _ in range(in_flight):
+                submit(slot)
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            number, slot, actor, (task, items) = pending.pop(ref)
+            try:
+                returned = pickle.loads(ray.get(ref))
+            except (RayActorError, WorkerCrashedError) as exc:
+                same = [r for r, p in pending.items() if p[2] is actor]  # queued on the dead actor: failed too
+                failed = [(number, (task, items))] + [(pending[r][0], pending.pop(r)[3]) for r in same]
+                actor_died(slot, actor, exc, failed)
+                for _ in range(in_flight):
+                    submit(slot)
+                continue
+            for item in returned:
+                finish(item, task, store_it=location is None)
             submit(slot)
         return results
     finally:

@@ -61,6 +61,15 @@ class TrajectoryStore:
             raise StoreError(f"cannot open store {location!r}: {exc.orig}") from None
         self.location = url
 
+    @property
+    def shared_location(self) -> str | None:
+        """A URL another process on this machine can open to write into this same store; None for in-memory SQLite.
+
+        Worker processes write their own rollouts through it (see `gymsmith.runner.run`)."""
+        if self.engine.dialect.name == "sqlite" and self.engine.url.database in (None, "", ":memory:"):
+            return None
+        return self.location
+
     # -- writing --------------------------------------------------------------------------------
     def create_run(self, run_id: str, *, purpose: str, config: dict[str, Any]) -> bool:
         """Record a run; returns False if it already exists (a resume). Raises StoreError on a purpose clash."""
@@ -114,6 +123,12 @@ class TrajectoryStore:
         with self.engine.connect() as conn:
             return {tuple(r) for r in conn.execute(
                 select(rollouts.c.task_id, rollouts.c.agent, rollouts.c.seed).where(rollouts.c.run_id == run_id))}
+
+    def stored_ids(self, rollout_ids: Iterable[str]) -> set[str]:
+        """Those of `rollout_ids` that are stored."""
+        ids = list(rollout_ids)
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(select(rollouts.c.rollout_id).where(rollouts.c.rollout_id.in_(ids)))} if ids else set()
 
     def runs(self) -> list[RunInfo]:
         with self.engine.connect() as conn:
