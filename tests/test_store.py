@@ -83,3 +83,14 @@ def test_a_store_from_schema_1_is_upgraded_in_place(tmp_path, filled):
     assert len(store.rollout_rows()) == 12
     with sqlite3.connect(old) as c:
         assert "agent_info" in [r[1] for r in c.execute("PRAGMA table_info(steps)")]
+
+
+def test_workers_do_not_pay_for_pyarrow_until_an_export():
+    """Every worker process imports the runner and the store; pyarrow (~0.1 s) only loads for an export."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gymsmith.runner, gymsmith.store as s; print('pyarrow' in sys.modules); "
+            "s.PARQUET_SCHEMA; print('pyarrow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -26,6 +26,17 @@ def test_checks_run_in_another_process(plugin_env):
         assert len(pids) == 1 and pids[0] != os.getpid()
 
 
+def test_start_brings_the_workers_up_before_the_first_verification(plugin_env):
+    fam = get_family("plugfam")
+    with VerifierService(workers=2, env=plugin_env) as v:
+        assert v.pids() == []  # lazy by default
+        started = v.start().pids()
+        assert len(started) == 2 and os.getpid() not in started
+        assert v.start().pids() == started  # idempotent: no extra processes
+        t = _rollout(fam, fam.generate(1, mode="ok"), v)
+        assert t.reward.value == 1.0 and v.pids() == started  # the verification used a started worker
+
+
 @pytest.mark.parametrize("mode, message", [
     ("crash", "verifier process died (exit code 3)"),
     ("hang", "verifier timed out after 2 s"),

@@ -19,7 +19,7 @@ from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.core.errors import GymsmithError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.runner.local import RunConfig, SummaryRow, run as run_config, summarize
-from gymsmith.store import DEFAULT_STORE, TrajectoryStore, export_parquet
+from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -440,6 +440,8 @@ def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = Tru
 def export(parquet: Path = typer.Option(..., help="Output Parquet file."), store: str = DEFAULT_STORE,
            run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted.")) -> None:
     """Export stored rollouts (steps and reward components nested) to Parquet."""
+    from gymsmith.store import export_parquet  # pyarrow only when exporting
+
     n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)
     console.print(f"wrote {n} rollouts to {parquet}")
 

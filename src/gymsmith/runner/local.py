@@ -230,7 +230,7 @@ def _die_with_parent(parent: int) -> None:
 def _start_process_worker(config_json: str, parent: int, store_location: str | None) -> None:
     global _process_worker, _process_store
     _die_with_parent(parent)
-    _process_worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1))
+    _process_worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1).start())
     # the worker's own connection: the parent's engine must not be used across fork
     _process_store = TrajectoryStore(store_location) if store_location else None
 

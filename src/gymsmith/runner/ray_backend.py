@@ -34,7 +34,7 @@ class _Actor:
     into the store itself when given its location."""
 
     def __init__(self, config_json: str, store_location: str | None = None):
-        self.worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1))
+        self.worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1).start())
         self.store = TrajectoryStore(store_location) if store_location else None
 
     def pid(self) -> int:
@@ -109,10 +109,11 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
             store.record_fingerprint(fp)
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
-        # Actors that store their own rollouts get batches of one task, one batch at a time; actors that
-        # return them get single rollouts, two at a time, so they never wait for the driver to store one.
+        # Actors that store their own rollouts get batches of one task; actors that return them, single
+        # rollouts (a dead actor's unreturned batch would be lost work). Two at a time: an actor never waits
+        # for the driver between them (one at a time left each actor idle for about a fifth of the run).
         size = config.batch_size(len(plan.work)) if location else 1
-        in_flight = 1 if location else 2
+        in_flight = 2
         queue = list(reversed(task_chunks(plan.work, size)))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths: dict[tuple[str, str, int], int] = {}

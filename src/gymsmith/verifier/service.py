@@ -98,7 +98,7 @@ class VerifierService:
     def __init__(self, *, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.timeout_s, self._env = timeout_s, env
+        self.timeout_s, self._env, self._workers = timeout_s, env, workers
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         for _ in range(workers):
             self._idle.put(None)  # started lazily
@@ -125,6 +125,21 @@ class VerifierService:
         if response.error is not None or response.reward is None:
             raise VerifierError(response.error or "verifier returned neither a reward nor an error")
         return response.reward
+
+    def start(self) -> "VerifierService":
+        """Start the worker processes now instead of at their first verification, so that their interpreter
+        start-up overlaps the caller's own work. Returns at once (the processes start in the background)."""
+        taken = [self._idle.get() for _ in range(self._workers)]
+        try:
+            for i, worker in enumerate(taken):
+                if worker is None or not worker.alive():
+                    taken[i] = _Worker(self._env)
+                    with self._lock:
+                        self._all.append(taken[i])
+        finally:
+            for worker in taken:
+                self._idle.put(worker)
+        return self
 
     def pids(self) -> list[int]:
         """Process ids of the live workers (for tests that check the boundary)."""
