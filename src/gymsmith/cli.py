@@ -198,7 +198,7 @@ _AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent 
 _MODEL_URL = typer.Option(None, help="OpenAI-compatible endpoint for the agent 'model', e.g. http://127.0.0.1:8000/v1.")
 _MODEL_NAME = typer.Option(None, help="Model name the endpoint serves.")
 _MODEL_KEY = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key ('' for none).")
-_BACKEND = typer.Option("local", help="local (threads) or ray.")
+_BACKEND = typer.Option("local", help="local (worker processes on this machine) or ray.")
 _ADDRESS = typer.Option(None, help="Ray cluster address; without it a local Ray instance is started.")
 
 
