@@ -51,6 +51,46 @@ def test_every_fault_kind_and_no_rollout_lost(tmp_path):
     assert [s.agent_info for s in stored.steps] == [s.agent_info for s in completed[0].steps]
 
 
+def test_every_fault_kind_on_code_and_no_rollout_lost(tmp_path):
+    """The same on the code family: real sandboxes; the scripted model plays run_tests, read_file and the fix as
+    a diff. Code goals repeat across tasks, so each task is recognised by its first observation."""
+    from gymsmith.families.code.env import code_task
+    from gymsmith.families.code.repo import unified_diff
+    from gymsmith.registry import get_family
+
+    spec = TaskSetSpec(family="code", count=8, split="train", base_seed=31)
+    tasks = build_taskset(spec)
+    env = get_family("code").make_env()
+    try:
+        openings = [env.reset(t, seed=0).text for t in tasks]
+    finally:
+        env.close()
+    assert len(set(openings)) == len(tasks)
+    plans = {}
+    for text, task in zip(openings, tasks):
+        ct = code_task(task)
+        diff = unified_diff({m: ct.files[m] for m in ct.buggy_modules}, {m: ct.reference[m] for m in ct.buggy_modules})
+        plans[text] = [{"tool": "run_tests", "arguments": {}},
+                       {"tool": "read_file", "arguments": {"path": ct.buggy_modules[0]}},
+                       {"tool": "apply_diff", "arguments": {"diff": diff}},
+                       {"tool": "run_tests", "arguments": {}}]
+    with ScriptedChatServer(WitnessPolicy(plans), fault_rate=0.5, seed=2, slow_s=0.8) as server:
+        store = TrajectoryStore(tmp_path / "c.db")
+        config = RunConfig(run_id="model-code", taskset=spec, agents=["model"], model=_config(server), max_steps=60,
+                           retries=0)
+        out = run(config, store, tasks=tasks)
+    assert set(server.fault_counts) == set(FAULT_KINDS), server.fault_counts
+    rows = store.rollout_rows(["model-code"])
+    assert len(rows) == len(tasks) and len({r["task_id"] for r in rows}) == len(tasks)
+    assert {r["status"] for r in rows} <= {"completed", "error"}
+    completed = [t for t in out if t.status is RolloutStatus.COMPLETED]
+    assert len(completed) >= len(tasks) // 2
+    assert all(t.reward.accepted for t in completed)  # the faults cost steps, not correctness
+    assert all("no usable reply" in t.error and t.reward is None for t in out if t.status is RolloutStatus.ERROR)
+    kinds = {s.observation.error.kind for t in out for s in t.steps if s.observation.error}
+    assert {ActionErrorKind.MALFORMED_JSON, ActionErrorKind.UNKNOWN_TOOL, ActionErrorKind.NO_TOOL_CALL} & kinds
+
+
 def test_endpoint_down_is_an_infrastructure_error(ops):
     with ScriptedChatServer(WitnessPolicy({}), fault_rate=1.0, faults=("http_500",)) as server:
         agent = ModelAgent(_config(server, max_retries=2))

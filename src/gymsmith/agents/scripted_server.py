@@ -23,15 +23,17 @@ Policy = Callable[[list[dict[str, Any]], int], list[dict[str, Any]]]  # (message
 
 
 class WitnessPolicy:
-    """Plays known action lists. The task is recognised by its goal; progress is the witness actions whose calls
+    """Plays known action lists. The task is recognised by a text that occurs in the opening messages (its goal,
+    or, where goals repeat across tasks, its first observation); progress is the witness actions whose calls
     already succeeded (matched by tool and arguments), so retries and out-of-order results stay on track."""
 
     def __init__(self, plans: dict[str, list[dict[str, Any]]]):
-        self.plans = plans  # goal text -> [{"tool": ..., "arguments": {...}}, ...]
+        self.plans = plans  # recognising text -> [{"tool": ..., "arguments": {...}}, ...]
 
     def __call__(self, messages: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
         system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        plan = next((p for goal, p in self.plans.items() if goal in system), [])
+        first = next((m["content"] for m in messages if m["role"] == "user"), "") or ""
+        plan = next((p for key, p in self.plans.items() if key in system or key in first), [])
         calls = {c["id"]: _key(c["function"]["name"], c["function"]["arguments"])
                  for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
         succeeded = Counter(calls.get(m.get("tool_call_id")) for m in messages
