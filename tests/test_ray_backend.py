@@ -100,3 +100,28 @@ def test_an_actor_dying_mid_batch_keeps_what_it_stored_and_reruns_only_the_rest(
     assert {a for _, a, _, _ in deaths} == {"crash"} and sorted(n for *_, n in deaths) == [1, 1, 2, 2]
     nulls = [t for t in out if t.agent == "null"]  # the ones stored before the death, not a second run
     assert len(nulls) == 2 and all(t.finished_at < died_at[t.task_id] for t in nulls)
+
+
+def test_a_refused_config_starts_no_cluster(tmp_path):
+    """Split policy and unknown agents are refused before Ray is started (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import ray
+from gymsmith.core import SplitPolicyError
+from gymsmith.registry import TaskSetSpec
+from gymsmith.runner import RunConfig
+from gymsmith.runner.ray_backend import run_on_ray
+from gymsmith.store import TrajectoryStore
+store = TrajectoryStore({str(tmp_path / "x.db")!r})
+bad = [RunConfig(run_id="a", taskset=TaskSetSpec(family="ops", count=2, split="heldout"), agents=["oracle"]),
+       RunConfig(run_id="b", taskset=TaskSetSpec(family="ops", count=2), agents=["nobody"])]
+for config, error in zip(bad, (SplitPolicyError, ValueError)):
+    try:
+        run_on_ray(config, store)
+    except error as exc:
+        print(type(exc).__name__, ray.is_initialized())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["SplitPolicyError", "False", "ValueError", "False"], out.stderr[-2000:]

@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import gymsmith
 from gymsmith.core.types import Observation, RolloutStatus, TaskSpec, Trajectory
-from gymsmith.registry import split_of
-from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, plan_run,
-                                   task_chunks)
+from gymsmith.registry import get_family, split_of
+from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, agent_factories,
+                                   check_split_policy, plan_run, task_chunks)
 from gymsmith.runner.rollout import rollout_id
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
@@ -92,10 +92,8 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
     import ray
     from ray.exceptions import RayActorError, WorkerCrashedError
 
-    plan = plan_run(config, store, tasks)
-    finished = plan.finished
-    if progress:
-        progress(finished, plan.total, None)
+    check_split_policy(config)  # the cheap refusals before a cluster is started or joined
+    agent_factories(config, get_family(config.taskset.family))
     started_here = not ray.is_initialized()
     if started_here:
         init = dict(address=address) if address else dict(num_cpus=config.concurrency)
@@ -104,7 +102,12 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
         Actor = ray.remote(num_cpus=1, max_restarts=0)(_Actor)
         config_json = config.model_dump_json()
         location = store.shared_location if _actors_reach(store, ray) else None
+        # the actors start (a new process, imports: about a second) while the tasks are built and planned
         actors = [Actor.remote(config_json, location) for _ in range(config.concurrency)]
+        plan = plan_run(config, store, tasks)
+        finished = plan.finished
+        if progress:
+            progress(finished, plan.total, None)
         for fp in ray.get([a.fingerprint.remote() for a in actors]):  # a remote node may differ from the driver
             store.record_fingerprint(fp)
         if on_actor_pids:
