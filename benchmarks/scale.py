@@ -46,10 +46,6 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
 def one_vs_two(label: str, run_with: Callable[[str, int], object], reps: int = REPS) -> tuple[list[float], list[float]]:
     """Wall times of `reps` runs with 1 worker and with 2, interleaved so drifting machine load hits both alike."""
     one, two = [], []
@@ -60,10 +56,10 @@ def one_vs_two(label: str, run_with: Callable[[str, int], object], reps: int = R
 
 
 def _emit_workers(backend: str, family: str, rollouts: int, one: list[float], two: list[float]) -> None:
+    m1, m2 = statistics.median(one), statistics.median(two)
     emit(benchmark="workers", backend=backend, family=family, rollouts=rollouts, reps=len(one),
-         one_worker_s=round(_median(one), 3), two_workers_s=round(_median(two), 3),
-         speedup=round(_median(one) / _median(two), 2), speedups=[round(a / b, 2) for a, b in zip(one, two)],
-         target=">= 1.8x")
+         one_worker_s=round(m1, 3), two_workers_s=round(m2, 3), speedup=round(m1 / m2, 2),
+         speedups=[round(a / b, 2) for a, b in zip(one, two)], target=">= 1.8x")
 
 
 def code_workers(tmp: Path) -> None:
@@ -97,8 +93,9 @@ def runners(tmp: Path) -> None:
     finally:
         ray.shutdown()
     _emit_workers("ray", "ops", 800, ray1, ray2)
-    emit(benchmark="ray_vs_local", rollouts=800, reps=len(ray2), local_2_processes_s=round(_median(local2), 3),
-         ray_2_actors_s=round(_median(ray2), 3), slowdown=round(_median(ray2) / _median(local2), 2), target="<= 1.3x")
+    local, remote = statistics.median(local2), statistics.median(ray2)
+    emit(benchmark="ray_vs_local", rollouts=800, reps=len(ray2), local_2_processes_s=round(local, 3),
+         ray_2_actors_s=round(remote, 3), slowdown=round(remote / local, 2), target="<= 1.3x")
 
 
 def store_writes(location: str, label: str, tmp: Path) -> None:

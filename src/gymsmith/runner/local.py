@@ -177,6 +177,19 @@ class RolloutWorker:
         trajectory.fingerprint = self.fingerprint()["digest"]
         return trajectory
 
+    def run_batch(self, task: TaskSpec, items: list[tuple[str, int]], store: TrajectoryStore | None, *,
+                  collect: bool) -> list[Trajectory | RolloutOutcome]:
+        """Run `items` ((agent, seed) pairs) of `task` in order, writing each into `store` (when given) as it
+        ends. Returns the trajectories, or only their outcomes when they are stored and not collected
+        (decoding every trajectory would cost whoever receives it about as much as storing it)."""
+        out: list[Trajectory | RolloutOutcome] = []
+        for agent, seed in items:
+            trajectory = self.rollout(task, agent, seed)
+            if store is not None:
+                store.add(trajectory, task)
+            out.append(trajectory if collect or store is None else RolloutOutcome.of(trajectory))
+        return out
+
     def fingerprint(self) -> dict[str, Any]:
         """What this worker's rollouts run on (interpreter, packages, family source)."""
         return environment_fingerprint(self.family.name)
@@ -184,6 +197,24 @@ class RolloutWorker:
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
+
+
+class RunTally:
+    """What a run has finished, shared by every backend: the count, the progress reports, and (with
+    `collect`) the returned items. Reports the starting count when made."""
+
+    def __init__(self, finished: int, total: int, progress: ProgressCallback | None, collect: bool):
+        self.finished, self.total, self.progress, self.collect = finished, total, progress, collect
+        self.results: list = []
+        if progress:
+            progress(finished, total, None)
+
+    def add(self, item: Trajectory | RolloutOutcome) -> None:
+        if self.collect:
+            self.results.append(item)
+        self.finished += 1
+        if self.progress:
+            self.progress(self.finished, self.total, item)
 
 
 @dataclass
@@ -236,20 +267,11 @@ def _start_process_worker(config_json: str, parent: int, store_location: str | N
 
 
 def _process_rollouts(task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
-    """Run `items` ((agent, seed) pairs) of one task; each is stored as soon as it ends (when the worker has
-    the store). Returns, pickled, whether this worker stored them, and the trajectories (or, when they are
-    stored here and not collected, only their outcomes: decoding every trajectory would cost the parent
-    about as much as storing it)."""
+    """`RolloutWorker.run_batch` in a pool worker. Returns, pickled, whether this worker stored the rollouts
+    (it does unless the store is in memory), and what the batch returned."""
     assert _process_worker is not None
-    task = TaskSpec.model_validate_json(task_json)
-    stored = _process_store is not None
-    out: list[Trajectory | RolloutOutcome] = []
-    for agent, seed in items:
-        trajectory = _process_worker.rollout(task, agent, seed)
-        if stored:
-            _process_store.add(trajectory, task)
-        out.append(trajectory if collect or not stored else RolloutOutcome.of(trajectory))
-    return pickle.dumps((stored, out), protocol=pickle.HIGHEST_PROTOCOL)
+    out = _process_worker.run_batch(TaskSpec.model_validate_json(task_json), items, _process_store, collect=collect)
+    return pickle.dumps((_process_store is not None, out), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def task_chunks(work: list[WorkItem], size: int = CHUNK) -> list[tuple[TaskSpec, list[tuple[str, int]]]]:
@@ -284,25 +306,17 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
     """
     plan = plan_run(config, store, tasks)
-    finished = plan.finished
-    if progress:
-        progress(finished, plan.total, None)
-    results: list[Trajectory] = []
+    tally = RunTally(plan.finished, plan.total, progress, collect)
     if not (config.processes if config.processes is not None else config.concurrency > 1):
         with VerifierService() as verifier:
             worker = RolloutWorker(config, verifier)
             try:
                 for task, agent, seed in plan.work:
-                    trajectory = worker.rollout(task, agent, seed)
-                    store.add(trajectory, task)
-                    if collect:
-                        results.append(trajectory)
-                    finished += 1
-                    if progress:
-                        progress(finished, plan.total, trajectory if collect else RolloutOutcome.of(trajectory))
+                    for item in worker.run_batch(task, [(agent, seed)], store, collect=collect):
+                        tally.add(item)
             finally:
                 worker.close()
-        return results
+        return tally.results
     # fork, not spawn: workers inherit the families (also those from register_family), the tasks' cached
     # start states and sys.path, and a user's script is not re-imported as __main__ in every worker.
     # Each worker writes its own rollouts into the store (SQLite in WAL mode, or a server), so this process
@@ -327,12 +341,8 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
                 for item in returned:
                     if not stored:
                         store.add(item, task)
-                    if collect:
-                        results.append(item)
-                    finished += 1
-                    if progress:
-                        progress(finished, plan.total, item)
+                    tally.add(item)
                 nxt = next(queue, None)
                 if nxt is not None:
                     submit(nxt)
-    return results
+    return tally.results

@@ -11,6 +11,7 @@ only queued on the dead actor are handed out again without counting against them
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import time
@@ -20,8 +21,8 @@ from collections.abc import Callable
 import gymsmith
 from gymsmith.core.types import Observation, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import get_family, split_of
-from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, agent_factories,
-                                   check_split_policy, plan_run, task_chunks)
+from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, RunTally,
+                                   agent_factories, check_split_policy, plan_run, task_chunks)
 from gymsmith.runner.rollout import rollout_id
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
@@ -44,15 +45,8 @@ class _Actor:
         return self.worker.fingerprint()
 
     def rollouts(self, task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
-        """Run `items` ((agent, seed) pairs) of one task in order, storing each as it ends when this actor has
-        the store. Returns, pickled, the trajectories, or only their outcomes when stored here and not collected."""
-        task = TaskSpec.model_validate_json(task_json)
-        out: list[Trajectory | RolloutOutcome] = []
-        for agent, seed in items:
-            trajectory = self.worker.rollout(task, agent, seed)
-            if self.store is not None:
-                self.store.add(trajectory, task)
-            out.append(trajectory if collect or self.store is None else RolloutOutcome.of(trajectory))
+        """`RolloutWorker.run_batch` on this actor, pickled."""
+        out = self.worker.run_batch(TaskSpec.model_validate_json(task_json), items, self.store, collect=collect)
         return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -105,9 +99,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
         # the actors start (a new process, imports: about a second) while the tasks are built and planned
         actors = [Actor.remote(config_json, location) for _ in range(config.concurrency)]
         plan = plan_run(config, store, tasks)
-        finished = plan.finished
-        if progress:
-            progress(finished, plan.total, None)
+        tally = RunTally(plan.finished, plan.total, progress, collect)
         for fp in ray.get([a.fingerprint.remote() for a in actors]):  # a remote node may differ from the driver
             store.record_fingerprint(fp)
         if on_actor_pids:
@@ -120,8 +112,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
         queue = list(reversed(task_chunks(plan.work, size)))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths: dict[tuple[str, str, int], int] = {}
-        results: list[Trajectory] = []
-        serial = iter(range(1 << 62))
+        serial = itertools.count()
 
         def submit(slot: int) -> None:
             if queue:
@@ -129,16 +120,6 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                 actor = actors[slot]
                 ref = actor.rollouts.remote(chunk[0].model_dump_json(), chunk[1], collect)
                 pending[ref] = (next(serial), slot, actor, chunk)
-
-        def finish(item: Trajectory | RolloutOutcome, task: TaskSpec, *, store_it: bool) -> None:
-            nonlocal finished
-            if store_it:
-                store.add(item, task)
-            if collect:
-                results.append(item)
-            finished += 1
-            if progress:
-                progress(finished, plan.total, item)
 
         def actor_died(slot: int, actor, exc: Exception, failed: list[tuple[int, tuple[TaskSpec, list]]]) -> None:
             """Every batch that was on a dead actor: keep what it stored, charge the rollout it was running
@@ -151,7 +132,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                 done = store.stored_ids(ids) if location else set()
                 for rid in [r for r in ids if r in done]:  # finished and stored before the actor died
                     t = store.trajectory(rid)
-                    finish(t if collect else RolloutOutcome.of(t), task, store_it=False)
+                    tally.add(t if collect else RolloutOutcome.of(t))
                 retry = []
                 for rid, (agent, seed) in ids.items():
                     if rid in done:
@@ -169,7 +150,9 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                     else:
                         reason = (f"ray worker died {deaths[key]} times during this rollout: {type(exc).__name__}: "
                                   f"{''.join(traceback.format_exception_only(exc)).strip()[:300]}")
-                        finish(_lost(config, task, agent, seed, reason), task, store_it=True)
+                        lost = _lost(config, task, agent, seed, reason)
+                        store.add(lost, task)
+                        tally.add(lost if collect else RolloutOutcome.of(lost))
                 if retry:
                     queue.append((task, retry))
 
@@ -182,16 +165,20 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
             try:
                 returned = pickle.loads(ray.get(ref))
             except (RayActorError, WorkerCrashedError) as exc:
-                same = [r for r, p in pending.items() if p[2] is actor]  # queued on the dead actor: failed too
-                failed = [(number, (task, items))] + [(pending[r][0], pending.pop(r)[3]) for r in same]
+                failed = [(number, (task, items))]
+                for other in [r for r, p in pending.items() if p[2] is actor]:  # queued on the dead actor: failed too
+                    other_number, _, _, chunk = pending.pop(other)
+                    failed.append((other_number, chunk))
                 actor_died(slot, actor, exc, failed)
                 for _ in range(in_flight):
                     submit(slot)
                 continue
             for item in returned:
-                finish(item, task, store_it=location is None)
+                if location is None:
+                    store.add(item, task)
+                tally.add(item)
             submit(slot)
-        return results
+        return tally.results
     finally:
         if started_here:
             ray.shutdown()
