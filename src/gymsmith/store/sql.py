@@ -127,8 +127,10 @@ class TrajectoryStore:
     def stored_ids(self, rollout_ids: Iterable[str]) -> set[str]:
         """Those of `rollout_ids` that are stored."""
         ids = list(rollout_ids)
+        if not ids:
+            return set()
         with self.engine.connect() as conn:
-            return {r[0] for r in conn.execute(select(rollouts.c.rollout_id).where(rollouts.c.rollout_id.in_(ids)))} if ids else set()
+            return set(conn.execute(select(rollouts.c.rollout_id).where(rollouts.c.rollout_id.in_(ids))).scalars())
 
     def runs(self) -> list[RunInfo]:
         with self.engine.connect() as conn:

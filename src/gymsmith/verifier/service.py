@@ -115,10 +115,7 @@ class VerifierService:
                                 final_state_path=final_state.path, policy=policy)
         worker = self._idle.get()
         try:
-            if worker is None or not worker.alive():
-                worker = _Worker(self._env)
-                with self._lock:
-                    self._all.append(worker)
+            worker = self._live(worker)
             response = worker.call(request, self.timeout_s)
         finally:
             self._idle.put(worker if worker is not None and worker.alive() else None)
@@ -131,15 +128,21 @@ class VerifierService:
         start-up overlaps the caller's own work. Returns at once (the processes start in the background)."""
         taken = [self._idle.get() for _ in range(self._workers)]
         try:
-            for i, worker in enumerate(taken):
-                if worker is None or not worker.alive():
-                    taken[i] = _Worker(self._env)
-                    with self._lock:
-                        self._all.append(taken[i])
+            for i, worker in enumerate(taken):  # in place: those started before a failure go back started
+                taken[i] = self._live(worker)
         finally:
             for worker in taken:
                 self._idle.put(worker)
         return self
+
+    def _live(self, worker: _Worker | None) -> _Worker:
+        """`worker`, or a new one in its place when it was never started or has died."""
+        if worker is not None and worker.alive():
+            return worker
+        worker = _Worker(self._env)
+        with self._lock:
+            self._all.append(worker)
+        return worker
 
     def pids(self) -> list[int]:
         """Process ids of the live workers (for tests that check the boundary)."""
