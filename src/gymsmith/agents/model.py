@@ -16,7 +16,6 @@ import os
 import time
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, Field
 
 from gymsmith.core.errors import GymsmithError
@@ -63,6 +62,9 @@ class ModelAgent:
         self.template = config.system_prompt or system_prompt or DEFAULT_SYSTEM_PROMPT
         self._loop = asyncio.new_event_loop()
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        import httpx  # here, not at module level: every rollout worker imports this module, few talk to a model
+
+        self._httpx = httpx
         self._client = httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s,
                                          headers={"Authorization": f"Bearer {key}"} if key else {})
         self.step_info: dict[str, Any] | None = None
@@ -133,7 +135,7 @@ class ModelAgent:
             t0 = time.perf_counter()
             try:
                 response = await self._client.post("/chat/completions", json=body)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
+            except (self._httpx.TimeoutException, self._httpx.TransportError) as exc:
                 failures.append(f"{type(exc).__name__}")
                 continue
             if response.status_code == 429 or response.status_code >= 500:

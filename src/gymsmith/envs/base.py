@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import fastjsonschema
-import jsonschema
 from pydantic import BaseModel, Field
 
 from gymsmith.core.types import (
@@ -156,6 +155,8 @@ class ToolEnvironment:
             return arguments
         except fastjsonschema.JsonSchemaException:
             pass
+        import jsonschema  # only to explain a failure; not imported by every worker and verifier at start
+
         schema = self._tools[action.tool].parameters
         errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
