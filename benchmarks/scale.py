@@ -5,7 +5,9 @@
    Runs as `gymsmith run` does (collect=False: the workers store their rollouts, nothing is kept in memory).
    The timings include starting the workers, which rebuild each task's start state on first use.
    1 and 2 workers alternate, three times each; the medians and each pair's ratio are reported.
-2. ray_vs_local: the same rollouts on Ray (2 actors) versus the local pool (2 processes).
+2. ray_vs_local: the same rollouts on Ray (2 actors) versus the local pool (2 processes), each pair run back to
+   back: with fresh actors for every run (`run_on_ray`, what one `gymsmith run --backend ray` does), and with
+   actors kept across runs (`RayRunner`, what a training loop does; its first run is reported apart).
 3. store_writes: steps per second written through `TrajectoryStore.add` (one transaction per rollout)
    versus a commit per step, on SQLite and (when a server URL is given) PostgreSQL.
 4. topk: the 100 best rollouts by reward out of 100,000 stored, indexed query versus reading every row.
@@ -74,28 +76,50 @@ def code_workers(tmp: Path) -> None:
     _emit_workers("local", "code", 2 * len(tasks), one, two)
 
 
+def _emit_ray_vs_local(mode: str, local: list[float], remote: list[float], **extra) -> None:
+    m_local, m_remote = statistics.median(local), statistics.median(remote)
+    emit(benchmark="ray_vs_local", mode=mode, rollouts=800, reps=len(remote), local_2_processes_s=round(m_local, 3),
+         ray_2_actors_s=round(m_remote, 3), slowdown=round(m_remote / m_local, 2),
+         slowdowns=[round(r / l, 2) for l, r in zip(local, remote)], target="<= 1.3x", **extra)
+
+
 def runners(tmp: Path) -> None:
-    from gymsmith.runner.ray_backend import run_on_ray
+    from gymsmith.runner.ray_backend import RayRunner, run_on_ray
     import ray
 
     tasks = build_taskset(TaskSetSpec(family="ops", count=400, base_seed=9))
     cfg = lambda rid, n: RunConfig(run_id=rid, taskset=TaskSetSpec(family="ops", count=400), agents=["greedy", "oracle"],  # noqa: E731
                                    concurrency=n, processes=True)  # 1 worker process versus 2: the same architecture
     store = TrajectoryStore(tmp / "runners.db")
+    local = lambda rid, n: run(cfg(rid, n), store, tasks=tasks, collect=False)  # noqa: E731
     run(cfg("warm", 1), store, tasks=tasks[:5], collect=False)  # imports, caches, verifier start-up out of the way
-    local1, local2 = one_vs_two("local", lambda rid, n: run(cfg(rid, n), store, tasks=tasks, collect=False))
+    local1, local2 = one_vs_two("local", local)
     _emit_workers("local", "ops", 800, local1, local2)
     code_workers(tmp)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         run_on_ray(cfg("ray-warm", 2), store, tasks=tasks[:5], collect=False)
-        ray1, ray2 = one_vs_two("ray", lambda rid, n: run_on_ray(cfg(rid, n), store, tasks=tasks, collect=False))
+        fresh = lambda rid, n: run_on_ray(cfg(rid, n), store, tasks=tasks, collect=False)  # noqa: E731
+        ray1, ray2 = one_vs_two("ray", fresh)
+        _emit_workers("ray", "ops", 800, ray1, ray2)
+        # Ray against the local pool, each pair run back to back. Fresh actors: what one `gymsmith run
+        # --backend ray` pays (new processes importing Ray and gymsmith, every start state rebuilt there).
+        cold_local, cold_ray = [], []
+        for i in range(REPS):
+            cold_local.append(_timed(lambda: local(f"cl-{i}", 2)))
+            cold_ray.append(_timed(lambda: fresh(f"cr-{i}", 2)))
+        _emit_ray_vs_local("fresh_actors_each_run", cold_local, cold_ray)
+        # Actors kept across runs (RayRunner): what a training loop asking for experience again and again
+        # pays per run, after its first (timed apart) has started the actors and built their caches.
+        with RayRunner() as runner:
+            first = _timed(lambda: runner.run(cfg("kr-first", 2), store, tasks=tasks, collect=False))
+            kept_local, kept_ray = [], []
+            for i in range(REPS):
+                kept_local.append(_timed(lambda: local(f"kl-{i}", 2)))
+                kept_ray.append(_timed(lambda: runner.run(cfg(f"kr-{i}", 2), store, tasks=tasks, collect=False)))
+        _emit_ray_vs_local("actors_kept_across_runs", kept_local, kept_ray, first_run_s=round(first, 3))
     finally:
         ray.shutdown()
-    _emit_workers("ray", "ops", 800, ray1, ray2)
-    local, remote = statistics.median(local2), statistics.median(ray2)
-    emit(benchmark="ray_vs_local", rollouts=800, reps=len(ray2), local_2_processes_s=round(local, 3),
-         ray_2_actors_s=round(remote, 3), slowdown=round(remote / local, 2), target="<= 1.3x")
 
 
 def store_writes(location: str, label: str, tmp: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from gymsmith.registry import TaskSetSpec
 from gymsmith.runner import RunConfig, run
-from gymsmith.runner.ray_backend import run_on_ray
+from gymsmith.runner.ray_backend import RayRunner, run_on_ray
 from gymsmith.store import TrajectoryStore
 
 import ray  # noqa: E402 - the ray extra is installed by make setup
@@ -112,7 +112,7 @@ import ray
 from gymsmith.core import SplitPolicyError
 from gymsmith.registry import TaskSetSpec
 from gymsmith.runner import RunConfig
-from gymsmith.runner.ray_backend import run_on_ray
+from gymsmith.runner.ray_backend import RayRunner, run_on_ray
 from gymsmith.store import TrajectoryStore
 store = TrajectoryStore({str(tmp_path / "x.db")!r})
 bad = [RunConfig(run_id="a", taskset=TaskSetSpec(family="ops", count=2, split="heldout"), agents=["oracle"]),
@@ -125,3 +125,65 @@ for config, error in zip(bad, (SplitPolicyError, ValueError)):
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["SplitPolicyError", "False", "ValueError", "False"], out.stderr[-2000:]
+
+
+def _gone(pid: int, within_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_runner_keeps_its_actors_across_runs_and_families(ray_cluster, tmp_path):
+    """The same two actor processes serve an ops run, a run of another family and an ops run again, with the
+    local runner's rewards; closing the runner stops them."""
+    store = TrajectoryStore(tmp_path / "p.db")
+    seen: list[list[int]] = []
+    key = lambda t: (t.task_id, t.agent, t.seed, t.reward.value, t.final_state_hash)  # noqa: E731
+    with RayRunner() as runner:
+        first = runner.run(_config("p1", count=6), store, on_actor_pids=seen.append)
+        other = runner.run(RunConfig(run_id="p2", taskset=TaskSetSpec(family="plugfam", count=3), agents=["null"],
+                                     concurrency=2), store, on_actor_pids=seen.append)
+        again = runner.run(_config("p3", count=6), store, on_actor_pids=seen.append)
+        pids = runner.pids()
+    assert len(first) == len(again) == 18 and len(other) == 3
+    assert seen[0] == seen[1] == seen[2] == pids and len(set(pids)) == 2
+    local = run(_config("p-local", count=6), store)
+    assert sorted(map(key, again)) == sorted(map(key, local)) == sorted(map(key, first))
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_runner_replaces_an_actor_that_died_between_runs(ray_cluster, tmp_path):
+    store = TrajectoryStore(tmp_path / "d.db")
+    with RayRunner() as runner:
+        runner.run(_config("d1", count=4), store)
+        before = runner.pids()
+        os.kill(before[0], signal.SIGKILL)
+        assert _gone(before[0])
+        out = runner.run(_config("d2", count=4), store, collect=False)
+        after = runner.pids()
+    assert out == [] and len(store.rollout_rows(["d2"])) == 12
+    assert all(r["status"] != "error" for r in store.rollout_rows(["d2"]))
+    assert after[1] == before[1] and after[0] != before[0]
+
+
+def test_a_run_waiting_for_cpus_says_so_and_goes_on_once_they_are_free(ray_cluster, tmp_path, monkeypatch):
+    """Another runner holds both CPUs: the run warns that its actor is not up and why, then completes once
+    the other runner closes."""
+    from gymsmith.runner import ray_backend
+
+    monkeypatch.setattr(ray_backend, "SLOW_START_S", 1.0)
+    store = TrajectoryStore(tmp_path / "w.db")
+    holder = RayRunner().start(2)
+    holder.pids()  # both of the cluster's CPUs are taken
+    threading.Timer(4.0, holder.close).start()
+    config = RunConfig(run_id="wait", taskset=TaskSetSpec(family="ops", count=2, base_seed=4), agents=["oracle"],
+                       concurrency=1)
+    with RayRunner() as waiting:
+        with pytest.warns(RuntimeWarning, match=r"1 of 1 actor\(s\) not up after 1 s; .* cluster has 0 free"):
+            out = waiting.run(config, store)
+    assert len(out) == 2 and all(t.reward.value == 1.0 for t in out)

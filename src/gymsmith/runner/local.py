@@ -149,10 +149,20 @@ class RolloutWorker:
     """
 
     def __init__(self, config: RunConfig, verifier: VerifierService):
-        self.config, self.verifier = config, verifier
-        self.family = get_family(config.taskset.family)
-        self.factories = agent_factories(config, self.family)
-        self.env = None
+        self.verifier, self.env, self.family = verifier, None, None
+        self.reconfigure(config)
+
+    def reconfigure(self, config: RunConfig) -> None:
+        """Run `config`'s rollouts from now on; the environment is kept when the family is the same
+        (a long-lived worker serving run after run keeps its warm environment and caches).
+
+        Raises UnknownFamilyError, or ValueError for an unknown agent."""
+        family = get_family(config.taskset.family)
+        factories = agent_factories(config, family)
+        if family is not self.family:
+            self.close()
+            self.env, self.family = None, family
+        self.config, self.factories = config, factories
 
     def rollout(self, task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
         c = self.config
@@ -197,6 +207,7 @@ class RolloutWorker:
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
+            self.env = None
 
 
 class RunTally:

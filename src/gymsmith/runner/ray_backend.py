@@ -16,6 +16,7 @@ import os
 import pickle
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 
 import gymsmith
@@ -28,26 +29,48 @@ from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 ACTOR_DEATH_RETRIES = 1
+SLOW_START_S = 20.0  # actors not up by then: say why the run may be waiting (for CPUs, usually)
+IN_FLIGHT = 2  # batches submitted per actor: it never waits for the driver between them (with one at a time,
+# each actor sat idle for about a fifth of the run)
 
 
 class _Actor:
-    """Body of the Ray actor: a RolloutWorker with its own verifier process, fed TaskSpecs as JSON; it writes
-    into the store itself when given its location."""
+    """Body of the Ray actor: a RolloutWorker with its own verifier process, kept across runs (its environment,
+    sandbox pool and caches stay warm), fed TaskSpecs as JSON; it writes into the store itself when told where."""
 
-    def __init__(self, config_json: str, store_location: str | None = None):
-        self.worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1).start())
-        self.store = TrajectoryStore(store_location) if store_location else None
+    def __init__(self):
+        self.verifier = VerifierService(workers=1).start()
+        self.worker: RolloutWorker | None = None
+        self.store: TrajectoryStore | None = None
+        self.stores: dict[str, TrajectoryStore] = {}
 
     def pid(self) -> int:
         return os.getpid()
 
-    def fingerprint(self) -> dict:
+    def configure(self, config_json: str, store_location: str | None) -> dict:
+        """Serve the run `config_json` from now on; returns this actor's environment fingerprint."""
+        config = RunConfig.model_validate_json(config_json)
+        if self.worker is None:
+            self.worker = RolloutWorker(config, self.verifier)
+        else:
+            self.worker.reconfigure(config)
+        if store_location and store_location not in self.stores:
+            self.stores[store_location] = TrajectoryStore(store_location)
+        self.store = self.stores[store_location] if store_location else None
         return self.worker.fingerprint()
 
     def rollouts(self, task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
         """`RolloutWorker.run_batch` on this actor, pickled."""
+        assert self.worker is not None, "configure() first"
         out = self.worker.run_batch(TaskSpec.model_validate_json(task_json), items, self.store, collect=collect)
         return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        self.verifier.close()
+        for store in self.stores.values():
+            store.close()
 
 
 def _lost(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str) -> Trajectory:
@@ -71,44 +94,133 @@ def _actors_reach(store: TrajectoryStore, ray) -> bool:
     return all(node["NodeManagerAddress"] == here for node in ray.nodes() if node.get("Alive"))
 
 
-def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None = None,
-               progress: ProgressCallback | None = None, tasks: list[TaskSpec] | None = None,
-               collect: bool = True,
-               on_actor_pids: Callable[[list[int]], None] | None = None,
-               on_actor_death: Callable[[str, str, int, int], None] | None = None) -> list[Trajectory]:
-    """Like `gymsmith.runner.run` (including `collect`), with `config.concurrency` Ray actors doing the rollouts.
+class RayRunner:
+    """Ray actors kept across runs: what a training loop that asks for experience again and again wants.
 
-    `address` joins an existing cluster (e.g. ``"ray://head:10001"`` or ``"auto"``); without it a local
-    Ray instance is started with `config.concurrency` CPUs and shut down afterwards.
-    `on_actor_pids` is called with the actors' process ids once they are up, and `on_actor_death` with
-    (task id, agent, seed, deaths so far) each time an actor dies under a rollout (for monitoring and tests).
+    Each actor is a Ray worker process with its own environment (sandbox pool, caches) and verifier process;
+    starting one costs about a second (a new process importing Ray and gymsmith), which `run_on_ray` pays on
+    every call and a RayRunner pays once. Actors are started on first use, as many as the largest
+    `config.concurrency` asked for; a run uses `config.concurrency` of them, and an actor that dies is replaced.
+
+    `address` joins an existing cluster (e.g. ``"ray://head:10001"`` or ``"auto"``); without it, and if Ray is
+    not already initialized in this process, a local Ray instance is started with `num_cpus` CPUs (default:
+    this machine's) on first use and shut down by `close()`. Use as a context manager, or call `close()`:
+    it stops the actors (and their verifier processes) and frees their CPUs for other Ray work.
+
+    Not thread-safe: one run at a time per runner.
     """
-    import ray
-    from ray.exceptions import RayActorError, WorkerCrashedError
 
-    check_split_policy(config)  # the cheap refusals before a cluster is started or joined
-    agent_factories(config, get_family(config.taskset.family))
-    started_here = not ray.is_initialized()
-    if started_here:
-        init = dict(address=address) if address else dict(num_cpus=config.concurrency)
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **init)
-    try:
-        Actor = ray.remote(num_cpus=1, max_restarts=0)(_Actor)
+    def __init__(self, *, address: str | None = None, num_cpus: int | None = None):
+        self.address, self.num_cpus = address, num_cpus
+        self.actors: list = []
+        self._started_ray = False
+        self._closed = False
+
+    def __enter__(self) -> "RayRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _ray(self):
+        import ray
+
+        if self._closed:
+            raise RuntimeError("this RayRunner is closed; make a new one")
+        if not ray.is_initialized():
+            init = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus)
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **init)
+            self._started_ray = True
+        return ray
+
+    def _new_actor(self):
+        ray = self._ray()
+        return ray.remote(num_cpus=1, max_restarts=0)(_Actor).remote()
+
+    def start(self, n: int) -> "RayRunner":
+        """Start actors (if fewer are running) so that `n` are up or starting; returns self. A run does this
+        itself; call it early to overlap the actors' start with other work. Each actor holds one CPU of the
+        cluster until `close()`."""
+        while len(self.actors) < n:
+            self.actors.append(self._new_actor())
+        return self
+
+    def pids(self) -> list[int]:
+        """The process ids of the actors (waits until they are up)."""
+        ray = self._ray()
+        return ray.get([a.pid.remote() for a in self.actors])
+
+    def close(self) -> None:
+        """Stop the actors and, if this runner started Ray, Ray itself. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+
+        if ray.is_initialized() and self.actors:
+            from ray.exceptions import GetTimeoutError, RayError
+
+            try:  # a clean stop closes each environment and verifier process; a stuck actor is killed anyway
+                ray.get([a.close.remote() for a in self.actors], timeout=30)
+            except (RayError, GetTimeoutError):
+                pass
+            for actor in self.actors:
+                ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self._started_ray:
+            ray.shutdown()
+
+    def run(self, config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
+            tasks: list[TaskSpec] | None = None, collect: bool = True,
+            on_actor_pids: Callable[[list[int]], None] | None = None,
+            on_actor_death: Callable[[str, str, int, int], None] | None = None) -> list[Trajectory]:
+        """Like `gymsmith.runner.run` (including `collect` and resuming a run id), on `config.concurrency` of
+        this runner's actors.
+
+        `on_actor_pids` is called with the actors' process ids once they are up, and `on_actor_death` with
+        (task id, agent, seed, deaths so far) each time an actor dies under a rollout (for monitoring and tests).
+        Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError, ValueError before anything runs
+        (and before Ray is started or joined).
+        """
+        check_split_policy(config)  # the cheap refusals before a cluster is started or joined
+        agent_factories(config, get_family(config.taskset.family))
+        ray = self._ray()
+        from ray.exceptions import RayActorError, WorkerCrashedError
+
         config_json = config.model_dump_json()
         location = store.shared_location if _actors_reach(store, ray) else None
-        # the actors start (a new process, imports: about a second) while the tasks are built and planned
-        actors = [Actor.remote(config_json, location) for _ in range(config.concurrency)]
+        self.start(config.concurrency)  # new actors start (about a second) while the tasks are built and planned
+        actors = self.actors[:config.concurrency]
+        configured = [a.configure.remote(config_json, location) for a in actors]
         plan = plan_run(config, store, tasks)
         tally = RunTally(plan.finished, plan.total, progress, collect)
-        for fp in ray.get([a.fingerprint.remote() for a in actors]):  # a remote node may differ from the driver
+
+        def replace(slot: int):
+            """A fresh actor in `slot`, configured for this run; returns the configure call's reference."""
+            actor = self._new_actor()
+            actors[slot] = self.actors[slot] = actor
+            return actor.configure.remote(config_json, location)  # runs before any batch sent to it later
+
+        ready, waiting = ray.wait(configured, num_returns=len(configured), timeout=SLOW_START_S)
+        if waiting:
+            free = ray.available_resources().get("CPU", 0)
+            warnings.warn(f"RayRunner: {len(waiting)} of {len(configured)} actor(s) not up after {SLOW_START_S:g} s; "
+                          f"each needs a CPU and the cluster has {free:g} free. Still waiting: other Ray work, or "
+                          "another RayRunner not yet closed, may hold the CPUs (or an autoscaler is adding nodes)",
+                          RuntimeWarning, stacklevel=2)
+        fingerprints = []
+        for slot, ref in enumerate(configured):
+            try:
+                fingerprints.append(ray.get(ref))
+            except (RayActorError, WorkerCrashedError):  # died since the previous run: replaced
+                fingerprints.append(ray.get(replace(slot)))
+        for fp in {f["digest"]: f for f in fingerprints}.values():  # a remote node may differ from the driver
             store.record_fingerprint(fp)
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
         # Actors that store their own rollouts get batches of one task; actors that return them, single
-        # rollouts (a dead actor's unreturned batch would be lost work). Two at a time: an actor never waits
-        # for the driver between them (one at a time left each actor idle for about a fifth of the run).
+        # rollouts (a dead actor's unreturned batch would be lost work).
         size = config.batch_size(len(plan.work)) if location else 1
-        in_flight = 2
         queue = list(reversed(task_chunks(plan.work, size)))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths: dict[tuple[str, str, int], int] = {}
@@ -125,7 +237,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
             """Every batch that was on a dead actor: keep what it stored, charge the rollout it was running
             (the first unstored one of its earliest batch), queue the rest again."""
             if actors[slot] is actor:
-                actors[slot] = Actor.remote(config_json, location)
+                replace(slot)
             charged = False
             for _, (task, items) in sorted(failed, key=lambda f: f[0]):
                 ids = {rollout_id(config.run_id, task.id, a, s): (a, s) for a, s in items}
@@ -157,7 +269,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                     queue.append((task, retry))
 
         for slot in range(len(actors)):
-            for _ in range(in_flight):
+            for _ in range(IN_FLIGHT):
                 submit(slot)
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
@@ -170,7 +282,7 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                     other_number, _, _, chunk = pending.pop(other)
                     failed.append((other_number, chunk))
                 actor_died(slot, actor, exc, failed)
-                for _ in range(in_flight):
+                for _ in range(IN_FLIGHT):
                     submit(slot)
                 continue
             for item in returned:
@@ -179,6 +291,19 @@ def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None
                 tally.add(item)
             submit(slot)
         return tally.results
-    finally:
-        if started_here:
-            ray.shutdown()
+
+
+def run_on_ray(config: RunConfig, store: TrajectoryStore, *, address: str | None = None,
+               progress: ProgressCallback | None = None, tasks: list[TaskSpec] | None = None,
+               collect: bool = True,
+               on_actor_pids: Callable[[list[int]], None] | None = None,
+               on_actor_death: Callable[[str, str, int, int], None] | None = None) -> list[Trajectory]:
+    """One run on `config.concurrency` fresh Ray actors, stopped when it ends: `RayRunner.run` on a runner of
+    its own (see there for the arguments). A loop of runs should keep one `RayRunner` instead.
+
+    `address` joins an existing cluster; without it, and if Ray is not initialized in this process, a local
+    Ray instance is started with `config.concurrency` CPUs and shut down afterwards.
+    """
+    with RayRunner(address=address, num_cpus=config.concurrency) as runner:
+        return runner.run(config, store, progress=progress, tasks=tasks, collect=collect,
+                          on_actor_pids=on_actor_pids, on_actor_death=on_actor_death)
