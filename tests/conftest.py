@@ -68,7 +68,7 @@ class NondetFamily(PluginFamily):
 
 
 class CrashingAgent(NullAgent):
-    """Kills the process it runs in (a worker dying mid-rollout). Only ever run inside a Ray actor."""
+    """Kills the process it runs in (a worker dying mid-rollout). Only ever run in a worker process or Ray actor."""
     name = "crash"
     def act(self, observation):
         os._exit(9)

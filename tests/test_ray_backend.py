@@ -79,7 +79,7 @@ def test_a_rollout_that_kills_every_worker_is_stored_once_as_an_error(ray_cluste
     out = run_on_ray(config, store, on_actor_death=lambda *k: deaths.append(k))
     rows = store.rollout_rows(["crash"])
     assert len(rows) == 2 and len({r["task_id"] for r in rows}) == 2
-    assert all(r["status"] == "error" and "ray worker died 2 times" in r["error"] and r["reward"] is None for r in rows)
+    assert all(r["status"] == "error" and "worker died 2 times during this rollout: Ray actor lost" in r["error"] and r["reward"] is None for r in rows)
     assert sorted(n for *_, n in deaths) == [1, 1, 2, 2]  # retried once each, then recorded
     assert len(out) == 2
 

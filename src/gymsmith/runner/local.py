@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-import multiprocessing
-import os
-import pickle
-import signal
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -253,38 +248,6 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
     return RunPlan(work=work, total=total, finished=total - len(work))
 
 
-_process_worker: RolloutWorker | None = None
-_process_store: TrajectoryStore | None = None
-
-
-def _die_with_parent(parent: int) -> None:
-    """A worker must not outlive its run, even when the run is killed with SIGKILL (Linux prctl)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still applies
-        pass
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        os._exit(1)
-
-
-def _start_process_worker(config_json: str, parent: int, store_location: str | None) -> None:
-    global _process_worker, _process_store
-    _die_with_parent(parent)
-    _process_worker = RolloutWorker(RunConfig.model_validate_json(config_json), VerifierService(workers=1).start())
-    # the worker's own connection: the parent's engine must not be used across fork
-    _process_store = TrajectoryStore(store_location) if store_location else None
-
-
-def _process_rollouts(task_json: str, items: list[tuple[str, int]], collect: bool) -> bytes:
-    """`RolloutWorker.run_batch` in a pool worker. Returns, pickled, whether this worker stored the rollouts
-    (it does unless the store is in memory), and what the batch returned."""
-    assert _process_worker is not None
-    out = _process_worker.run_batch(TaskSpec.model_validate_json(task_json), items, _process_store, collect=collect)
-    return pickle.dumps((_process_store is not None, out), protocol=pickle.HIGHEST_PROTOCOL)
-
-
 def task_chunks(work: list[WorkItem], size: int = CHUNK) -> list[tuple[TaskSpec, list[tuple[str, int]]]]:
     """Consecutive rollouts of the same task, at most `size` at a time, in the order of `work`.
 
@@ -301,7 +264,8 @@ def task_chunks(work: list[WorkItem], size: int = CHUNK) -> list[tuple[TaskSpec,
 
 
 def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
-        tasks: list[TaskSpec] | None = None, collect: bool = True) -> list[Trajectory]:
+        tasks: list[TaskSpec] | None = None, collect: bool = True,
+        on_worker_death: Callable[[str, str, int, int], None] | None = None) -> list[Trajectory]:
     """Run every (task, agent, seed) of `config` not already stored under its run id; return the new trajectories.
 
     With `collect=False` nothing is kept in memory and the list is empty: read the run back from the store
@@ -313,8 +277,12 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     rollouts of one task at a time. Each finished rollout is written, in its own transaction, as soon as it
     completes (by the worker that ran it, unless the store is in memory), so a killed run loses at most the
     rollouts running at that moment, and rerunning the same run id finishes the rest.
+    A worker process that dies (a crash, the OOM killer) is replaced and the run goes on: the rollout it was
+    running is retried once, then stored as an infrastructure error; what it stored is kept, what was queued
+    on it runs elsewhere (`on_worker_death` is called with (task id, agent, seed, deaths so far) each time).
     `progress` is called in this process after each stored rollout (in a worker pool, as each batch returns).
-    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts.
+    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError before any rollout starts, and
+    `process_pool.WorkerFailure` when a worker process raises outside a rollout.
     """
     plan = plan_run(config, store, tasks)
     tally = RunTally(plan.finished, plan.total, progress, collect)
@@ -328,32 +296,7 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
             finally:
                 worker.close()
         return tally.results
-    # fork, not spawn: workers inherit the families (also those from register_family), the tasks' cached
-    # start states and sys.path, and a user's script is not re-imported as __main__ in every worker.
-    # Each worker writes its own rollouts into the store (SQLite in WAL mode, or a server), so this process
-    # does not become the bottleneck that every rollout waits on; an in-memory store is written here.
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(config.concurrency, mp_context=ctx, initializer=_start_process_worker,
-                             initargs=(config.model_dump_json(), os.getpid(), store.shared_location)) as pool:
-        pending: dict[Future, TaskSpec] = {}
-        queue = iter(task_chunks(plan.work, config.batch_size(len(plan.work))))
+    from gymsmith.runner.process_pool import run_in_processes  # it builds on this module
 
-        def submit(chunk: tuple[TaskSpec, list[tuple[str, int]]]) -> None:
-            task, items = chunk
-            pending[pool.submit(_process_rollouts, task.model_dump_json(), items, collect)] = task
-
-        for chunk in itertools.islice(queue, 2 * config.concurrency):  # few in flight: an interrupt loses little
-            submit(chunk)
-        while pending:
-            finished_now, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished_now:
-                task = pending.pop(fut)
-                stored, returned = pickle.loads(fut.result())
-                for item in returned:
-                    if not stored:
-                        store.add(item, task)
-                    tally.add(item)
-                nxt = next(queue, None)
-                if nxt is not None:
-                    submit(nxt)
+    run_in_processes(config, store, plan.work, tally, collect=collect, on_worker_death=on_worker_death)
     return tally.results

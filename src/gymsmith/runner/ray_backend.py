@@ -6,7 +6,8 @@ time; otherwise the actors return trajectories and the driver writes them. Eithe
 exactly once: the rollout id is the primary key, and the driver asks the store what a dead actor finished.
 An actor that dies takes its running rollout with it; that rollout is retried once on a fresh actor, and if
 that dies too it is stored as an infrastructure error — never lost, never duplicated. Rollouts that were
-only queued on the dead actor are handed out again without counting against them.
+only queued on the dead actor are handed out again without counting against them (`runner.recovery`, shared
+with the local pool).
 """
 
 from __future__ import annotations
@@ -14,21 +15,18 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
-import time
 import traceback
 import warnings
 from collections.abc import Callable
 
-import gymsmith
-from gymsmith.core.types import Observation, RolloutStatus, TaskSpec, Trajectory
-from gymsmith.registry import get_family, split_of
-from gymsmith.runner.local import (ProgressCallback, RolloutOutcome, RolloutWorker, RunConfig, RunTally,
+from gymsmith.core.types import TaskSpec, Trajectory
+from gymsmith.registry import get_family
+from gymsmith.runner.local import (ProgressCallback, RolloutWorker, RunConfig, RunTally,
                                    agent_factories, check_split_policy, plan_run, task_chunks)
-from gymsmith.runner.rollout import rollout_id
+from gymsmith.runner.recovery import WorkerDeaths
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
-ACTOR_DEATH_RETRIES = 1
 SLOW_START_S = 20.0  # actors not up by then: say why the run may be waiting (for CPUs, usually)
 IN_FLIGHT = 2  # batches submitted per actor: it never waits for the driver between them (with one at a time,
 # each actor sat idle for about a fifth of the run)
@@ -71,16 +69,6 @@ class _Actor:
         self.verifier.close()
         for store in self.stores.values():
             store.close()
-
-
-def _lost(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str) -> Trajectory:
-    now = time.time()
-    return Trajectory(rollout_id=rollout_id(config.run_id, task.id, agent, seed), run_id=config.run_id, task_id=task.id,
-                      family=task.family, family_version=task.family_version,
-                      split=split_of(task.id, heldout_fraction=config.taskset.heldout_fraction),
-                      difficulty=task.difficulty, seed=seed, agent=agent, package_version=gymsmith.__version__,
-                      reset_observation=Observation(text=""), status=RolloutStatus.ERROR, error=reason,
-                      started_at=now, finished_at=now)
 
 
 def _actors_reach(store: TrajectoryStore, ray) -> bool:
@@ -223,7 +211,7 @@ class RayRunner:
         size = config.batch_size(len(plan.work)) if location else 1
         queue = list(reversed(task_chunks(plan.work, size)))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
-        deaths: dict[tuple[str, str, int], int] = {}
+        deaths = WorkerDeaths(config, store, tally, workers_store=location is not None, on_death=on_actor_death)
         serial = itertools.count()
 
         def submit(slot: int) -> None:
@@ -232,41 +220,6 @@ class RayRunner:
                 actor = actors[slot]
                 ref = actor.rollouts.remote(chunk[0].model_dump_json(), chunk[1], collect)
                 pending[ref] = (next(serial), slot, actor, chunk)
-
-        def actor_died(slot: int, actor, exc: Exception, failed: list[tuple[int, tuple[TaskSpec, list]]]) -> None:
-            """Every batch that was on a dead actor: keep what it stored, charge the rollout it was running
-            (the first unstored one of its earliest batch), queue the rest again."""
-            if actors[slot] is actor:
-                replace(slot)
-            charged = False
-            for _, (task, items) in sorted(failed, key=lambda f: f[0]):
-                ids = {rollout_id(config.run_id, task.id, a, s): (a, s) for a, s in items}
-                done = store.stored_ids(ids) if location else set()
-                for rid in [r for r in ids if r in done]:  # finished and stored before the actor died
-                    t = store.trajectory(rid)
-                    tally.add(t if collect else RolloutOutcome.of(t))
-                retry = []
-                for rid, (agent, seed) in ids.items():
-                    if rid in done:
-                        continue
-                    if charged:
-                        retry.append((agent, seed))
-                        continue
-                    charged = True
-                    key = (task.id, agent, seed)
-                    deaths[key] = deaths.get(key, 0) + 1
-                    if on_actor_death:
-                        on_actor_death(*key, deaths[key])
-                    if deaths[key] <= ACTOR_DEATH_RETRIES:
-                        queue.append((task, [(agent, seed)]))
-                    else:
-                        reason = (f"ray worker died {deaths[key]} times during this rollout: {type(exc).__name__}: "
-                                  f"{''.join(traceback.format_exception_only(exc)).strip()[:300]}")
-                        lost = _lost(config, task, agent, seed, reason)
-                        store.add(lost, task)
-                        tally.add(lost if collect else RolloutOutcome.of(lost))
-                if retry:
-                    queue.append((task, retry))
 
         for slot in range(len(actors)):
             for _ in range(IN_FLIGHT):
@@ -281,7 +234,10 @@ class RayRunner:
                 for other in [r for r, p in pending.items() if p[2] is actor]:  # queued on the dead actor: failed too
                     other_number, _, _, chunk = pending.pop(other)
                     failed.append((other_number, chunk))
-                actor_died(slot, actor, exc, failed)
+                if actors[slot] is actor:
+                    replace(slot)
+                cause = f"Ray actor lost: {''.join(traceback.format_exception_only(exc)).strip()[:300]}"
+                queue.extend(deaths.worker_died(failed, cause))
                 for _ in range(IN_FLIGHT):
                     submit(slot)
                 continue
