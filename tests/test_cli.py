@@ -1,6 +1,7 @@
 """The command line, run as a user runs it (a real subprocess)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -76,3 +77,17 @@ def test_demo_runs_end_to_end(tmp_path):
         assert f"PASS {claim}" in out.stdout, out.stdout
     assert "FAIL" not in out.stdout
     assert "<table>" in (tmp_path / "demo.html").read_text()
+
+
+def test_a_worker_dying_under_a_rollout_is_reported_and_the_run_completes(plugin_path, tmp_path):
+    """The plug-in family's `crash` agent kills the worker process it runs in, every time."""
+    db = str(tmp_path / "d.db")
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "run", "plugfam", "--count", "1", "--agents", "null,crash",
+                          "--concurrency", "2", "--run-id", "d", "--store", db], capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(plugin_path)})
+    assert out.returncode == 0, out.stderr
+    assert "a worker died during crash (seed 0) on task" in out.stderr
+    assert "(death 1 of this rollout): run again on a fresh worker" in out.stderr
+    assert "(death 2 of this rollout): stored as an infrastructure error" in out.stderr
+    assert re.search(r"crash\s*│\s*all\s*│\s*1\s*│\s*1\s*│", out.stdout), out.stdout  # 1 rollout, 1 error
+    assert re.search(r"null\s*│\s*all\s*│\s*1\s*│\s*0\s*│\s*1\.000", out.stdout), out.stdout

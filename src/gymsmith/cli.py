@@ -19,6 +19,7 @@ from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.core.errors import GymsmithError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.runner.local import RunConfig, SummaryRow, run as run_config, summarize
+from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 
@@ -165,12 +166,17 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
             last = "" if t is None else f"{t.agent}: {t.status.value}" + ("" if t.reward is None else f" r={t.reward.value:.2f}")
             bar.update(job, completed=done, total=total, last=last)
 
+        def died(task_id: str, agent: str, seed: int, deaths: int) -> None:
+            then = "run again on a fresh worker" if deaths <= WORKER_DEATH_RETRIES else "stored as an infrastructure error"
+            bar.console.print(f"[yellow]a worker died during {agent} (seed {seed}) on task {task_id} "
+                              f"(death {deaths} of this rollout): {then}[/]")
+
         if backend == "ray":
             from gymsmith.runner.ray_backend import run_on_ray
 
-            run_on_ray(config, store, address=address, progress=report, collect=False)
+            run_on_ray(config, store, address=address, progress=report, collect=False, on_actor_death=died)
         elif backend == "local":
-            run_config(config, store, progress=report, collect=False)
+            run_config(config, store, progress=report, collect=False, on_worker_death=died)
         else:
             raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
     print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")
