@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import time
 import traceback
 from collections import deque
 from multiprocessing.connection import wait
@@ -59,9 +60,10 @@ def _serve(config_json: str, parent: int, store_location: str | None, requests, 
     except Exception:
         results.send_bytes(pickle.dumps(("error", traceback.format_exc())))
     finally:
+        # The environment is closed (sandboxes, browsers). The verifier process is not waited for: it exits at
+        # the end of its input, when this process exits (waiting for it cost each run 0.1 s).
         if worker is not None:
             worker.close()
-            worker.verifier.close()
 
 
 class WorkerFailure(RuntimeError):
@@ -92,19 +94,32 @@ class _Worker:
                else f"exit code {code}")
         return f"worker process {self.proc.pid} died ({how})"
 
-    def stop(self, wait_s: float) -> None:
+    def ask_to_stop(self) -> None:
+        """Queue the stop after the worker's batches (it closes its environment and verifier, then exits)."""
         if self.proc.is_alive():
             try:
                 self.requests.put(None)
             except (OSError, ValueError):
                 pass
-            self.proc.join(timeout=wait_s)
+
+    def stop(self, wait_s: float) -> None:
+        """Wait up to `wait_s` for the worker to exit (after `ask_to_stop`), then kill it; release the pipes."""
+        self.proc.join(timeout=wait_s)
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join()
         self.requests.cancel_join_thread()  # a dead reader must not keep the parent waiting at exit
         self.requests.close()
         self.results.close()
+
+
+def _stop_all(workers: list[_Worker], wait_s: float) -> None:
+    """Stop every worker at once (each one's clean-up runs alongside the others'), within `wait_s` in all."""
+    for w in workers:
+        w.ask_to_stop()
+    deadline = time.monotonic() + wait_s
+    for w in workers:
+        w.stop(max(0.0, deadline - time.monotonic()))
 
 
 def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkItem], tally: RunTally, *,
@@ -146,7 +161,7 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
                     failed = list(w.batches)
                     w.batches.clear()
                     cause = w.cause_of_death()
-                    w.stop(0)
+                    w.stop(0)  # already dead: release its pipes
                     workers[workers.index(w)] = fresh = _Worker(ctx, config_json, location)
                     queue.extendleft(reversed(deaths.worker_died(failed, cause)))
                     feed(fresh)
@@ -162,5 +177,4 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
                 feed(w)
         finished = True
     finally:  # after an error or an interrupt, stop at once: what was stored stays, a rerun does the rest
-        for w in workers:
-            w.stop(STOP_TIMEOUT_S if finished else 0)
+        _stop_all(workers, STOP_TIMEOUT_S if finished else 0)
