@@ -23,6 +23,8 @@ from gymsmith.verifier.service import VerifierService
 
 DIFFICULTY_BINS = 5
 CHUNK = 8  # default most rollouts of one task handed to a worker at once
+IN_FLIGHT = 2  # batches given to each worker process or Ray actor at a time: it never waits for the driver
+# between two (with one at a time, each Ray actor sat idle for about a fifth of the run)
 
 
 class RunConfig(BaseModel):
@@ -46,8 +48,12 @@ class RunConfig(BaseModel):
                               "at once (a worker pool or Ray actors that store their own rollouts); default: up to "
                               "8, fewer when the run is small, so the last batches keep every worker busy.")
 
-    def batch_size(self, rollouts: int) -> int:
-        """The batch size for a run of `rollouts`: `batch`, or the default described there."""
+    def batch_size(self, rollouts: int, *, workers_store: bool = True) -> int:
+        """The batch size for a run of `rollouts`: `batch`, or the default described there. 1 when the
+        workers cannot write into the store (`workers_store=False`): a dead worker's unreturned batch would
+        be work lost, so each rollout comes back on its own."""
+        if not workers_store:
+            return 1
         if self.batch is not None:
             return self.batch
         return max(1, min(CHUNK, rollouts // (4 * self.concurrency)))
@@ -214,6 +220,13 @@ class RunTally:
         self.results: list = []
         if progress:
             progress(finished, total, None)
+
+    def add_returned(self, task: TaskSpec, returned: list, store_here: TrajectoryStore | None) -> None:
+        """Add a batch a worker returned; first write each item into `store_here`, when the worker could not."""
+        for item in returned:
+            if store_here is not None:
+                store_here.add(item, task)
+            self.add(item)
 
     def add(self, item: Trajectory | RolloutOutcome) -> None:
         if self.collect:

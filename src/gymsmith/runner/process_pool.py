@@ -20,12 +20,11 @@ from collections import deque
 from multiprocessing.connection import wait
 
 from gymsmith.core.types import TaskSpec
-from gymsmith.runner.local import RolloutWorker, RunConfig, RunTally, WorkItem, task_chunks
+from gymsmith.runner.local import IN_FLIGHT, RolloutWorker, RunConfig, RunTally, WorkItem, task_chunks
 from gymsmith.runner.recovery import Chunk, WorkerDeaths
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
-IN_FLIGHT = 2  # batches queued per worker: it never waits for the parent between two
 STOP_TIMEOUT_S = 30.0
 
 
@@ -95,7 +94,7 @@ class _Worker:
         return f"worker process {self.proc.pid} died ({how})"
 
     def ask_to_stop(self) -> None:
-        """Queue the stop after the worker's batches (it closes its environment and verifier, then exits)."""
+        """Queue the stop after the worker's batches (it closes its environment, then exits)."""
         if self.proc.is_alive():
             try:
                 self.requests.put(None)
@@ -136,7 +135,7 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
     # start states and sys.path, and a user's script is not re-imported as __main__ in every worker.
     ctx = multiprocessing.get_context("fork")
     config_json, location = config.model_dump_json(), store.shared_location
-    queue: deque[Chunk] = deque(task_chunks(work, config.batch_size(len(work)) if location else 1))
+    queue: deque[Chunk] = deque(task_chunks(work, config.batch_size(len(work), workers_store=location is not None)))
     deaths = WorkerDeaths(config, store, tally, workers_store=location is not None, on_death=on_worker_death)
     numbers = itertools.count()  # submission order: a worker takes its batches in this order
     workers: list[_Worker] = []
@@ -170,10 +169,7 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
                     raise WorkerFailure(f"a worker process failed:\n{message[1]}")
                 _, stored, returned = message
                 _, (task, _) = w.batches.popleft()
-                for item in returned:
-                    if not stored:
-                        store.add(item, task)
-                    tally.add(item)
+                tally.add_returned(task, returned, None if stored else store)
                 feed(w)
         finished = True
     finally:  # after an error or an interrupt, stop at once: what was stored stays, a rerun does the rest

@@ -21,15 +21,13 @@ from collections.abc import Callable
 
 from gymsmith.core.types import TaskSpec, Trajectory
 from gymsmith.registry import get_family
-from gymsmith.runner.local import (ProgressCallback, RolloutWorker, RunConfig, RunTally,
+from gymsmith.runner.local import (IN_FLIGHT, ProgressCallback, RolloutWorker, RunConfig, RunTally,
                                    agent_factories, check_split_policy, plan_run, task_chunks)
 from gymsmith.runner.recovery import WorkerDeaths
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 SLOW_START_S = 20.0  # actors not up by then: say why the run may be waiting (for CPUs, usually)
-IN_FLIGHT = 2  # batches submitted per actor: it never waits for the driver between them (with one at a time,
-# each actor sat idle for about a fifth of the run)
 
 
 class _Actor:
@@ -206,9 +204,7 @@ class RayRunner:
             store.record_fingerprint(fp)
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
-        # Actors that store their own rollouts get batches of one task; actors that return them, single
-        # rollouts (a dead actor's unreturned batch would be lost work).
-        size = config.batch_size(len(plan.work)) if location else 1
+        size = config.batch_size(len(plan.work), workers_store=location is not None)
         queue = list(reversed(task_chunks(plan.work, size)))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths = WorkerDeaths(config, store, tally, workers_store=location is not None, on_death=on_actor_death)
@@ -241,10 +237,7 @@ class RayRunner:
                 for _ in range(IN_FLIGHT):
                     submit(slot)
                 continue
-            for item in returned:
-                if location is None:
-                    store.add(item, task)
-                tally.add(item)
+            tally.add_returned(task, returned, None if location else store)
             submit(slot)
         return tally.results
 
