@@ -42,3 +42,15 @@ class StoreError(GymsmithError):
 
 class VerifierError(GymsmithError):
     """The verifier service crashed, timed out or returned something unreadable."""
+
+
+class UngradableState(GymsmithError):
+    """The final state the agent left cannot be graded (too large, special files, unreadable data...).
+
+    Raised by a family's hidden checks. It is the agent's failure, not the infrastructure's: the verifier
+    turns it into a rejected reward of 0 with the reason as a gate failure, never into an error.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

@@ -11,6 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from gymsmith.core.errors import UngradableState
 from gymsmith.registry import get_family
 from gymsmith.verifier.policies import apply_policy
 from gymsmith.verifier.protocol import CheckResult, VerifyRequest, VerifyResponse
@@ -23,7 +24,10 @@ def handle(request: VerifyRequest) -> VerifyResponse:
                               error=f"task made by {request.task.family} v{request.task.family_version}, "
                                     f"verifier has v{family.version}")
     checks = importlib.import_module(family.checks_module)
-    result = checks.verify(request.task, Path(request.final_state_path))
+    try:
+        result = checks.verify(request.task, Path(request.final_state_path))
+    except UngradableState as exc:  # the agent left something the checks refuse to grade: its failure, reward 0
+        result = CheckResult(components={}, gate_failures=[f"ungradable final state: {exc.reason}"])
     if not isinstance(result, CheckResult):
         raise TypeError(f"{family.checks_module}.verify returned {type(result).__name__}, expected CheckResult")
     return VerifyResponse(request_id=request.request_id, reward=apply_policy(result, request.policy))
