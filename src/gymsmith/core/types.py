@@ -161,7 +161,11 @@ class Reward(BaseModel):
 
     components: dict[str, RewardComponent]
     accepted: bool = Field(description="The hidden checks' gate: every hard requirement holds.")
-    gate_failures: list[str] = Field(default_factory=list, description="Hard requirements that failed.")
+    gate_failures: list[str] = Field(default_factory=list, description="Hard requirements that failed (violations "
+                                     "included, prefixed 'violation: ').")
+    violations: list[str] = Field(default_factory=list, description="Forbidden effects the checks found (collateral "
+                                  "change, broken rule, forged results, another account's action); any one makes "
+                                  "`value` 0 under every policy.")
     value: float = Field(description="The scalar for training, computed by `policy`.")
     policy: str = Field(description="Name of the reward policy that computed `value`.")
     errors: list[str] = Field(default_factory=list, description="Non-fatal problems met while checking.")

@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 metadata = MetaData()
 
 runs = Table(
@@ -54,6 +54,7 @@ rollouts = Table(
     Column("task", Text, nullable=False),  # TaskSpec JSON (agent-visible; no witness)
     Column("reset_observation", Text, nullable=False),
     Column("gate_failures", Text, nullable=False),  # JSON list
+    Column("violations", Text),  # JSON list: forbidden effects that zeroed the reward (schema 5)
     Column("final_diff", Text),  # unified diff of the final state against the start (file-based families)
     UniqueConstraint("run_id", "task_id", "agent", "seed", name="one_rollout_per_key"),
     Index("rollouts_by_run", "run_id"),

@@ -98,7 +98,8 @@ class TrajectoryStore:
                    error=t.error, package_version=t.package_version, started_at=t.started_at,
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
-                   gate_failures=json.dumps(reward.gate_failures if reward else []), final_diff=t.final_diff)
+                   gate_failures=json.dumps(reward.gate_failures if reward else []),
+                   violations=json.dumps(reward.violations if reward else []), final_diff=t.final_diff)
         step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool, arguments=s.action.arguments_text(),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
@@ -171,7 +172,7 @@ class TrajectoryStore:
         reward = None
         if r["reward"] is not None:
             reward = Reward(components=components, accepted=bool(r["accepted"]), value=r["reward"], policy=r["policy"],
-                            gate_failures=json.loads(r["gate_failures"]))
+                            gate_failures=json.loads(r["gate_failures"]), violations=json.loads(r["violations"] or "[]"))
         return Trajectory(rollout_id=r["rollout_id"], run_id=r["run_id"], task_id=r["task_id"], family=r["family"],
                           family_version=r["family_version"], split=r["split"], difficulty=r["difficulty"], seed=r["seed"],
                           agent=r["agent"], package_version=r["package_version"],
@@ -228,7 +229,8 @@ def _upgrade(engine: Engine) -> None:
     """Bring a store made by an earlier gymsmith up to the current schema, keeping everything in it."""
     added = {("steps", "agent_info", "TEXT"),  # schema 1 -> 2
              ("rollouts", "fingerprint", "VARCHAR(32)"),  # schema 2 -> 3
-             ("rollouts", "final_diff", "TEXT")}  # schema 3 -> 4
+             ("rollouts", "final_diff", "TEXT"),  # schema 3 -> 4
+             ("rollouts", "violations", "TEXT")}  # schema 4 -> 5
     for table, column, kind in sorted(added):
         if column not in {c["name"] for c in inspect(engine).get_columns(table)}:
             with engine.begin() as conn:

@@ -53,7 +53,9 @@ def get_policy(name: str) -> Policy:
 
 def apply_policy(result: CheckResult, policy: str) -> Reward:
     fn = get_policy(policy)
-    reward = Reward(components=result.components, accepted=result.accepted, gate_failures=result.gate_failures,
-                    value=0.0, policy=policy, errors=result.errors)
-    reward.value = round(fn(reward.shaped, reward.accepted), 6)
+    reward = Reward(components=result.components, accepted=result.accepted,
+                    gate_failures=[*result.gate_failures, *(f"violation: {v}" for v in result.violations)],
+                    violations=result.violations, value=0.0, policy=policy, errors=result.errors)
+    # a violation zeroes the reward under every policy: a hack never pays more than doing nothing
+    reward.value = 0.0 if result.violations else round(fn(reward.shaped, reward.accepted), 6)
     return reward

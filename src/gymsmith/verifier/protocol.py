@@ -8,15 +8,22 @@ from gymsmith.core.types import Reward, RewardComponent, TaskSpec
 
 
 class CheckResult(BaseModel):
-    """What a family's hidden checks return: dense components and the gate's failures (empty = accepted)."""
+    """What a family's hidden checks return: dense components, the gate's failures and violations.
+
+    `gate_failures` say the goal is not (fully) reached: partial credit from the components still counts.
+    `violations` say the agent did something forbidden (changed what the goal does not need, broke a rule,
+    forged or tampered with results, acted as another account): any one of them rejects the state AND
+    zeroes the reward under every policy, so no hack can earn more than doing nothing.
+    """
 
     components: dict[str, RewardComponent]
     gate_failures: list[str] = Field(default_factory=list)
+    violations: list[str] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
 
     @property
     def accepted(self) -> bool:
-        return not self.gate_failures
+        return not self.gate_failures and not self.violations
 
 
 class VerifyRequest(BaseModel):
