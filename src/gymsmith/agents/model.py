@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from gymsmith.core.errors import GymsmithError
+from gymsmith.core.errors import InfrastructureError
 from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -29,7 +29,7 @@ DEFAULT_SYSTEM_PROMPT = (
 TRUNCATION_NOTE = "[{n} earlier messages were removed to fit the context limit]"
 
 
-class ModelEndpointError(GymsmithError):
+class ModelEndpointError(InfrastructureError):
     """The endpoint kept failing (HTTP errors, timeouts, dropped connections) after every retry."""
 
 

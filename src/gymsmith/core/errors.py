@@ -10,6 +10,19 @@ class GymsmithError(Exception):
     """Base class of every error gymsmith raises on purpose."""
 
 
+class InfrastructureError(GymsmithError):
+    """A part the agent does not control failed (a sandbox that cannot run, a dead browser, a verifier or model
+    endpoint that is down). Raised out of an environment's `step`, it ends the rollout as an `error` (no reward);
+    every other exception an agent's input may cause is turned into an error observation or a reward of 0.
+    """
+
+
+def is_infrastructure(exc: BaseException) -> bool:
+    """Whether `exc` is an infrastructure failure (see InfrastructureError): the rule the environments and the
+    runner share to tell a failure of the infrastructure (an `error` rollout) from one of the agent (reward 0)."""
+    return isinstance(exc, (InfrastructureError, MemoryError))
+
+
 class UnknownFamilyError(GymsmithError, KeyError):
     """No family is registered under the requested name."""
 
@@ -40,7 +53,7 @@ class StoreError(GymsmithError):
     """The trajectory store cannot be opened or does not hold what was asked for."""
 
 
-class VerifierError(GymsmithError):
+class VerifierError(InfrastructureError):
     """The verifier service crashed, timed out or returned something unreadable."""
 
 

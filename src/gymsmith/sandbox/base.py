@@ -24,13 +24,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from gymsmith.core.errors import GymsmithError
+from gymsmith.core.errors import InfrastructureError
 
 WORKSPACE = "/workspace"  # where the workspace appears inside an isolating sandbox
 CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache"})  # caches tools write on their own: not state, not listed
 
 
-class SandboxError(GymsmithError):
+class SandboxError(InfrastructureError):
     """The sandbox itself failed (could not start, lost its workspace); not something the command did."""
 
 
