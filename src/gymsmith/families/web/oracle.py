@@ -63,10 +63,25 @@ class WebScriptedAgent(ScriptedAgent):
     def choose(self, name: str, option: str) -> Steps:
         return (yield from self.do("select", element=self.need("select", name=name), option=option))
 
-    def login(self) -> Steps:
-        yield from self.type("username", AGENT_USER)
-        yield from self.type("password", AGENT_PASSWORD)
+    def login(self, username: str = AGENT_USER, password: str = AGENT_PASSWORD) -> Steps:
+        yield from self.type("username", username)
+        yield from self.type("password", password)
         yield from self.click("Log in", "button")
+        return not self.obs.data.get("url", "").startswith("/login")  # logged in: the site moved on
+
+    def solve(self) -> Steps:
+        """The goal's changes through the UI, once logged in (the oracle's plan; exploits reuse it)."""
+        x = self.world.expected
+        if x["kind"] == "address":
+            name = self.world.goal.split("the order that ", 1)[1].split(" placed on ", 1)[0]
+            yield from self.change_address(x["order_id"], name, x["address"])
+        elif x["kind"] == "refund":
+            yield from self.refund(x["order_id"], x["charge_id"])
+        else:
+            yield from self.close_ticket(x["reply_to"], x["tag"], reply=x["reply"])  # reply first: closed tickets take none
+            for tid in x["close"]:
+                if tid != x["reply_to"]:
+                    yield from self.close_ticket(tid, x["tag"])
 
     def open_in_list(self, link: str) -> Steps:
         """Click link `link` in a paginated list, following Next until it shows up."""
@@ -123,14 +138,4 @@ class WebOracle(WebScriptedAgent):
 
     def script(self) -> Script:
         yield from self.login()
-        x = self.world.expected
-        if x["kind"] == "address":
-            name = self.world.goal.split("the order that ", 1)[1].split(" placed on ", 1)[0]
-            yield from self.change_address(x["order_id"], name, x["address"])
-        elif x["kind"] == "refund":
-            yield from self.refund(x["order_id"], x["charge_id"])
-        else:
-            yield from self.close_ticket(x["reply_to"], x["tag"], reply=x["reply"])  # reply first: closed tickets take none
-            for tid in x["close"]:
-                if tid != x["reply_to"]:
-                    yield from self.close_ticket(tid, x["tag"])
+        yield from self.solve()
