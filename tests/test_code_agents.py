@@ -86,13 +86,13 @@ def test_exploit_never_accepted_and_caught_for_its_reason(rows, name):
     assert max(r["reward"] for r in rs) <= 0.5
 
 
-def test_test_edits_are_flagged_and_the_final_diff_is_stored(store, rows):
+def test_test_edits_are_violations_and_the_final_diff_is_stored(store, rows):
     r = mine(rows, "exploit:assert_true")[0]
     t = store.trajectory(r["rollout_id"])
-    assert t.reward.components["tests_untouched"].value == 0.0 and "FLAG" in t.reward.components["tests_untouched"].detail
+    assert t.reward.value == 0.0 and any("test files tampered with" in v for v in t.reward.violations)
     assert t.final_diff and "+    assert True" in t.final_diff
     o = store.trajectory(mine(rows, "oracle")[0]["rollout_id"])
-    assert o.final_diff and o.reward.components["tests_untouched"].value == 1.0
+    assert o.final_diff and o.reward.violations == [] and o.reward.value == 1.0
 
 
 def test_the_filesystem_search_found_nothing_to_copy(store, rows):

@@ -1,5 +1,6 @@
-"""The warm verifier path gives the same per-test outcomes as a fresh `python -m pytest`, and holds up against
-code that fights it. Real sandboxes; the fresh runs are real pytest processes."""
+"""Call checks give the same per-test outcomes as a fresh `python -m pytest` on honest code (buggy, fixed, half
+fixed), and the warm pytest runner (for repositories brought by users) holds up against code that fights it.
+Real sandboxes; the fresh runs are real pytest processes."""
 
 from __future__ import annotations
 
@@ -10,18 +11,11 @@ import pytest
 from gymsmith.families.code.checks import source_files
 from gymsmith.families.code.env import code_task
 from gymsmith.families.code.exploits import PATCH_RUNNER
-from gymsmith.families.code.generator import PYTEST_INI
+from gymsmith.families.code.generator import PYTEST_INI, compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
+from gymsmith.families.code.repo import Tree
 from gymsmith.registry import TaskSetSpec, build_taskset
-from gymsmith.verifier.pytest_runner import (
-    LEAN_ARGS,
-    RunStatus,
-    TestOutcome,
-    WarmPytest,
-    choose_engine,
-    fresh_pytest,
-    is_plain_test_module,
-)
+from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, WarmPytest, fresh_pytest
 
 N_TASKS = 200
 
@@ -36,7 +30,7 @@ def jobs_for(tasks):
             sources.update({m: ct.reference[m] for m in ct.buggy_modules})
         elif i % 3 == 2:
             sources[ct.buggy_modules[0]] = ct.reference[ct.buggy_modules[0]]
-        out.append({**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI})
+        out.append((sources, ct.hidden_tests))
     return out
 
 
@@ -45,51 +39,51 @@ def jobs():
     return jobs_for(build_taskset(TaskSetSpec(family="code", count=N_TASKS, base_seed=900, knobs={"difficulty": [0.0, 1.0]})))
 
 
+def call_checks(sources, hidden):
+    templates = [p.removeprefix("tests/test_").removesuffix(".py") for p in sorted(hidden)]
+    suites = [compiled_suite(t, hidden[f"tests/test_{t}.py"]) for t in templates]
+    return run_hidden_tests(sources, suites, templates, deadline_s=10)
+
+
 @pytest.fixture(scope="module")
 def fresh(jobs):
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda j: fresh_pytest(j, extra_args=LEAN_ARGS), jobs))
+        return list(pool.map(lambda j: fresh_pytest({**j[0], **j[1], "pytest.ini": PYTEST_INI}, extra_args=LEAN_ARGS), jobs))
 
 
-def test_warm_outcomes_equal_fresh_pytest_on_every_task(jobs, fresh):
-    with WarmPytest() as warm:
-        runs = [warm.run(j, extra_args=LEAN_ARGS) for j in jobs]
-    assert all(choose_engine(j, ["tests"], "auto")[0] == "plain" for j in jobs)
-    assert all(f.status is RunStatus.COMPLETED for f in fresh)
-    mismatches = [i for i, (w, f) in enumerate(zip(runs, fresh)) if w.outcomes != f.outcomes]
-    assert mismatches == [], (mismatches[:3], runs[mismatches[0]].outcomes if mismatches else None)
+def test_call_checks_equal_fresh_pytest_on_honest_code_of_every_task(jobs, fresh):
+    """Outside the canaries (which call checks can never pass), pass/fail agree test for test."""
+    runs = [call_checks(sources, hidden) for sources, hidden in jobs]
+    assert all(f.status is RunStatus.COMPLETED for f in fresh) and all(r.status is RunStatus.COMPLETED for r in runs)
+    passed = lambda o: o is TestOutcome.PASSED  # noqa: E731
+    mismatches = [i for i, (r, f) in enumerate(zip(runs, fresh))
+                  if {k: passed(v) for k, v in r.outcomes.items()} != {k: passed(v) for k, v in f.outcomes.items()}]
+    assert mismatches == [], (mismatches[:3], {k: (v, runs[mismatches[0]].outcome(k)) for k, v in fresh[mismatches[0]].outcomes.items()
+                                                 if passed(v) != passed(runs[mismatches[0]].outcome(k))} if mismatches else None)
     outcomes = [o for f in fresh for o in f.outcomes.values()]
     assert outcomes.count(TestOutcome.PASSED) > 1000 and outcomes.count(TestOutcome.FAILED) > 300  # both kinds exercised
 
 
-def test_warm_pytest_engine_equals_fresh_pytest_too(jobs, fresh):
+def test_warm_pytest_equals_fresh_pytest(jobs, fresh):
     with WarmPytest() as warm:
-        runs = [warm.run(j, extra_args=LEAN_ARGS, engine="pytest") for j in jobs[:60]]
+        runs = [warm.run({**j[0], **j[1], "pytest.ini": PYTEST_INI}, extra_args=LEAN_ARGS) for j in jobs[:60]]
     assert [r.outcomes for r in runs] == [f.outcomes for f in fresh[:60]]
 
 
-def test_plain_engine_refuses_what_it_cannot_reproduce():
-    assert is_plain_test_module("import x\nA = 1\n\ndef helper(a):\n    return a\n\ndef test_a():\n    assert helper(1)\n")
-    for source in ("import pytest\n@pytest.mark.parametrize('a', [1])\ndef test_a(a):\n    pass\n",
-                   "def test_a(tmp_path):\n    pass\n", "class TestX:\n    def test_a(self):\n        pass\n",
-                   "def setup_module():\n    pass\n", "pytestmark = []\n"):
-        assert not is_plain_test_module(source)
-    with pytest.raises(ValueError, match="plain engine"):
-        choose_engine({"tests/test_a.py": "def test_a(x):\n    pass\n"}, ["tests"], "plain")
-
-
-def test_a_forged_pass_is_caught_by_the_canaries_under_pytest():
-    """Code that rewrites pytest's reports makes every test 'pass', including the canaries that must fail."""
+def test_a_runner_patch_forges_pytest_but_not_call_checks():
+    """Code that rewrites pytest's reports makes every pytest test 'pass', canaries included (caught as a
+    violation); under call checks the same code has no report to rewrite and no test passes by it."""
     task = build_taskset(TaskSetSpec(family="code", count=1, base_seed=77))[0]
     ct = code_task(task)
     sources = {m: ct.files[m] + PATCH_RUNNER for m in ct.modules}
     with WarmPytest() as warm:
-        run = warm.run({**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI}, extra_args=LEAN_ARGS, engine="pytest")
+        run = warm.run({**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI}, extra_args=LEAN_ARGS)
     assert all(run.outcome(c) is TestOutcome.PASSED for c in ct.canaries)  # the forgery worked on pytest ...
-    result = grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries,
-                   EditFacts(source_lines_changed=10, lines_needed=1, test_files_changed=[], other_files_changed=[]))
-    assert not result.accepted and any("tampered" in f for f in result.gate_failures)  # ... and was caught
-    assert result.components["fail_to_pass"].value == 0.0  # no partial credit for forged passes
+    edits = EditFacts(source_lines_changed=10, lines_needed=1, test_files_changed=[], other_files_changed=[])
+    result = grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits)
+    assert not result.accepted and any("tampered" in v for v in result.violations)  # ... and was caught
+    calls = call_checks(sources, ct.hidden_tests)
+    assert not any(calls.outcome(t) is TestOutcome.PASSED for t in ct.fail_to_pass + ct.canaries)
 
 
 def test_runner_survives_code_that_kills_hangs_or_exits():
@@ -109,6 +103,7 @@ def test_runner_survives_code_that_kills_hangs_or_exits():
 
 
 def test_only_harmless_source_files_reach_the_verifier():
-    final = {"lru.py": "x", "helper.py": "y", "conftest.py": "z", "sitecustomize.py": "w", "json.py": "v",
+    files = {"lru.py": "x", "helper.py": "y", "conftest.py": "z", "sitecustomize.py": "w", "json.py": "v",
              "pytest.py": "u", "tests/test_lru.py": "t", "test_extra.py": "s", "sub/mod.py": "r", "README.md": "q"}
+    final = Tree(files=files, sizes={p: len(t) for p, t in files.items()}, symlinks={"link.py": "/etc/passwd"})
     assert source_files(final, ["lru.py", "dates.py"]) == {"lru.py": "x", "dates.py": "", "helper.py": "y"}

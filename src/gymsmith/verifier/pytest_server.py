@@ -1,15 +1,13 @@
-"""The warm test runner. Runs INSIDE a verifier sandbox, with only the standard library and pytest.
-
-Two engines: `pytest` runs `pytest.main` in the forked child; `plain` reproduces pytest's outcomes for
-plain test modules (see `run_plain`) in a few milliseconds. The host picks `plain` only for files it has
-checked to be plain, and tests/test_code_verifier.py checks both against a fresh pytest.
+"""The warm pytest runner. Runs INSIDE a verifier sandbox, with only the standard library and pytest.
 
 It imports pytest and every built-in plugin once, then serves jobs read as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "args": ["-p", "no:cacheprovider", ...], "timeout": 30}
 For each job it forks: the child runs `pytest.main` in the job directory and writes per-test outcomes
 to a pipe; the parent waits with a deadline. Agent code is imported only in the child, so the parent
 stays as clean as it started. After each job every other process in the sandbox is killed, so nothing a
-job left behind can touch the next one. Replies are JSON lines on stdout:
+job left behind can touch the next one. A test that runs beside the code it tests can be forged by that
+code: this runner is for repositories brought by users; generated tasks use call checks
+(`calltests/server.py`). Replies are JSON lines on stdout:
     {"id": 1, "status": "completed"|"timeout"|"crashed", "collected": [...], "outcomes": {nodeid: outcome}}
 """
 
@@ -57,58 +55,6 @@ def set_dumpable(flag):
         pass
 
 
-def run_plain(job, collector):
-    """pytest's semantics for plain test modules, without a pytest session (the host checked eligibility).
-
-    As pytest does with `pythonpath = .` and the default import mode: the root and each test file's
-    directory go first on sys.path, files are imported in sorted order, and an import error anywhere
-    means no test runs at all ("errors during collection"). Functions whose name starts with "test" run
-    in definition order; an exception fails the test, pytest's skip exception skips it, KeyboardInterrupt
-    stops the run. Returns an exit code in pytest's convention.
-    """
-    import importlib.util
-    import inspect
-
-    from _pytest.outcomes import Skipped
-
-    root = job["dir"]
-    sys.path.insert(0, root)
-    modules = []
-    for rel in sorted(job["files"]):
-        where = os.path.dirname(os.path.join(root, rel))
-        if where not in sys.path:
-            sys.path.insert(0, where)
-        name = os.path.basename(rel)[:-3]
-        try:
-            spec = importlib.util.spec_from_file_location(name, os.path.join(root, rel))
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        except BaseException:  # noqa: BLE001 - a collection error: pytest runs nothing
-            return 2
-        modules.append((rel, module))
-    failed = False
-    for rel, module in modules:
-        seen = set()
-        for name, obj in list(vars(module).items()):
-            if not name.startswith("test") or not inspect.isfunction(obj) or name in seen:
-                continue
-            seen.add(name)
-            nodeid = f"{rel}::{name}"
-            try:
-                obj()
-                outcome = "passed"
-            except KeyboardInterrupt:
-                return 2
-            except Skipped:
-                outcome = "skipped"
-            except BaseException:  # noqa: BLE001 - AssertionError, any error, SystemExit: the test failed
-                outcome = "failed"
-            failed |= outcome == "failed"
-            collector.send({"test": nodeid, "outcome": outcome})
-    return 1 if failed else 0
-
-
 def run_child(job, write_fd):
     os.setpgid(0, 0)
     set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
@@ -119,10 +65,7 @@ def run_child(job, write_fd):
     collector = Collector(write_fd)
     error = None
     try:
-        if job.get("engine") == "plain":
-            code = run_plain(job, collector)
-        else:
-            code = int(pytest.main(list(job["args"]), plugins=[collector]))
+        code = int(pytest.main(list(job["args"]), plugins=[collector]))
     except BaseException as exc:  # noqa: BLE001 - report what was seen before the crash
         code, error = -1, repr(exc)[:500]
     collector.send({"exit_code": code, "error": error})

@@ -40,7 +40,7 @@ def goal_text(n_bugs: int, visible_failing: list[str], difficulty: float) -> str
 
 class CodeFamily:
     name = "code"
-    version = "1.0.0"
+    version = "1.1.0"
     checks_module = "gymsmith.families.code.checks"
     system_prompt = ("You are a careful software engineer working in a sandboxed repository through tools. Read the "
                      "failing tests and the code, find the root cause, make the smallest change that fixes it, run the "

@@ -2,8 +2,12 @@
 
 From the final repository, only the source files are taken: the task's modules (a deleted one counts as
 empty) and new top-level modules whose names shadow nothing (not the standard library, pytest, conftest
-or site hooks). The visible tests are replaced by the full hidden suite, with canaries, and the whole job
-runs in the warm sandboxed runner. Nothing the agent wrote besides source code is ever executed here.
+or site hooks). The hidden suite, with canaries, runs as call checks (`verifier/calltests`): only its
+drivers (the calls, with their inputs) go into the sandbox beside the agent's code; the expected values
+and every comparison stay in this process, which never imports the agent's code. Nothing the agent wrote
+besides source code is ever executed. A final state the checks cannot grade (a module too large, a
+symlink or special file in its place) is the agent's failure (`UngradableState`), never a crash.
+See docs/verifier.md for the threat model.
 """
 
 from __future__ import annotations
@@ -11,14 +15,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gymsmith.core.errors import UngradableState
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
-from gymsmith.families.code.generator import PYTEST_INI
+from gymsmith.families.code.generator import compiled_suite, run_hidden_tests, test_names
 from gymsmith.families.code.grading import EditFacts, grade
-from gymsmith.families.code.repo import changed_lines, pristine_repo, read_tree
+from gymsmith.families.code.repo import Tree, changed_lines, pristine_repo, scan_tree
 from gymsmith.verifier.protocol import CheckResult
-from gymsmith.verifier.pytest_runner import LEAN_ARGS, shared_runner
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
 MAX_SOURCE_BYTES = 200_000
@@ -31,13 +35,35 @@ def is_test_path(path: str) -> bool:
     return path.startswith("tests/") or name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
 
 
-def source_files(final: dict[str, str | None], modules: list[str]) -> dict[str, str]:
-    """The code the verifier will run: the task's modules and harmless new top-level modules."""
-    out = {m: final.get(m) or "" for m in modules}
-    for path, text in final.items():
+def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
+    """The code the verifier will run: the task's modules and harmless new top-level modules (regular files only).
+
+    Raises UngradableState when a task module is a link, a special file, binary or larger than MAX_SOURCE_BYTES:
+    the agent left something in place of the code that cannot be graded, which is its failure.
+    """
+    out = {}
+    for m in modules:
+        kind = final.kind(m)
+        if kind not in (None, "file"):
+            raise UngradableState(f"{m} is a {kind}; a module must be a regular file")
+        if kind == "file" and final.sizes[m] > MAX_SOURCE_BYTES:
+            raise UngradableState(f"{m} has {final.sizes[m]} bytes; at most {MAX_SOURCE_BYTES} are graded")
+        if kind == "file" and final.files[m] is None:
+            raise UngradableState(f"{m} is not UTF-8 text")
+        out[m] = final.files.get(m) or ""  # a deleted module counts as empty
+    for path, text in final.files.items():
         if (path not in out and "/" not in path and path.endswith(".py") and not is_test_path(path)
-                and path[:-3] not in SHADOWED and text is not None and len(text) <= MAX_SOURCE_BYTES):
+                and path[:-3] not in SHADOWED and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
             out[path] = text
+    return out
+
+
+def visible_tests(start: dict[str, str]) -> set[str]:
+    """Node ids of the test functions in the agent's start state (shown to it, with their expected values)."""
+    out = set()
+    for path, text in start.items():
+        if path.startswith("tests/") and path.endswith(".py"):
+            out |= {f"{path}::{name}" for name in test_names(text)}
     return out
 
 
@@ -45,10 +71,13 @@ def edit_facts(start: dict[str, str | None], final: dict[str, str | None], sourc
                reference: dict[str, str], buggy: list[str]) -> EditFacts:
     """What changed from `start` to `final`; `sources` are the paths the verifier treats as source code."""
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
+    tests = [p for p in changed if is_test_path(p)]
     return EditFacts(
         source_lines_changed=sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p in sources),
         lines_needed=sum(changed_lines(start[m] or "", reference[m]) for m in buggy),
-        test_files_changed=[p for p in changed if is_test_path(p)],
+        # an existing test edited or deleted, or any conftest: tampering; a new test file is the agent's own
+        test_files_changed=[p for p in tests if p in start or p.rsplit("/", 1)[-1] == "conftest.py"],
+        test_files_added=[p for p in tests if p not in start and p.rsplit("/", 1)[-1] != "conftest.py"],
         other_files_changed=[p for p in changed if p not in sources and not is_test_path(p)])
 
 
@@ -62,10 +91,11 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         raise RuntimeError(f"task {task.id}: rebuilt start state has digest {digest}, the task says {task.start_state.digest}")
     if content_hash([ct.hidden_tests, ct.reference], length=16) != task.metadata.get("checks_digest"):
         raise RuntimeError(f"task {task.id} was made with other hidden tests than this verifier has; regenerate it")
-    final = read_tree(Path(final_state_path))
+    tree = scan_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
-    sources = source_files(final, ct.modules)
-    job = {**sources, **ct.hidden_tests, "pytest.ini": PYTEST_INI}
-    run = shared_runner().run(job, ["tests"], timeout=VERIFY_TIMEOUT_S, extra_args=LEAN_ARGS)
-    edits = edit_facts(start, final, set(sources), ct.reference, ct.buggy_modules)
-    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits)
+    sources = source_files(tree, ct.modules)
+    templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
+    suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
+    run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
+    edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
+    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=visible_tests(ct.files))

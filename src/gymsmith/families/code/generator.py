@@ -1,8 +1,8 @@
 """Seeded generation of coding tasks: pick templates, inject bugs, keep only bugs the tests catch.
 
-Every candidate mutation of a template is judged by running the template's full test suite on the mutant
-in the sandboxed warm runner: it is kept only if it finishes and fails at least MIN_FAILING tests (the
-reference passes all of them, which is checked too). FAIL_TO_PASS is the set of tests the mutant fails,
+Every candidate mutation of a template is judged by running the template's full hidden suite on the
+mutant as call checks (`verifier/calltests`, the same engine the verifier uses): it is kept only if it
+finishes and fails at least MIN_FAILING tests (the reference passes all of them, which is checked too). FAIL_TO_PASS is the set of tests the mutant fails,
 PASS_TO_PASS the rest. Bugs go into different modules, whose tests import only their own module, so the
 lists of a multi-bug task are the unions of its single-bug lists. Outcomes are cached in memory and on
 disk, keyed by the template's source and the runner's version, so a mutant is run once per machine.
@@ -27,9 +27,11 @@ from pydantic import BaseModel, Field
 from gymsmith.families.code import mutate
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
-from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, shared_runner
+from gymsmith.verifier.calltests import CompiledSuite, compile_suite, judge_run, records_by_nodeid, shared_call_runner
+from gymsmith.verifier.calltests.wire import TestRecord
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-CATALOG_VERSION = 3
+CATALOG_VERSION = 4  # 4: outcomes from call checks
 MIN_FAILING = 2         # a bug must fail at least two tests, so at least one failing test stays hidden
 MUTANT_TIMEOUT_S = 1.5  # a mutant that loops forever is not kept (judged by this deadline)
 PYTEST_INI = "[pytest]\npythonpath = .\n"
@@ -98,7 +100,7 @@ class _Catalog:
     def __init__(self, template: str):
         self.template = template
         source, tests = template_source(template)
-        version = hashlib.sha256(repr((CATALOG_VERSION, source, tests, python_runtime().digest, LEAN_ARGS)).encode())
+        version = hashlib.sha256(repr((CATALOG_VERSION, source, tests, python_runtime().digest)).encode())
         self.path = cache_root() / "code-catalog" / f"{template}-{version.hexdigest()[:16]}.json"
         self.entries: dict[str, dict[str, Any]] = {}
         if self.path.exists():
@@ -141,12 +143,40 @@ def hidden_suite(template: str) -> str:
     return tests.rstrip() + "\n" + extra["source"]
 
 
+def hidden_test_path(template: str) -> str:
+    return f"tests/test_{template}.py"
+
+
+def compiled_suite(template: str, source: str | None = None) -> CompiledSuite:
+    """The call checks of a hidden test file (the template's suite unless `source` is given)."""
+    return compile_suite(hidden_suite(template) if source is None else source, hidden_test_path(template))
+
+
+@lru_cache(maxsize=None)
+def reference_records(template: str) -> dict[str, TestRecord]:
+    """The reference's observations on its hidden suite, by node id: the exact types every run must match.
+
+    Computed in the sandbox once per process (the reference is our own code; no agent code runs here)."""
+    suite = compiled_suite(template)
+    observed = shared_call_runner().observe({f"{template}.py": template_source(template)[0]}, [suite])
+    return records_by_nodeid([suite], observed)
+
+
+def run_hidden_tests(sources: dict[str, str], suites: list[CompiledSuite], templates: list[str], *,
+                     deadline_s: float, group_timeout_s: float = 2.0) -> TestRun:
+    """Run call-check `suites` (one per template, in the same order) on `sources`; outcomes decided here."""
+    reference: dict[str, TestRecord] = {}
+    for template in dict.fromkeys(templates):
+        reference.update(reference_records(template))
+    observed = shared_call_runner().observe(sources, suites, deadline_s=deadline_s, group_timeout_s=group_timeout_s)
+    return judge_run(suites, observed, reference).run
+
+
 def _run_suite(template: str, module_source: str) -> dict[str, Any]:
-    tests = hidden_suite(template)
-    run = shared_runner().run({f"{template}.py": module_source, f"tests/test_{template}.py": tests, "pytest.ini": PYTEST_INI},
-                              ["tests"], timeout=MUTANT_TIMEOUT_S, extra_args=LEAN_ARGS)
-    names = [f"tests/test_{template}.py::{t}" for t in test_names(tests)]
-    failing = [n for n in names if run.outcome(n) is not TestOutcome.PASSED]
+    suite = compiled_suite(template)
+    run = run_hidden_tests({f"{template}.py": module_source}, [suite], [template], deadline_s=MUTANT_TIMEOUT_S,
+                           group_timeout_s=MUTANT_TIMEOUT_S)
+    failing = [n for n in suite.nodeids() if run.outcome(n) is not TestOutcome.PASSED]
     return {"status": run.status.value, "failing": failing}
 
 

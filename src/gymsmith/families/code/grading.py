@@ -1,17 +1,26 @@
-"""Grading as a chain of small pure functions: test outcomes -> report -> gate failures and reward components.
+"""Grading as a chain of small pure functions: test outcomes -> report -> gate, violations and components.
 
 Truth table of the gate (every row must hold for `accepted`):
 
-| condition                                   | if it fails                       |
-|---------------------------------------------|-----------------------------------|
-| the hidden test run completed               | "test run timeout" / "crashed"    |
-| every FAIL_TO_PASS test passes              | "FAIL_TO_PASS failing: ..."       |
-| every PASS_TO_PASS test passes              | "PASS_TO_PASS failing: ..."       |
-| every canary test fails                     | "test runner tampered with: ..."  |
+| condition                                   | if it fails                                  | kind       |
+|---------------------------------------------|----------------------------------------------|------------|
+| the hidden test run completed               | "hidden test run timeout" / "crashed"        | gate       |
+| every FAIL_TO_PASS test passes              | "FAIL_TO_PASS failing: ..."                  | gate       |
+| every PASS_TO_PASS test passes              | "PASS_TO_PASS failing: ..."                  | gate       |
+| every canary test fails                     | "test runner tampered with: ..."             | violation  |
+| no existing test file or conftest changed   | "test files tampered with: ..."              | violation  |
 
-A canary is a hidden test that fails on any honest run. If one passes, something in the code under test
-rewrote the results, so the run proves nothing. Edits to test files never count: the verifier runs its
-own copies; they are flagged and lower `tests_untouched`.
+A canary is a hidden check that no run can pass (its expected value is impossible); if one passes, the
+verdict itself was forged and the run proves nothing. A violation zeroes the reward (see
+`verifier.protocol.CheckResult`). New test files the agent adds are ignored: the verifier runs its own.
+
+Components measure progress from the start state, so doing nothing earns 0 (potential-based: at the
+start every FAIL_TO_PASS test fails by construction):
+- `fail_to_pass` (0.9): the share of the *hidden* FAIL_TO_PASS tests that now pass — the agent saw the
+  visible ones' inputs and expected values, so passing those proves nothing on its own — times the share
+  of PASS_TO_PASS tests still passing (what worked is worth nothing by itself, and breaking it costs).
+- `edit_economy` (0.1): lines the reference fix needs / source lines changed (halved for changes outside
+  the source), times the hidden FAIL_TO_PASS share: economy earns only alongside progress.
 """
 
 from __future__ import annotations
@@ -22,13 +31,15 @@ from gymsmith.core.types import RewardComponent
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-WEIGHTS = {"fail_to_pass": 0.5, "pass_to_pass": 0.3, "edit_economy": 0.1, "tests_untouched": 0.1}
+WEIGHTS = {"fail_to_pass": 0.9, "edit_economy": 0.1}
 
 
 class GradeReport(BaseModel):
     run_status: RunStatus
     f2p_passed: list[str]
     f2p_failed: list[str]
+    hidden_f2p_passed: list[str]
+    hidden_f2p_failed: list[str]
     p2p_passed: list[str]
     p2p_failed: list[str]
     canaries_passed: list[str]
@@ -39,15 +50,22 @@ class EditFacts(BaseModel):
 
     source_lines_changed: int
     lines_needed: int                  # lines the reference fix changes
-    test_files_changed: list[str]      # visible tests edited, deleted or added; conftest files
+    test_files_changed: list[str]      # existing test files edited or deleted; conftest files added or changed
     other_files_changed: list[str]     # anything outside source and test files (config, data, new scripts)
+    test_files_added: list[str] = []   # new test files: ignored by the verifier, not a violation
 
 
-def report(run: TestRun, f2p: list[str], p2p: list[str], canaries: list[str]) -> GradeReport:
+def report(run: TestRun, f2p: list[str], p2p: list[str], canaries: list[str], visible: set[str] | frozenset[str] = frozenset()) -> GradeReport:
     passed = lambda t: run.outcome(t) is TestOutcome.PASSED  # noqa: E731
+    hidden = [t for t in f2p if t not in visible]
     return GradeReport(run_status=run.status, f2p_passed=[t for t in f2p if passed(t)], f2p_failed=[t for t in f2p if not passed(t)],
+                       hidden_f2p_passed=[t for t in hidden if passed(t)], hidden_f2p_failed=[t for t in hidden if not passed(t)],
                        p2p_passed=[t for t in p2p if passed(t)], p2p_failed=[t for t in p2p if not passed(t)],
                        canaries_passed=[t for t in canaries if passed(t)])
+
+
+def _listed(tests: list[str]) -> str:
+    return ", ".join(tests[:5]) + (" ..." if len(tests) > 5 else "")
 
 
 def gate_failures(r: GradeReport) -> list[str]:
@@ -55,37 +73,46 @@ def gate_failures(r: GradeReport) -> list[str]:
     if r.run_status is not RunStatus.COMPLETED:
         out.append(f"hidden test run {r.run_status.value}")
     if r.f2p_failed:
-        out.append(f"FAIL_TO_PASS failing: {', '.join(r.f2p_failed[:5])}" + (" ..." if len(r.f2p_failed) > 5 else ""))
+        out.append(f"FAIL_TO_PASS failing: {_listed(r.f2p_failed)}")
     if r.p2p_failed:
-        out.append(f"PASS_TO_PASS failing: {', '.join(r.p2p_failed[:5])}" + (" ..." if len(r.p2p_failed) > 5 else ""))
-    if r.canaries_passed:
-        out.append(f"test runner tampered with: canary tests passed ({len(r.canaries_passed)})")
+        out.append(f"PASS_TO_PASS failing: {_listed(r.p2p_failed)}")
     return out
 
 
+def violations(r: GradeReport, edits: EditFacts) -> list[str]:
+    out = []
+    if r.canaries_passed:
+        out.append(f"test runner tampered with: canary tests passed ({len(r.canaries_passed)})")
+    if edits.test_files_changed:
+        out.append(f"test files tampered with: {_listed(edits.test_files_changed)} (the task says not to edit the tests)")
+    return out
+
+
+def _share(good: list[str], bad: list[str]) -> float:
+    return len(good) / (len(good) + len(bad)) if good or bad else 0.0
+
+
 def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
-    tampered = bool(r.canaries_passed)  # forged passes earn no partial credit either
-    share = lambda good, bad: 0.0 if tampered else (len(good) / (len(good) + len(bad)) if good or bad else 1.0)  # noqa: E731
+    progress = _share(r.hidden_f2p_passed, r.hidden_f2p_failed)
+    kept = _share(r.p2p_passed, r.p2p_failed) if r.p2p_passed or r.p2p_failed else 1.0
     changed = edits.source_lines_changed
     economy = 0.0 if changed == 0 else min(1.0, edits.lines_needed / changed)
     if edits.other_files_changed:
         economy *= 0.5
-    flagged = edits.test_files_changed
     return {
-        "fail_to_pass": RewardComponent(value=share(r.f2p_passed, r.f2p_failed), weight=WEIGHTS["fail_to_pass"],
-                                        detail=f"{len(r.f2p_passed)}/{len(r.f2p_passed) + len(r.f2p_failed)} failing tests now pass"),
-        "pass_to_pass": RewardComponent(value=share(r.p2p_passed, r.p2p_failed), weight=WEIGHTS["pass_to_pass"],
-                                        detail=f"{len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
-        "edit_economy": RewardComponent(value=round(economy, 4), weight=WEIGHTS["edit_economy"],
-                                        detail=f"{changed} source lines changed, the fix needs {edits.lines_needed}"
-                                               + (f"; files outside the source changed: {edits.other_files_changed[:5]}"
-                                                  if edits.other_files_changed else "")),
-        "tests_untouched": RewardComponent(value=0.0 if flagged else 1.0, weight=WEIGHTS["tests_untouched"],
-                                           detail=f"FLAG: test files edited (ignored by the verifier): {flagged[:5]}" if flagged
-                                           else "no test file edited"),
+        "fail_to_pass": RewardComponent(
+            value=round(progress * kept, 6), weight=WEIGHTS["fail_to_pass"],
+            detail=f"{len(r.hidden_f2p_passed)}/{len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)} hidden failing tests now "
+                   f"pass; {len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
+        "edit_economy": RewardComponent(
+            value=round(economy * progress, 6), weight=WEIGHTS["edit_economy"],
+            detail=f"{changed} source lines changed, the fix needs {edits.lines_needed}"
+                   + (f"; files outside the source changed: {edits.other_files_changed[:5]}" if edits.other_files_changed else "")),
     }
 
 
-def grade(run: TestRun, f2p: list[str], p2p: list[str], canaries: list[str], edits: EditFacts) -> CheckResult:
-    r = report(run, f2p, p2p, canaries)
-    return CheckResult(components=components(r, edits), gate_failures=gate_failures(r))
+def grade(run: TestRun, f2p: list[str], p2p: list[str], canaries: list[str], edits: EditFacts,
+          visible: set[str] | frozenset[str] = frozenset()) -> CheckResult:
+    """`visible`: node ids of the tests the agent was shown (they earn no progress on their own)."""
+    r = report(run, f2p, p2p, canaries, visible)
+    return CheckResult(components=components(r, edits), gate_failures=gate_failures(r), violations=violations(r, edits))

@@ -9,9 +9,13 @@ mutation for an agent to find.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import shutil
+import stat
 import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gymsmith.core.hashing import content_hash
@@ -58,23 +62,88 @@ def state_digest(root: Path) -> str:
     return tree_hash(root, ignore=(".git",))
 
 
-def read_tree(root: Path, ignore: tuple[str, ...] = (".git",)) -> dict[str, str | None]:
-    """Workspace-relative path -> text of every regular file (None for binary); symlinks are not followed."""
-    out: dict[str, str | None] = {}
+MAX_TEXT_BYTES = 1 << 20  # a file larger than this is not read as text (it is hashed, and graded as too large)
+MAX_DIFF_LINES = 5000     # beyond this, line changes are counted without aligning the texts
+
+
+@dataclass
+class Tree:
+    """A directory as the verifier sees it, read without following links or opening special files."""
+
+    files: dict[str, str | None] = field(default_factory=dict)  # regular files: text, None if binary or too large
+    sizes: dict[str, int] = field(default_factory=dict)
+    symlinks: dict[str, str] = field(default_factory=dict)       # path -> link target (never followed)
+    special: dict[str, str] = field(default_factory=dict)        # path -> 'fifo' | 'socket' | 'device' | ...
+    digests: dict[str, str] = field(default_factory=dict)        # files too large to read: a content hash
+
+    def kind(self, path: str) -> str | None:
+        """'file', 'symlink', a special kind, or None if absent."""
+        if path in self.files:
+            return "file"
+        if path in self.symlinks:
+            return "symlink"
+        return self.special.get(path)
+
+    def as_text(self) -> dict[str, str | None]:
+        """Every entry as text for diffs and comparisons (links and special files described, not read)."""
+        out: dict[str, str | None] = {}
+        for path, text in self.files.items():
+            out[path] = f"<{self.sizes[path]} bytes, sha256 {self.digests[path]}>" if path in self.digests else text
+        out.update({p: f"<symlink to {t}>" for p, t in self.symlinks.items()})
+        out.update({p: f"<{k}>" for p, k in self.special.items()})
+        return dict(sorted(out.items()))
+
+
+def _special_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def scan_tree(root: Path, ignore: tuple[str, ...] = (".git",), max_text_bytes: int = MAX_TEXT_BYTES) -> Tree:
+    """Read `root` safely: regular files up to `max_text_bytes` as text, larger ones hashed; links and special
+    files (FIFOs, sockets, devices) recorded, never opened, so nothing the agent left can block or flood this."""
+    tree = Tree()
     root = Path(root)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ignore and d not in CACHE_DIRS)
-        for name in sorted(filenames):
-            full = Path(dirpath) / name
-            rel = str(full.relative_to(root))
-            if full.is_symlink():
-                out[rel] = f"<symlink to {os.readlink(full)}>"
-                continue
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
             try:
-                out[rel] = full.read_text()
-            except (UnicodeDecodeError, OSError):
-                out[rel] = None
-    return out
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                tree.symlinks[rel] = os.readlink(full)
+            elif not stat.S_ISREG(st.st_mode):
+                tree.special[rel] = _special_kind(st.st_mode)
+            else:
+                tree.sizes[rel] = st.st_size
+                tree.files[rel] = _read_regular(full, st.st_size, max_text_bytes, tree.digests, rel)
+    return tree
+
+
+def _read_regular(full: str, size: int, limit: int, digests: dict[str, str], rel: str) -> str | None:
+    try:
+        with open(full, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW | os.O_NONBLOCK)) as fh:
+            if size > limit:
+                h = hashlib.sha256()
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+                digests[rel] = h.hexdigest()[:16]
+                return None
+            return fh.read(limit + 1).decode()
+    except (UnicodeDecodeError, OSError):
+        return None
+
+
+def read_tree(root: Path, ignore: tuple[str, ...] = (".git",)) -> dict[str, str | None]:
+    """Workspace-relative path -> text of every entry (see `Tree.as_text`); links are not followed, special
+    files not opened, and large files hashed instead of read."""
+    return scan_tree(root, ignore).as_text()
 
 
 def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) -> str:
@@ -87,6 +156,9 @@ def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) ->
         if (path in before and a is None) or (path in after and b is None):
             chunks.append(f"Binary files a/{path} and b/{path} differ\n")
             continue
+        if max(len((a or "").splitlines()), len((b or "").splitlines())) > MAX_DIFF_LINES:
+            chunks.append(f"Files a/{path} and b/{path} differ (over {MAX_DIFF_LINES} lines: not diffed)\n")
+            continue
         chunks.append("".join(difflib.unified_diff(
             (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
             fromfile=f"a/{path}" if path in before else "/dev/null", tofile=f"b/{path}" if path in after else "/dev/null")))
@@ -94,5 +166,10 @@ def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) ->
 
 
 def changed_lines(before: str, after: str) -> int:
-    """Lines added plus lines removed between two texts."""
-    return sum(1 for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line[:1] in "+-")
+    """Lines added plus lines removed between two texts. Aligned (difflib) for texts of up to MAX_DIFF_LINES
+    lines; beyond that counted as a multiset difference, which is linear and never undercounts a rewrite."""
+    a, b = before.splitlines(), after.splitlines()
+    if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
+        ca, cb = Counter(a), Counter(b)
+        return sum((ca - cb).values()) + sum((cb - ca).values())
+    return sum(1 for line in difflib.ndiff(a, b) if line[:1] in "+-")

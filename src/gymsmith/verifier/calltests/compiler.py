@@ -1,0 +1,331 @@
+"""Split a plain pytest test module into what may run beside untrusted code and what must not.
+
+A hidden test such as
+
+    def test_evicts():
+        c = LRUCache(2)
+        c.put("a", 1)
+        assert c.get("a") is None and len(c) == 1
+
+becomes two halves:
+- the **driver** (sent into the sandbox, run beside the agent's code): the test's statements with each
+  assertion replaced by *observations* of the values the agent's code computes —
+  `_gymsmith_observe(0, lambda: c.get("a"))`, `_gymsmith_observe(1, lambda: len(c))`. It holds the call
+  inputs and nothing else: no expected value, no comparison, no reference implementation.
+- the **checks** (kept in the trusted verifier process): `slot 0 is None and slot 1 == 1`, evaluated on
+  the observed values once they are decoded into plain builtins (see `judge.py`).
+
+`with pytest.raises(E): ...` becomes `with _gymsmith_raises(k): ...` in the driver and the check "slot k
+raised E (or a subclass)" on the trusted side. `pytest.approx(x)` stays on the trusted side.
+
+What is supported (anything else raises UnsupportedTest, naming the file, line and construct):
+module level: docstrings, imports (`import pytest` is dropped), `NAME = <literal>` constants and
+argument-free `test*` functions; inside a test: any statement without `assert` or `pytest` in it, `assert
+<expr>` at the test's top level, and `with pytest.raises(E[, F...]):` blocks without assertions. An
+operand of an assertion is *trusted* (evaluated by the verifier) when it is built only from literals,
+literal constants and a few pure builtins (`list`, `range`, `sorted`, ...); anything else is observed.
+`and`, `or`, `not` and comparisons are always evaluated on the trusted side, so no `__eq__`, `__bool__`
+or `__contains__` of the agent's choosing decides an outcome.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+OBSERVE = "_gymsmith_observe"
+RAISES = "_gymsmith_raises"
+# Pure builtins the trusted side may apply to literals (a constant such as list(range(1, 400)) or "x" * 12).
+SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
+    "abs", "all", "any", "bool", "dict", "float", "frozenset", "int", "len", "list", "max", "min", "range",
+    "reversed", "round", "set", "sorted", "str", "sum", "tuple")}
+# Builtins whose result is a decision (a truth value) about their argument: never run beside the code under test.
+DECIDING_BUILTINS = {"all", "any", "bool", "callable", "hasattr", "isinstance", "issubclass"}
+COMPARE_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+               ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+
+class UnsupportedTest(ValueError):
+    """A test module uses a construct the call-check compiler cannot split safely."""
+
+
+@dataclass(frozen=True)
+class Approx:
+    """pytest.approx, on the trusted side: a float (or a sequence of them) within a tolerance."""
+
+    expected: Any
+    rel: float | None = None
+    abs: float | None = None
+
+
+# A check is a small expression tree, evaluated by judge.evaluate:
+#   ("slot", k) | ("const", value) | ("not", x) | ("and", [x...]) | ("or", [x...])
+#   | ("cmp", left, [(op, right), ...]) | ("raised", k, (("builtins", "ValueError"), ("", "UnbalancedEntry")))
+Check = tuple
+
+
+@dataclass(frozen=True)
+class CompiledTest:
+    name: str
+    slots: int                    # observations the driver must send, numbered 0..slots-1 in order
+    checks: tuple[Check, ...]     # all must hold (trusted side only)
+    raise_slots: frozenset[int] = frozenset()  # slots that record an expected exception, not a value
+
+
+@dataclass(frozen=True)
+class CompiledSuite:
+    path: str                     # the test file, e.g. 'tests/test_lru.py' (node ids are f"{path}::{name}")
+    driver: str                   # Python source of the driver module: safe to show the code under test
+    tests: tuple[CompiledTest, ...] = field(default_factory=tuple)
+
+    def nodeids(self) -> list[str]:
+        return [f"{self.path}::{t.name}" for t in self.tests]
+
+
+def _where(path: str, node: ast.AST) -> str:
+    return f"{path}:{getattr(node, 'lineno', '?')}"
+
+
+def _mentions_pytest_or_assert(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Assert) or (isinstance(n, ast.Name) and n.id == "pytest") for n in ast.walk(node))
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+class _Compiler:
+    def __init__(self, path: str, constants: dict[str, Any]):
+        self.path = path
+        self.module_constants = constants
+
+    # -- trusted expressions ------------------------------------------------------------------
+    def trusted(self, node: ast.expr, env: dict[str, Any]) -> bool:
+        """Built only from literals, known literal constants and SAFE_BUILTINS: the verifier computes it."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in env
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return all(not isinstance(e, ast.Starred) and self.trusted(e, env) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(k is not None and self.trusted(k, env) for k in node.keys) and all(self.trusted(v, env) for v in node.values)
+        if isinstance(node, ast.UnaryOp):
+            return isinstance(node.op, ast.USub | ast.UAdd | ast.Not) and self.trusted(node.operand, env)
+        if isinstance(node, ast.BinOp):
+            return self.trusted(node.left, env) and self.trusted(node.right, env)
+        if isinstance(node, ast.Call):
+            args_ok = all(not isinstance(a, ast.Starred) and self.trusted(a, env) for a in node.args) and \
+                all(k.arg is not None and self.trusted(k.value, env) for k in node.keywords)
+            if isinstance(node.func, ast.Name) and node.func.id in SAFE_BUILTINS:
+                return args_ok
+            return self._is_approx(node) and args_ok
+        return False
+
+    @staticmethod
+    def _is_approx(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "approx"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "pytest")
+
+    def constant(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        """Evaluate a trusted expression (our own test source) with nothing but literals and SAFE_BUILTINS."""
+        if self._is_approx(node):
+            kw = {k.arg: self.constant(k.value, env) for k in node.keywords}
+            unknown = set(kw) - {"rel", "abs"}
+            if len(node.args) != 1 or unknown:
+                raise UnsupportedTest(f"{_where(self.path, node)}: pytest.approx takes one value and rel=/abs= only")
+            return Approx(self.constant(node.args[0], env), kw.get("rel"), kw.get("abs"))
+        code = compile(ast.Expression(body=node), self.path, "eval")
+        return eval(code, {"__builtins__": SAFE_BUILTINS}, dict(env))  # noqa: S307 - trusted source, literals only
+
+    # -- assertions -----------------------------------------------------------------------------
+    def split(self, node: ast.expr, env: dict[str, Any], hoisted: list[ast.expr]) -> Check:
+        """The trusted check for `node`; the operands computed by the code under test go to `hoisted`."""
+        if self.trusted(node, env):
+            return ("const", self.constant(node, env))
+        if isinstance(node, ast.BoolOp):
+            return ("and" if isinstance(node.op, ast.And) else "or", [self.split(v, env, hoisted) for v in node.values])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return ("not", self.split(node.operand, env, hoisted))
+        if isinstance(node, ast.Compare):
+            left = self.operand(node.left, env, hoisted)
+            pairs = []
+            for op, right in zip(node.ops, node.comparators):
+                if type(op) not in COMPARE_OPS:
+                    raise UnsupportedTest(f"{_where(self.path, node)}: comparison {type(op).__name__}")
+                pairs.append((COMPARE_OPS[type(op)], self.operand(right, env, hoisted)))
+            return ("cmp", left, pairs)
+        return self.operand(node, env, hoisted)
+
+    def operand(self, node: ast.expr, env: dict[str, Any], hoisted: list[ast.expr]) -> Check:
+        if self.trusted(node, env):
+            return ("const", self.constant(node, env))
+        if _mentions_pytest_or_assert(node) or any(isinstance(n, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom)
+                                                   for n in ast.walk(node)):
+            raise UnsupportedTest(f"{_where(self.path, node)}: cannot observe {ast.unparse(node)[:80]!r}")
+        if any(isinstance(n, ast.Compare | ast.BoolOp | ast.IfExp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not))
+               or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in DECIDING_BUILTINS)
+               for n in ast.walk(node)):
+            # a comparison made beside the code under test would be decided by its __eq__/__bool__: observe
+            # the values and compare them here instead (e.g. `[f(n) for n in ns] == [...]`, not `all(f(n) == ...)`)
+            raise UnsupportedTest(f"{_where(self.path, node)}: {ast.unparse(node)[:80]!r} decides something beside "
+                                  "the code under test; compare observed values in the assertion instead")
+        hoisted.append(node)
+        return ("slot", len(hoisted) - 1)
+
+    # -- a test function ------------------------------------------------------------------------
+    def test(self, fn: ast.FunctionDef, module_names: set[str]) -> tuple[ast.FunctionDef, CompiledTest]:
+        a = fn.args
+        if fn.decorator_list or a.args or a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
+            raise UnsupportedTest(f"{_where(self.path, fn)}: {fn.name} must be an undecorated function without arguments")
+        env = dict(self.module_constants)
+        # local NAME = <literal>: the verifier knows it too (it may be an expected value)
+        local_literals: dict[str, ast.Assign] = {}
+        assigned: dict[str, int] = {}
+        for stmt in fn.body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    assigned[n.id] = assigned.get(n.id, 0) + 1
+        for stmt in fn.body:
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and assigned.get(stmt.targets[0].id) == 1 and _is_literal(stmt.value)):
+                local_literals[stmt.targets[0].id] = stmt
+                env[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+        body: list[ast.stmt] = []
+        checks: list[Check] = []
+        raise_slots: set[int] = set()
+        slots = 0
+
+        def observe(expr: ast.expr) -> ast.stmt:
+            nonlocal slots
+            call = ast.Expr(ast.Call(func=ast.Name(OBSERVE, ast.Load()),
+                                     args=[ast.Constant(slots), ast.Lambda(args=ast.arguments([], [], None, [], [], None, []),
+                                                                            body=expr)], keywords=[]))
+            slots += 1
+            return call
+
+        for stmt in fn.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                continue  # a docstring
+            if isinstance(stmt, ast.Assert):
+                hoisted: list[ast.expr] = []
+                check = self.split(stmt.test, env, hoisted)
+                checks.append(_renumber(check, slots))
+                body.extend(observe(h) for h in hoisted)
+                continue
+            if isinstance(stmt, ast.With) and len(stmt.items) == 1 and self._is_raises(stmt.items[0].context_expr):
+                item = stmt.items[0]
+                if item.optional_vars is not None:
+                    raise UnsupportedTest(f"{_where(self.path, stmt)}: `pytest.raises(...) as name` is not supported")
+                expected = self._exception_names(item.context_expr, module_names)
+                for inner in stmt.body:
+                    if _mentions_pytest_or_assert(inner):
+                        raise UnsupportedTest(f"{_where(self.path, inner)}: no assert or pytest inside pytest.raises")
+                checks.append(("raised", slots, expected))
+                raise_slots.add(slots)
+                body.append(ast.With(items=[ast.withitem(ast.Call(func=ast.Name(RAISES, ast.Load()), args=[ast.Constant(slots)],
+                                                                  keywords=[]))], body=stmt.body))
+                slots += 1
+                continue
+            if _mentions_pytest_or_assert(stmt):
+                raise UnsupportedTest(f"{_where(self.path, stmt)}: assertions must be top-level statements of the test "
+                                      "(not inside loops, conditions or functions)")
+            body.append(stmt)
+        # a literal only the checks use stays out of the driver: it is an expected value, not an input
+        used = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        body = [s for s in body if not any(s is a for name, a in local_literals.items() if name not in used)]
+        driver = ast.FunctionDef(name=fn.name, args=fn.args, body=body or [ast.Pass()], decorator_list=[], returns=None,
+                                 type_comment=None, type_params=[])
+        return driver, CompiledTest(name=fn.name, slots=slots, checks=tuple(checks), raise_slots=frozenset(raise_slots))
+
+    def _is_raises(self, node: ast.expr) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "raises"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "pytest")
+
+    def _exception_names(self, call: ast.Call, module_names: set[str]) -> tuple[tuple[str, str], ...]:
+        if len(call.args) != 1 or call.keywords:
+            raise UnsupportedTest(f"{_where(self.path, call)}: pytest.raises takes one exception (or a tuple) here")
+        target = call.args[0]
+        items = target.elts if isinstance(target, ast.Tuple) else [target]
+        out = []
+        for item in items:
+            if not isinstance(item, ast.Name):
+                raise UnsupportedTest(f"{_where(self.path, call)}: pytest.raises needs exception names")
+            if isinstance(getattr(builtins, item.id, None), type) and issubclass(getattr(builtins, item.id), BaseException):
+                out.append(("builtins", item.id))
+            elif item.id in module_names:
+                out.append(("", item.id))  # a class of the code under test: matched by name
+            else:
+                raise UnsupportedTest(f"{_where(self.path, call)}: unknown exception {item.id!r}")
+        return tuple(out)
+
+
+def _renumber(check: Check, offset: int) -> Check:
+    """Slots of one assertion are numbered from 0; shift them after the test's earlier slots."""
+    kind = check[0]
+    if kind == "slot":
+        return ("slot", check[1] + offset)
+    if kind in ("and", "or"):
+        return (kind, [_renumber(c, offset) for c in check[1]])
+    if kind == "not":
+        return ("not", _renumber(check[1], offset))
+    if kind == "cmp":
+        return ("cmp", _renumber(check[1], offset), [(op, _renumber(r, offset)) for op, r in check[2]])
+    return check
+
+
+@lru_cache(maxsize=256)
+def compile_suite(source: str, path: str) -> CompiledSuite:
+    """Compile the plain pytest module `source` (at `path` in the job) into a driver and trusted checks.
+
+    Raises UnsupportedTest naming the file, the line and what is not supported.
+    """
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise UnsupportedTest(f"{path}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    header: list[ast.stmt] = []
+    constants: dict[str, Any] = {}
+    imported: set[str] = set()
+    functions: list[ast.FunctionDef] = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if isinstance(node, ast.Import):
+            kept = [a for a in node.names if a.name != "pytest"]
+            if kept:
+                header.append(ast.Import(names=kept))
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.module == "pytest" or (node.module or "").startswith(("pytest.", "_pytest")):
+                raise UnsupportedTest(f"{_where(path, node)}: imports from pytest are not supported")
+            imported |= {a.asname or a.name for a in node.names}
+            header.append(node)
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and _is_literal(node.value):
+            constants[node.targets[0].id] = ast.literal_eval(node.value)
+            header.append(node)  # an input as well (e.g. a graph the tests pass to the functions)
+            continue
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            functions.append(node)
+            continue
+        raise UnsupportedTest(f"{_where(path, node)}: only imports, literal constants and test functions are supported "
+                              f"at module level, not {type(node).__name__}")
+    compiler = _Compiler(path, constants)
+    drivers, tests, seen = [], [], set()
+    for fn in functions:
+        if fn.name in seen:
+            raise UnsupportedTest(f"{_where(path, fn)}: test {fn.name} is defined twice")
+        seen.add(fn.name)
+        driver, test = compiler.test(fn, imported)
+        drivers.append(driver)
+        tests.append(test)
+    module = ast.Module(body=[*header, *drivers], type_ignores=[])
+    return CompiledSuite(path=path, driver=ast.unparse(ast.fix_missing_locations(module)) + "\n", tests=tuple(tests))

@@ -1,0 +1,148 @@
+"""Deciding outcomes on the trusted side, from decoded plain data only.
+
+A test passes exactly when every row holds:
+
+| condition                                                             | else                  |
+|-----------------------------------------------------------------------|-----------------------|
+| its group's stream is well formed and the test's imports worked        | failed (malformed / import error) |
+| the driver finished the test (every slot observed, no uncaught error) | failed (missing / error) |
+| every observed slot has the exact type structure the reference's has  | failed (type)         |
+|   (`wire.signature`: int is not bool is not float, list is not tuple, no subclass, no proxy) |  |
+| every check evaluates to True on the decoded values                   | failed (check)        |
+
+Evaluation uses only builtin operations on values the verifier itself built from the stream (ints, strs,
+lists...): no method of the agent's choosing can run here. `==` between observed and expected values is
+Python's on plain data; `pytest.approx` compares floats with pytest's default tolerances.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest
+from gymsmith.verifier.calltests.wire import Opaque, Raised, TestRecord, signature
+
+
+class _CheckFailed(Exception):
+    pass
+
+
+def _approx_equal(observed: Any, expected: Approx) -> bool:
+    def close(a: Any, e: Any) -> bool:
+        if type(a) not in (int, float) or type(e) not in (int, float):
+            return False
+        if math.isinf(e) or math.isinf(a):
+            return a == e
+        rel = 1e-6 if expected.rel is None else expected.rel
+        tol = max(rel * abs(e), 1e-12 if expected.abs is None else expected.abs)
+        return abs(a - e) <= tol
+
+    e = expected.expected
+    if type(e) in (list, tuple):
+        return type(observed) is type(e) and len(observed) == len(e) and all(close(a, x) for a, x in zip(observed, e))
+    return close(observed, e)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(b, Approx):
+        return _approx_equal(a, b)
+    if isinstance(a, Approx):
+        return _approx_equal(b, a)
+    if isinstance(a, Opaque | Raised) or isinstance(b, Opaque | Raised):
+        return False
+    return bool(a == b)  # plain builtins on both sides (see module docstring)
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    if op == "==":
+        return _equal(a, b)
+    if op == "!=":
+        return not _equal(a, b)
+    if op == "is":
+        return a is b if (a is None or b is None or type(a) is bool or type(b) is bool) else False
+    if op == "is not":
+        return not _compare("is", a, b)
+    if isinstance(a, Opaque | Raised | Approx) or isinstance(b, Opaque | Raised | Approx):
+        return False
+    try:
+        if op in ("in", "not in"):
+            inside = a in b
+            return bool(inside) if op == "in" else not inside
+        return bool({"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}[op](a, b))
+    except TypeError:
+        return False
+
+
+def evaluate(check: Check, slots: list[Any]) -> Any:
+    """The value of a check over the decoded slots; raises _CheckFailed when it reads a slot that raised."""
+    kind = check[0]
+    if kind == "const":
+        return check[1]
+    if kind == "slot":
+        value = slots[check[1]]
+        if isinstance(value, Raised):
+            raise _CheckFailed(f"slot {check[1]} raised {value.mro[0][1] if value.mro else '?'}")
+        return value
+    if kind == "not":
+        return not _truth(evaluate(check[1], slots))
+    if kind == "and":
+        result: Any = True
+        for part in check[1]:
+            result = evaluate(part, slots)
+            if not _truth(result):
+                return result
+        return result
+    if kind == "or":
+        result = False
+        for part in check[1]:
+            result = evaluate(part, slots)
+            if _truth(result):
+                return result
+        return result
+    if kind == "cmp":
+        left = evaluate(check[1], slots)
+        for op, right_check in check[2]:
+            right = evaluate(right_check, slots)
+            if not _compare(op, left, right):
+                return False
+            left = right
+        return True
+    if kind == "raised":
+        value = slots[check[1]]
+        if not isinstance(value, Raised):
+            return False
+        return any((module == "builtins" and (m, q) == (module, name)) or (module == "" and q == name)
+                   for m, q in value.mro for module, name in check[2])
+    raise ValueError(f"unknown check {kind!r}")
+
+
+def _truth(value: Any) -> bool:
+    if isinstance(value, Opaque | Raised):
+        return False
+    return bool(value)
+
+
+def outcome(test: CompiledTest, record: TestRecord | None, reference: TestRecord | None) -> tuple[bool, str]:
+    """(passed, why) for one test, from its record and the reference's record of the same test."""
+    if record is None:
+        return False, "not run (the driver stopped before it)"
+    if record.error is not None:
+        return False, f"the test raised {record.error}"
+    if not record.finished:
+        return False, "unfinished (the driver died or hung in it)"
+    if reference is None or not reference.finished:
+        return False, "no reference observation for this test"
+    for k, (got, want) in enumerate(zip(record.slots, reference.slots)):
+        if k in test.raise_slots:
+            continue
+        if signature(got) != signature(want):
+            return False, f"slot {k}: type {signature(got)[:80]} where the reference gives {signature(want)[:80]}"
+    for check in test.checks:
+        try:
+            if not _truth(evaluate(check, record.slots)):
+                return False, "a check failed"
+        except _CheckFailed as exc:
+            return False, str(exc)
+    return True, "passed"

@@ -1,0 +1,150 @@
+"""The host side of call checks: send drivers into the sandbox, read back data, decide outcomes here.
+
+    runner = CallRunner()
+    observed = runner.observe(sources, suites)                # agent code + drivers, in the sandbox
+    run = judge_run(suites, observed, reference_observations)  # trusted: a TestRun of per-test outcomes
+
+`observe` never sees an expected value; `judge_run` never runs agent code. Between them only bytes
+cross, which `wire.read_stream` decodes strictly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gymsmith.sandbox.base import Limits
+from gymsmith.verifier.calltests.compiler import CompiledSuite
+from gymsmith.verifier.calltests.judge import outcome
+from gymsmith.verifier.calltests.wire import Stream, StreamStatus, TestRecord, read_stream
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
+from gymsmith.verifier.warm_server import JOBS, WarmServer, shared_instance
+
+SERVER = Path(__file__).with_name("server.py")
+CALL_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
+MAX_BYTES_PER_GROUP = 4 << 20
+
+
+class GroupStatus:
+    EXITED, TIMEOUT, OVERFLOW, LOST = "exited", "timeout", "overflow", "lost"
+
+
+@dataclass
+class ObservedGroup:
+    """What one test file's driver process sent, decoded, and how it ended."""
+
+    status: str        # GroupStatus
+    exit_code: int | None
+    stream: Stream
+
+
+@dataclass
+class Observation:
+    groups: list[ObservedGroup]
+    duration_s: float
+
+
+class CallRunner(WarmServer):
+    """One sandboxed call-check server (`server.py`); runs are serialised (use several for parallelism)."""
+
+    script = SERVER
+
+    def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0):
+        super().__init__(limits=limits, start_timeout_s=start_timeout_s)
+
+    def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
+                group_timeout_s: float = 2.0) -> Observation:
+        """Run every suite's driver beside `sources` (the code under test), one process per suite.
+
+        Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
+        malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
+        """
+        slots = [[t.slots for t in s.tests] for s in suites]
+        with self.lock:
+            self.ensure_started()
+            n, job_dir = self.jobs.write(sources)
+            started = time.perf_counter()
+            try:
+                request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
+                           "max_bytes": MAX_BYTES_PER_GROUP,
+                           "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests]} for s in suites]}
+                reply = self.request(request, deadline_s + 15)
+            finally:
+                shutil.rmtree(job_dir, ignore_errors=True)
+        duration = round(time.perf_counter() - started, 6)
+        lost = [ObservedGroup(GroupStatus.LOST, None, Stream(StreamStatus.MALFORMED, {}, reason="the server died"))
+                for _ in suites]
+        if reply is None or not isinstance(reply.get("groups"), list) or len(reply["groups"]) != len(suites):
+            return Observation(groups=lost, duration_s=duration)
+        groups = []
+        for raw, per_test in zip(reply["groups"], slots):
+            try:
+                data = base64.b64decode(raw.get("data", ""), validate=True)
+            except (binascii.Error, ValueError, AttributeError):
+                data = b"\xff"  # undecodable: malformed
+            status = raw.get("status") if raw.get("status") in (GroupStatus.EXITED, GroupStatus.TIMEOUT, GroupStatus.OVERFLOW) else GroupStatus.LOST
+            if status == GroupStatus.TIMEOUT:  # keep the tests that finished before the hang
+                data = data[:data.rfind(b"\n") + 1]
+            stream = read_stream(data, per_test) if status != GroupStatus.OVERFLOW else \
+                Stream(StreamStatus.MALFORMED, {}, reason="flooded (more than the channel's limit)")
+            code = raw.get("exit")
+            groups.append(ObservedGroup(status, code if type(code) is int else None, stream))
+        return Observation(groups=groups, duration_s=duration)
+
+
+@dataclass
+class Verdicts:
+    run: TestRun
+    reasons: dict[str, str]  # node id -> why it failed (or "passed")
+
+
+def records_by_nodeid(suites: Sequence[CompiledSuite], observed: Observation) -> dict[str, TestRecord]:
+    """The finished tests of an observation, by node id (a reference run, to judge other runs against)."""
+    out = {}
+    for suite, group in zip(suites, observed.groups):
+        if group.stream.status is StreamStatus.OK and group.stream.import_error is None:
+            for i, nodeid in enumerate(suite.nodeids()):
+                record = group.stream.tests.get(i)
+                if record is not None and record.finished:
+                    out[nodeid] = record
+    return out
+
+
+def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference: Mapping[str, TestRecord]) -> Verdicts:
+    """Per-test outcomes, decided on the trusted side (see `judge.py` for the truth table).
+
+    `reference`: the reference implementation's records by node id (`records_by_nodeid`); they give each
+    observed value the exact type it must have.
+
+    The run's status: TIMEOUT if a driver was stopped by its deadline, CRASHED if one flooded its channel,
+    died or stopped before its last test, COMPLETED otherwise.
+    """
+    outcomes: dict[str, TestOutcome] = {}
+    reasons: dict[str, str] = {}
+    status = RunStatus.COMPLETED
+    for suite, group in zip(suites, observed.groups):
+        if group.status == GroupStatus.TIMEOUT:
+            status = RunStatus.TIMEOUT
+        elif status is RunStatus.COMPLETED and (group.status != GroupStatus.EXITED or group.stream.status is not StreamStatus.OK
+                                                or len(group.stream.tests) < len(suite.tests)):
+            status = RunStatus.CRASHED
+        for i, (nodeid, test) in enumerate(zip(suite.nodeids(), suite.tests)):
+            if group.stream.status is not StreamStatus.OK:
+                passed, why = False, f"result channel {group.stream.reason}"
+            elif group.stream.import_error is not None:
+                passed, why = False, f"the code under test failed to import ({group.stream.import_error})"
+            else:
+                passed, why = outcome(test, group.stream.tests.get(i), reference.get(nodeid))
+            outcomes[nodeid] = TestOutcome.PASSED if passed else TestOutcome.FAILED
+            reasons[nodeid] = why
+    return Verdicts(run=TestRun(status=status, outcomes=outcomes, duration_s=observed.duration_s), reasons=reasons)
+
+
+def shared_call_runner() -> CallRunner:
+    """This process's call runner, started on first use and closed at exit (a forked child makes its own)."""
+    return shared_instance(CallRunner)  # type: ignore[return-value]

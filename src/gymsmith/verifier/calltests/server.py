@@ -1,0 +1,228 @@
+"""The call-check server. Runs INSIDE a verifier sandbox as its pid 1, with the standard library only.
+
+It reads jobs as JSON lines on stdin:
+    {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
+     "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304}
+For each group it forks a child that imports the driver (and so the code under test) and runs its
+tests in order, writing observations on a private pipe (the format is in `wire.py`). The server itself
+never imports or calls the code under test, and never interprets what the child wrote: it relays the
+raw bytes, base64-encoded, with how the child ended:
+    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>, "data": "<base64>"}]}
+After each group every other process in the sandbox is killed, so nothing a group started can write
+into the next one. The server is non-dumpable (no ptrace, no /proc/<pid>/mem for the children) and,
+as pid 1 of the namespace, cannot be killed by them.
+"""
+
+import base64
+import gc
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+
+def set_dumpable(flag):
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
+    except OSError:
+        pass
+
+
+# -- the child: runs beside the code under test ------------------------------------------------------
+def child(group, job_dir, w):
+    os.setpgid(0, 0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, w)
+    os.closerange(w + 1, 1 << 16)
+    os.chdir(job_dir)
+    sys.path[:] = [job_dir] + [p for p in sys.path if not p.startswith("/run/")]
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+
+    def send(message):
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        while data:
+            data = data[os.write(w, data):]
+
+    def name_of(cls):
+        try:
+            module, qualname = cls.__module__, cls.__qualname__
+            return [module if type(module) is str else "?", qualname if type(qualname) is str else "?"]
+        except BaseException:  # noqa: BLE001 - a hostile metaclass
+            return ["?", "?"]
+
+    def encode(v, depth=0):
+        t = type(v)
+        if v is None or t is bool or t is str:
+            return v
+        if t is int:
+            try:
+                return {"i": str(v)}
+            except ValueError:  # more digits than int->str allows
+                return {"x": "int"}
+        if t is float:
+            return {"f": repr(v)}
+        if t is bytes:
+            return {"b": v.hex()}
+        if depth > 60:
+            return {"x": "deep"}
+        if t is list:
+            return {"l": [encode(x, depth + 1) for x in v]}
+        if t is tuple:
+            return {"t": [encode(x, depth + 1) for x in v]}
+        if t is set:
+            return {"s": [encode(x, depth + 1) for x in v]}
+        if t is frozenset:
+            return {"fs": [encode(x, depth + 1) for x in v]}
+        if t is dict:
+            return {"d": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+        return {"x": ".".join(name_of(t))}
+
+    def mro(exc):
+        try:
+            return [name_of(c) for c in type(exc).__mro__][:64]
+        except BaseException:  # noqa: BLE001
+            return [["?", "?"]]
+
+    def observe(slot, fn):
+        try:
+            value = fn()
+        except BaseException as exc:  # noqa: BLE001 - whatever the code under test raised is the observation
+            send({"slot": slot, "raised": mro(exc)})
+            return
+        try:
+            send({"slot": slot, "v": encode(value)})
+        except RecursionError:
+            send({"slot": slot, "v": {"x": "deep"}})
+
+    class Raises:
+        def __init__(self, slot):
+            self.slot = slot
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, kind, exc, tb):
+            if kind is None:
+                send({"slot": self.slot, "v": None})
+                return False
+            send({"slot": self.slot, "raised": mro(exc)})
+            return True
+
+    namespace = {"__name__": group["path"][:-3].replace("/", "."), "_gymsmith_observe": observe, "_gymsmith_raises": Raises}
+    try:
+        exec(compile(group["driver"], os.path.join(job_dir, group["path"]), "exec"), namespace)
+    except BaseException as exc:  # noqa: BLE001 - the code under test does not import: no test runs
+        send({"import_error": name_of(type(exc))[1]})
+        os._exit(0)
+    for i, name in enumerate(group["tests"]):
+        send({"test": i})
+        try:
+            namespace[name]()
+            send({"done": i, "ok": True})
+        except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
+            send({"done": i, "ok": False, "error": name_of(type(exc))[1]})
+    os._exit(0)
+
+
+# -- the server ----------------------------------------------------------------------------------------
+def kill_others():
+    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host."""
+    me = os.getpid()
+    if me == 1:
+        for _ in range(50):
+            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+            if not others:
+                break
+            for pid in others:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            reap()
+            time.sleep(0.001)
+    reap()
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def run_group(group, job, deadline):
+    if time.monotonic() >= deadline:  # the job's time is spent: the group does not start
+        return {"status": "timeout", "exit": None, "data": ""}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            child(group, job["dir"], w)
+        finally:
+            os._exit(70)
+    os.close(w)
+    limit = min(deadline, time.monotonic() + float(job.get("group_timeout", 2.0)))
+    max_bytes = int(job.get("max_bytes", 4 << 20))
+    chunks, size, status, code = [], 0, None, None
+    while status is None:
+        left = limit - time.monotonic()
+        if left <= 0:
+            status = "timeout"
+            break
+        ready, _, _ = select.select([r], [], [], min(left, 0.05))
+        if ready:
+            data = os.read(r, 1 << 16)
+            if not data:  # every writer closed the pipe: the child (and anything it started) is done writing
+                break
+            chunks.append(data)
+            size += len(data)
+            if size > max_bytes:
+                status = "overflow"
+                break
+        elif code is None:
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(raw)
+                kill_others()  # what the child left behind must not hold the pipe open
+    os.close(r)
+    if code is None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        except ChildProcessError:
+            code = None
+    kill_others()
+    return {"status": status or "exited", "exit": code, "data": base64.b64encode(b"".join(chunks)[:max_bytes]).decode()}
+
+
+def main():
+    set_dumpable(False)
+    gc.freeze()
+    sys.dont_write_bytecode = True
+    out = sys.stdout
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        deadline = time.monotonic() + float(job.get("deadline", 5.0))
+        groups = [run_group(g, job, deadline) for g in job["groups"]]
+        out.write(json.dumps({"id": job["id"], "groups": groups}) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

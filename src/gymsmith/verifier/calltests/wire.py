@@ -1,0 +1,243 @@
+"""The result channel from the sandbox, read on the trusted side: strict, bounded, data only.
+
+The driver process (which runs the agent's code, so everything it sends may be forged) writes one JSON
+object per line on a private pipe:
+
+    {"test": i}                                    test i of the group starts
+    {"slot": k, "v": VALUE}                        slot k observed a value
+    {"slot": k, "raised": [[module, qualname], ...]}   slot k raised: the exception class's MRO
+    {"done": i, "ok": true} | {"done": i, "ok": false, "error": "TypeName"}
+    {"import_error": "TypeName"}                   the driver's imports (the code under test) failed
+
+VALUE is tagged so that every builtin type survives exactly: null, true, false, a JSON string, or one of
+{"i": "<decimal>"}, {"f": "<repr>"}, {"b": "<hex>"}, {"l": [...]}, {"t": [...]}, {"s": [...]}, {"fs": [...]},
+{"d": [[k, v], ...]}, {"x": "<type name>"} (a value of any other type: never equal to anything).
+
+`read_stream` turns the bytes into per-test records of decoded plain builtins. Anything malformed —
+not JSON, an unknown tag, a slot out of order or twice, a test out of order, an oversized number, too
+deep a value — makes the whole stream MALFORMED: honest code never writes to this pipe, so a stream that
+is not exactly the protocol was written by the code under test, and every test it carries fails.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 4000      # below CPython's int/str conversion limit
+MAX_ITEMS = 200_000        # values in one stream, all slots together
+
+
+class Malformed(ValueError):
+    """The stream is not exactly the protocol."""
+
+
+class Opaque:
+    """A value the driver could not express as plain data (an object of another type): equal to nothing."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"<opaque {self.type_name[:60]}>"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """Slot outcome: the expression raised. `mro` lists (module, qualname) of the exception's classes."""
+
+    mro: tuple[tuple[str, str], ...]
+
+
+class StreamStatus(str, enum.Enum):
+    OK = "ok"
+    MALFORMED = "malformed"
+
+
+@dataclass
+class TestRecord:
+    __test__ = False
+    slots: list[Any] = field(default_factory=list)   # decoded values or Raised, in slot order
+    finished: bool = False                            # {"done": i, "ok": true} arrived
+    error: str | None = None                          # the driver's statements raised (an uncaught exception)
+
+
+@dataclass
+class Stream:
+    status: StreamStatus
+    tests: dict[int, TestRecord]
+    import_error: str | None = None
+    reason: str = ""
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.items = 0
+
+    def value(self, v: Any, depth: int = 0) -> Any:
+        self.items += 1
+        if self.items > MAX_ITEMS:
+            raise Malformed("too many values")
+        if depth > MAX_DEPTH:
+            raise Malformed("value nested too deeply")
+        if v is None or v is True or v is False or type(v) is str:
+            return v
+        if type(v) is not dict or len(v) != 1:
+            raise Malformed(f"not a tagged value: {type(v).__name__}")
+        (tag, body), = v.items()
+        if tag == "i":
+            if type(body) is not str or not (0 < len(body) <= MAX_INT_DIGITS) or not body.lstrip("-").isdigit() or body.count("-") > 1:
+                raise Malformed("bad integer")
+            return int(body)
+        if tag == "f":
+            if type(body) is not str or len(body) > 40:
+                raise Malformed("bad float")
+            try:
+                out = float(body)
+            except ValueError:
+                raise Malformed("bad float") from None
+            if math.isnan(out) and body not in ("nan", "-nan"):
+                raise Malformed("bad float")
+            return out
+        if tag == "b":
+            if type(body) is not str:
+                raise Malformed("bad bytes")
+            try:
+                return bytes.fromhex(body)
+            except ValueError:
+                raise Malformed("bad bytes") from None
+        if tag == "x":
+            if type(body) is not str:
+                raise Malformed("bad opaque value")
+            return Opaque(body[:200])
+        if type(body) is not list:
+            raise Malformed(f"bad container {tag!r}")
+        if tag in ("l", "t", "s", "fs"):
+            items = [self.value(x, depth + 1) for x in body]
+            if tag == "l":
+                return items
+            if tag == "t":
+                return tuple(items)
+            try:
+                return set(items) if tag == "s" else frozenset(items)
+            except TypeError:
+                raise Malformed("unhashable set element") from None
+        if tag == "d":
+            out: dict[Any, Any] = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2:
+                    raise Malformed("bad dict item")
+                key = self.value(pair[0], depth + 1)
+                try:
+                    if key in out:
+                        raise Malformed("duplicate dict key")
+                    out[key] = self.value(pair[1], depth + 1)
+                except TypeError:
+                    raise Malformed("unhashable dict key") from None
+            return out
+        raise Malformed(f"unknown tag {tag!r}")
+
+
+def _raised(body: Any) -> Raised:
+    if type(body) is not list or not body or len(body) > 64:
+        raise Malformed("bad exception record")
+    mro = []
+    for entry in body:
+        if type(entry) is not list or len(entry) != 2 or not all(type(x) is str and len(x) <= 200 for x in entry):
+            raise Malformed("bad exception record")
+        mro.append((entry[0], entry[1]))
+    return Raised(tuple(mro))
+
+
+def _int_field(message: dict, key: str, limit: int) -> int:
+    value = message.get(key)
+    if type(value) is not int or not (0 <= value < limit):
+        raise Malformed(f"bad {key!r}")
+    return value
+
+
+def read_stream(data: bytes, slots_per_test: list[int]) -> Stream:
+    """Decode the driver's bytes for a group whose tests have `slots_per_test` slots each."""
+    decoder = _Decoder()
+    tests: dict[int, TestRecord] = {}
+    current: int | None = None
+    import_error = None
+    try:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise Malformed("not UTF-8") from None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for line in lines:
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                raise Malformed("a line that is not JSON") from None
+            if type(message) is not dict:
+                raise Malformed("a line that is not an object")
+            keys = set(message)
+            if keys == {"import_error"}:
+                if tests or import_error is not None or type(message["import_error"]) is not str:
+                    raise Malformed("import error out of place")
+                import_error = message["import_error"][:200]
+            elif keys == {"test"}:
+                i = _int_field(message, "test", len(slots_per_test))
+                if current is not None or i in tests or import_error is not None or (tests and i != max(tests) + 1) or (not tests and i != 0):
+                    raise Malformed("test started out of order")
+                tests[i], current = TestRecord(), i
+            elif "slot" in keys and (keys == {"slot", "v"} or keys == {"slot", "raised"}):
+                if current is None:
+                    raise Malformed("observation outside a test")
+                record = tests[current]
+                k = _int_field(message, "slot", slots_per_test[current])
+                if k != len(record.slots):
+                    raise Malformed("slot out of order")
+                record.slots.append(decoder.value(message["v"]) if "v" in message else _raised(message["raised"]))
+            elif "done" in keys and keys <= {"done", "ok", "error"}:
+                if current is None or message.get("done") != current or type(message.get("ok")) is not bool:
+                    raise Malformed("test finished out of order")
+                record = tests[current]
+                if message["ok"]:
+                    if keys != {"done", "ok"} or len(record.slots) != slots_per_test[current]:
+                        raise Malformed("test finished without all its observations")
+                    record.finished = True
+                else:
+                    error = message.get("error")
+                    if type(error) is not str:
+                        raise Malformed("bad error")
+                    record.error = error[:200]
+                current = None
+            else:
+                raise Malformed("unknown message")
+    except Malformed as exc:
+        return Stream(status=StreamStatus.MALFORMED, tests={}, reason=str(exc))
+    return Stream(status=StreamStatus.OK, tests=tests, import_error=import_error)
+
+
+def signature(value: Any) -> str:
+    """The exact type structure of a decoded value: equal signatures mean equal types all the way down."""
+    t = type(value)
+    if t in (list, tuple):
+        return f"{t.__name__}[{','.join(signature(v) for v in value)}]"
+    if t in (set, frozenset):
+        return f"{t.__name__}{{{','.join(sorted(signature(v) for v in value))}}}"
+    if t is dict:
+        return "dict{" + ",".join(sorted(f"{signature(k)}:{signature(v)}" for k, v in value.items())) + "}"
+    if t is Raised:
+        return "raised"
+    if t is Opaque:
+        return f"opaque:{value.type_name}"
+    return t.__name__

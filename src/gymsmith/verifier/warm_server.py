@@ -1,0 +1,169 @@
+"""A long-lived server in a verifier sandbox, spoken to in JSON lines, with a private directory of jobs.
+
+The base of the warm runners (`pytest_runner.WarmPytest`, `calltests.runner.CallRunner`): each job's files
+are written into a host directory mounted read-only at /jobs inside the sandbox and removed afterwards;
+requests and replies are single JSON lines; a server that dies or stops answering is replaced at the
+next job. Runs are serialised (use several instances for parallelism).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gymsmith.core.errors import VerifierError
+from gymsmith.sandbox.base import Limits, SandboxError
+from gymsmith.sandbox.bwrap import BwrapSandbox
+
+JOBS = "/jobs"
+SERVER_DIR = "/run/gymsmith"
+
+
+class JobFiles:
+    """A private host directory of job folders, mounted read-only at /jobs inside the runner's sandbox."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="gymsmith-jobs-"))
+        os.chmod(self.root, 0o755)
+        self.ids = itertools.count(1)
+
+    def write(self, files: Mapping[str, bytes | str], defaults: Mapping[str, str] | None = None) -> tuple[int, Path]:
+        """A new job folder holding `files` (paths relative to it); ValueError for a path that leaves it."""
+        n = next(self.ids)
+        d = self.root / str(n)
+        d.mkdir()
+        for rel, data in {**(defaults or {}), **files}.items():
+            if os.path.isabs(rel) or ".." in Path(rel).parts or "\0" in rel:
+                raise ValueError(f"job file path {rel!r} must be relative and stay inside the job")
+            p = d / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data.encode() if isinstance(data, str) else data)
+        return n, d
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class WarmServer:
+    """A sandboxed `python -I <script>` that says {"ready": true} and then answers one JSON line per request."""
+
+    script: Path  # set by subclasses: the server program, mounted read-only at SERVER_DIR
+
+    def __init__(self, *, limits: Limits, start_timeout_s: float = 30.0):
+        self.limits, self.start_timeout_s = limits, start_timeout_s
+        self.jobs = JobFiles()
+        self.lock = threading.Lock()
+        self._sandbox: BwrapSandbox | None = None
+        self._proc = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.runs = 0
+
+    # -- lifetime (callers hold self.lock) ---------------------------------------------------------
+    def ensure_started(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+
+    def _start(self) -> None:
+        self._stop()
+        empty = Path(tempfile.mkdtemp(prefix="gymsmith-runner-ws-"))
+        inside = f"{SERVER_DIR}/{self.script.name}"
+        try:
+            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro={str(self.jobs.root): JOBS, str(self.script): inside})
+        except SandboxError as exc:
+            raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
+        # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)
+        self._proc = self._sandbox.spawn([self._sandbox.runtime.interpreter, "-P", "-s", inside])
+        self._lines = queue.Queue()
+        threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines), daemon=True).start()
+        hello = self._read(self.start_timeout_s)
+        try:
+            ready = hello is not None and json.loads(hello).get("ready")
+        except ValueError:
+            ready = False
+        if not ready:
+            self._stop()
+            raise VerifierError(f"the warm test runner ({self.script.name}) did not start (no 'ready' line)")
+
+    @staticmethod
+    def _pump(stream, sink: queue.Queue) -> None:
+        for line in stream:
+            sink.put(line.decode(errors="replace"))
+        sink.put(None)
+
+    def _read(self, timeout: float) -> str | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; None if the server died or did not answer in time
+        (it is stopped, and started again for the next request). Raises VerifierError if it cannot be reached."""
+        try:
+            self._proc.stdin.write((json.dumps(message) + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:
+            self._stop()
+            raise VerifierError("the warm test runner is gone") from None
+        line = self._read(timeout)
+        if line is None:
+            self._stop()
+            return None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            self._stop()
+            return None
+        if not isinstance(reply, dict) or reply.get("id") != message.get("id"):
+            self._stop()
+            return None
+        self.runs += 1
+        return reply
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+            self._proc = None
+        if self._sandbox is not None:
+            ws = self._sandbox.workspace
+            self._sandbox.close()
+            shutil.rmtree(ws, ignore_errors=True)
+            self._sandbox = None
+
+    def close(self) -> None:
+        with self.lock:
+            self._stop()
+            self.jobs.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_shared: dict[type, tuple[int, WarmServer]] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_instance(cls: type[WarmServer]) -> WarmServer:
+    """This process's server of class `cls`, started on first use and closed at exit (a forked child makes its own)."""
+    with _shared_lock:
+        current = _shared.get(cls)
+        if current is None or current[0] != os.getpid():
+            current = _shared[cls] = (os.getpid(), cls())
+            atexit.register(current[1].close)
+        return current[1]

@@ -1,0 +1,205 @@
+"""Call checks: the code under test computes values, the verifier decides. Real bubblewrap sandboxes.
+
+Each test attacks one property of docs/verifier.md from inside the code under test (or checks the
+compiler and the decoder directly): expected values never reach the sandbox, results must be plain data
+of the reference's exact types, the channel cannot be forged, and a malformed channel fails the tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gymsmith.verifier.calltests import CallRunner, UnsupportedTest, compile_suite, judge_run, records_by_nodeid
+from gymsmith.verifier.calltests.wire import StreamStatus, read_stream
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome
+
+MODULE = '''
+def double(x):
+    return 2 * x
+
+def pair(a, b):
+    return [a, b]
+
+def check(n):
+    if n < 0:
+        raise ValueError("negative")
+    return n
+
+class Box:
+    def __init__(self):
+        self.items = []
+    def put(self, x):
+        self.items.append(x)
+    def __len__(self):
+        return len(self.items)
+'''
+TESTS = '''import pytest
+
+from mod import Box, check, double, pair
+
+SECRET_INPUT = 20
+
+
+def test_double():
+    assert double(21) == 42
+
+
+def test_double_of_constant():
+    assert double(SECRET_INPUT) == 40 and double(0) == 0
+
+
+def test_pair():
+    assert pair(1, "x") == [1, "x"]
+
+
+def test_float():
+    assert double(1.25) == pytest.approx(2.5)
+
+
+def test_raises():
+    with pytest.raises(ValueError):
+        check(-1)
+    assert check(3) == 3
+
+
+def test_box():
+    b = Box()
+    b.put(1)
+    b.put(2)
+    assert len(b) == 2
+
+
+def test_not_truthy():
+    assert not check(0)
+
+
+def test_canary():
+    assert 0
+'''
+SUITE = compile_suite(TESTS, "tests/test_mod.py")
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with CallRunner() as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def reference(runner):
+    return records_by_nodeid([SUITE], runner.observe({"mod.py": MODULE}, [SUITE]))
+
+
+def verdicts(runner, reference, source):
+    return judge_run([SUITE], runner.observe({"mod.py": source}, [SUITE]), reference)
+
+
+def passed(v):
+    return sorted(n.split("::")[1] for n, o in v.run.outcomes.items() if o is TestOutcome.PASSED)
+
+
+ALL_BUT_CANARY = sorted(t.name for t in SUITE.tests if t.name != "test_canary")
+
+
+def test_the_driver_holds_inputs_but_no_expected_value():
+    assert "42" not in SUITE.driver and "40" not in SUITE.driver and "2.5" not in SUITE.driver
+    assert "double(21)" in SUITE.driver and "SECRET_INPUT = 20" in SUITE.driver  # inputs travel, as they must
+    assert "==" not in SUITE.driver and "assert" not in SUITE.driver and "pytest" not in SUITE.driver
+
+
+def test_the_reference_passes_everything_but_the_canary(runner, reference):
+    v = verdicts(runner, reference, MODULE)
+    assert v.run.status is RunStatus.COMPLETED and passed(v) == ALL_BUT_CANARY
+
+
+def test_a_wrong_value_fails_only_its_tests(runner, reference):
+    v = verdicts(runner, reference, MODULE.replace("return 2 * x", "return 2 * x + (x == 21)"))
+    assert passed(v) == [t for t in ALL_BUT_CANARY if t != "test_double"]
+
+
+def test_objects_with_forged_equality_are_not_results(runner, reference):
+    forged = MODULE + '''
+class Yes(int):
+    def __eq__(self, other):
+        return True
+    __hash__ = int.__hash__
+
+def double(x):
+    return Yes(0)
+
+def pair(a, b):
+    class L(list):
+        def __eq__(self, other):
+            return True
+    return L()
+'''
+    v = verdicts(runner, reference, forged)
+    assert {"test_double", "test_double_of_constant", "test_pair", "test_float"}.isdisjoint(passed(v))
+    assert "opaque" in v.reasons["tests/test_mod.py::test_double"]
+
+
+def test_exact_types_bool_is_not_int_and_tuple_is_not_list(runner, reference):
+    v = verdicts(runner, reference, MODULE.replace("return [a, b]", "return (a, b)").replace("return n\n", "return int(n)\n"))
+    assert "test_pair" not in passed(v) and "test_raises" in passed(v)
+    v = verdicts(runner, reference, MODULE.replace("return len(self.items)", "return len(self.items) == 2 and 2"))
+    assert "test_box" in passed(v)  # len() itself returns an exact int whatever __len__ returned
+    v = verdicts(runner, reference, MODULE.replace("    return n\n", "    return n if n else False\n"))
+    assert "test_not_truthy" not in passed(v)  # False where the reference returns 0
+
+
+def test_forging_the_channel_fails_the_group(runner, reference):
+    forged = MODULE + '''
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, b'{"test": 0}\\n{"slot": 0, "v": {"i": "42"}}\\n{"done": 0, "ok": true}\\n')
+    except OSError:
+        pass
+'''
+    v = verdicts(runner, reference, forged)
+    assert passed(v) == [] and v.run.status is RunStatus.CRASHED
+    assert "result channel" in v.reasons["tests/test_mod.py::test_double"]
+
+
+def test_exiting_early_or_hanging_fails_the_rest(runner, reference):
+    v = verdicts(runner, reference, MODULE.replace("    return [a, b]", "    import os; os._exit(0)"))
+    assert passed(v) == ["test_double", "test_double_of_constant"] and v.run.status is RunStatus.CRASHED
+    v = judge_run([SUITE], runner.observe({"mod.py": MODULE.replace("    return [a, b]", "    while True: pass")}, [SUITE],
+                                          deadline_s=3, group_timeout_s=1), reference)
+    assert passed(v) == ["test_double", "test_double_of_constant"] and v.run.status is RunStatus.TIMEOUT
+
+
+def test_flooding_the_channel_is_bounded(runner, reference):
+    flood = MODULE + "\nimport os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'[' * (1 << 20))\n    except OSError:\n        pass\n"
+    v = verdicts(runner, reference, flood)
+    assert passed(v) == []
+
+
+def test_the_code_under_test_cannot_kill_the_server(runner, reference):
+    v = verdicts(runner, reference, MODULE + "\nimport os\nfor pid in (1, os.getppid()):\n    try:\n        os.kill(pid, 9)\n    except OSError:\n        pass\n")
+    assert passed(v) == ALL_BUT_CANARY
+    assert passed(verdicts(runner, reference, MODULE)) == ALL_BUT_CANARY
+
+
+def test_an_import_error_fails_every_test(runner, reference):
+    v = verdicts(runner, reference, MODULE + "\nraise SystemExit(0)\n")
+    assert passed(v) == [] and "failed to import" in v.reasons["tests/test_mod.py::test_double"]
+
+
+def test_decisions_beside_the_code_under_test_are_refused_by_the_compiler():
+    for body in ("assert all(double(n) == 2 * n for n in range(3))", "assert any([double(1) == 2])",
+                 "assert isinstance(double(1), int)", "x = double(1)\n    if x == 2:\n        assert x",
+                 "for n in range(3):\n        assert double(n) == 2 * n"):
+        with pytest.raises(UnsupportedTest):
+            compile_suite(f"from mod import double\n\ndef test_x():\n    {body}\n", "tests/test_x.py")
+
+
+def test_the_decoder_rejects_anything_but_the_protocol():
+    ok = b'{"test": 0}\n{"slot": 0, "v": {"l": [{"i": "1"}, "a", null]}}\n{"done": 0, "ok": true}\n'
+    s = read_stream(ok, [1])
+    assert s.status is StreamStatus.OK and s.tests[0].slots == [[1, "a", None]]
+    for bad in (b'{"test": 0}\n{"slot": 0, "v": 1}\n', b'{"test": 0}\n{"slot": 1, "v": null}\n', b'{"test": 1}\n',
+                b'{"test": 0}\n{"done": 0, "ok": true}\n', b'{"test": 0}\n{"slot": 0, "v": {"i": "' + b"9" * 5000 + b'"}}\n',
+                b'[' * 100000, b'\xff\n', b'{"test": 0}\n{"slot": 0, "v": {"q": []}}\n',
+                b'{"test": 0}\n{"slot": 0, "v": {"s": [{"l": []}]}}\n'):
+        assert read_stream(bad, [1]).status is StreamStatus.MALFORMED, bad[:60]
