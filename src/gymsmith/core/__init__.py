@@ -15,6 +15,7 @@ from gymsmith.core.types import (
     Action,
     ActionErrorKind,
     ActionError,
+    EndReason,
     Observation,
     Reward,
     RewardComponent,
@@ -29,7 +30,7 @@ from gymsmith.core.types import (
 )
 
 __all__ = [
-    "NO_TOOL_CALL", "Action", "ActionError", "ActionErrorKind", "GymsmithError", "KnobError", "Observation", "Reward",
+    "NO_TOOL_CALL", "Action", "ActionError", "ActionErrorKind", "EndReason", "GymsmithError", "KnobError", "Observation", "Reward",
     "RewardComponent", "RolloutStatus", "Split", "SplitPolicyError", "StartStateRef", "Step",
     "StepResult", "StoreError", "TaskSetError", "TaskSpec", "ToolSpec", "Trajectory",
     "UnknownFamilyError", "VerifierError", "canonical_json", "content_hash",

@@ -106,7 +106,14 @@ class Action(BaseModel):
     call_id: str | None = Field(default=None, description="The model's tool-call id, if any.")
 
     def arguments_text(self) -> str:
-        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments, sort_keys=True)
+        """The arguments as text: a model's raw text verbatim, an object as JSON. Never raises: a value JSON
+        cannot hold is written as its repr."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        try:
+            return json.dumps(self.arguments, sort_keys=True, default=repr)
+        except (ValueError, TypeError, RecursionError) as exc:
+            return f"[arguments not representable as JSON: {type(exc).__name__}]"
 
 
 class ActionErrorKind(str, enum.Enum):
@@ -121,6 +128,8 @@ class ActionErrorKind(str, enum.Enum):
     RATE_LIMITED = "rate_limited"            # simulated rate limit; retrying later may work
     EPISODE_OVER = "episode_over"            # the task was already submitted
     NO_TOOL_CALL = "no_tool_call"            # a model replied with text only
+    TOOL_ERROR = "tool_error"                # the tool failed unexpectedly on these arguments (an environment bug
+                                             # the agent's input met; the exception is in StepResult.info)
 
     @property
     def is_invalid_action(self) -> bool:
@@ -169,6 +178,15 @@ class Reward(BaseModel):
     value: float = Field(description="The scalar for training, computed by `policy`.")
     policy: str = Field(description="Name of the reward policy that computed `value`.")
     errors: list[str] = Field(default_factory=list, description="Non-fatal problems met while checking.")
+    ungradable: str | None = Field(default=None, description="Set when the final state the agent left could not be "
+                                   "graded (the environment could not snapshot it, or the checks refused it): why. "
+                                   "The reward is then a rejection with value 0.")
+
+    @classmethod
+    def rejected(cls, *, policy: str, reason: str, ungradable: str | None = None) -> "Reward":
+        """A reward of 0 that accepts nothing, for a rollout whose end was the agent's failure (`reason`, a gate
+        failure, says why; `ungradable` when it is a state that cannot be graded)."""
+        return cls(components={}, accepted=False, gate_failures=[reason], value=0.0, policy=policy, ungradable=ungradable)
 
     @property
     def shaped(self) -> float:
@@ -178,8 +196,21 @@ class Reward(BaseModel):
 
 class RolloutStatus(str, enum.Enum):
     COMPLETED = "completed"  # the agent submitted and the verifier scored it
-    TRUNCATED = "truncated"  # a step or time limit ended it; still scored
+    TRUNCATED = "truncated"  # a limit or the agent's failure ended it; still scored (0 for a failure)
     ERROR = "error"          # infrastructure or verifier error: no reward, never a reward of 0
+
+
+class EndReason(str, enum.Enum):
+    """Why a rollout ended. Every reason but INFRASTRUCTURE has a reward; see docs/episodes.md for the rule."""
+
+    SUBMITTED = "submitted"                  # the agent called submit (completed)
+    STEP_LIMIT = "step_limit"                # max_steps actions were taken (truncated)
+    TIME_LIMIT = "time_limit"                # the rollout's wall-clock limit passed (truncated)
+    AGENT_FAILURE = "agent_failure"          # the agent (policy side) raised or returned no Action: reward 0
+    UNGRADABLE_STATE = "ungradable_state"    # the final state the agent left cannot be snapshot or graded: reward 0
+    ENVIRONMENT_EXCEPTION = "environment_exception"  # the environment raised on the agent's action (a bug to fix,
+                                                     # never silent: the traceback is in end_detail): reward 0
+    INFRASTRUCTURE = "infrastructure"        # an infrastructure or verifier failure: status error, no reward
 
 
 class Step(BaseModel):
@@ -209,6 +240,10 @@ class Trajectory(BaseModel):
     reward: Reward | None = None
     status: RolloutStatus
     error: str | None = Field(default=None, description="Infrastructure or verifier error, if any.")
+    end_reason: EndReason | None = Field(default=None, description="Why the rollout ended (None in rollouts stored "
+                                         "before schema 6).")
+    end_detail: str | None = Field(default=None, description="What ended it, for a failure: the agent's or the "
+                                   "environment's exception, or why the state is ungradable (bounded).")
     invalid_actions: int = 0
     final_state_hash: str | None = None
     fingerprint: str | None = Field(default=None, description="Digest of the environment fingerprint (see the "

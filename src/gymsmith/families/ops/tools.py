@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gymsmith.core.types import ActionErrorKind, ToolSpec
-from gymsmith.envs.base import ToolRefusal
+from gymsmith.envs.base import ToolRefusal, preview
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, day_date, money
 
 ENTITIES = {
@@ -23,6 +23,9 @@ ENTITIES = {
 }
 OPERATORS = ("eq", "lte", "gte", "contains")
 MAX_PAGE = 50
+MAX_ID = 2**31 - 1  # every integer argument is bounded (docs/episodes.md): none reaches SQLite out of its range
+MAX_FILTERS = 8
+MAX_FILTER_TEXT = 200
 
 
 def _spec(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> ToolSpec:
@@ -31,16 +34,18 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: tup
                                 "additionalProperties": False})
 
 
-_ID = {"type": "integer", "minimum": 1}
+_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
 TOOL_SPECS: tuple[ToolSpec, ...] = (
     _spec("get_status", "Today's simulated date, budgets remaining and open work counts.", {}),
     _spec("search_records",
           "List records of one entity with optional filters and pagination. Filter keys are field names, "
           "optionally suffixed __lte, __gte or __contains (e.g. {\"status\": \"pending\", \"due_day__lte\": 5}).",
           {"entity": {"type": "string", "enum": sorted(ENTITIES)},
-           "filters": {"type": "object", "additionalProperties": {"type": ["string", "integer", "number"]}},
+           "filters": {"type": "object", "maxProperties": MAX_FILTERS, "propertyNames": {"maxLength": 64},
+                       "additionalProperties": {"type": ["string", "integer", "number"], "maxLength": MAX_FILTER_TEXT,
+                                                "minimum": -MAX_ID, "maximum": MAX_ID}},
            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
-           "offset": {"type": "integer", "minimum": 0}}, ("entity",)),
+           "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000}}, ("entity",)),
     _spec("get_record", "One record by id, with related facts (an order's balance due, a supplier's product).",
           {"entity": {"type": "string", "enum": sorted(set(ENTITIES) - {"inventory", "shift_needs"})}, "id": _ID},
           ("entity", "id")),
@@ -61,7 +66,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     _spec("cancel_purchase_order", "Cancel an open or delayed purchase order; its cost returns to the budget.",
           {"po_id": _ID}, ("po_id",)),
     _spec("refund_payment", "Refund part or all of a charge. The amount may not exceed what is left of the charge.",
-          {"payment_id": _ID, "amount_cents": {"type": "integer", "minimum": 1},
+          {"payment_id": _ID, "amount_cents": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
            "reason": {"type": "string", "minLength": 3, "maxLength": 200}},
           ("payment_id", "amount_cents", "reason")),
     _spec("assign_shift", "Put a staff member on a shift (this week, today or later) at a warehouse.",
@@ -128,7 +133,7 @@ def search_records(conn: sqlite3.Connection, entity: str, filters: dict[str, Any
         op = op or "eq"
         if name not in fields or op not in OPERATORS:
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS,
-                              f"bad filter {key!r} for {entity}: fields are {fields}, suffixes __lte, __gte, __contains")
+                              f"bad filter {preview(key)} for {entity}: fields are {fields}, suffixes __lte, __gte, __contains")
         if op == "contains":
             where.append(f"LOWER(CAST({name} AS TEXT)) LIKE ?")
             params.append(f"%{str(value).lower()}%")
