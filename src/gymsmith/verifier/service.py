@@ -107,8 +107,13 @@ class VerifierService:
         self._lock = threading.Lock()
 
     def verify(self, task: TaskSpec, final_state: FinalState, *, policy: str = DEFAULT_POLICY) -> Reward:
-        """Return the Reward for `final_state` of `task` under `policy`. Raises VerifierError, ValueError (policy)."""
+        """Return the Reward for `final_state` of `task` under `policy`. Raises VerifierError, ValueError (policy).
+
+        A final state marked `ungradable` by its environment is a rejected reward of 0 without running checks."""
         get_policy(policy)
+        if final_state.ungradable is not None:  # the environment could not snapshot what the agent left: its failure
+            return Reward.rejected(policy=policy, reason=f"ungradable final state: {final_state.ungradable}",
+                                   ungradable=final_state.ungradable)
         if not Path(final_state.path).exists():
             raise VerifierError(f"final state {final_state.path} does not exist")
         request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind=final_state.kind,

@@ -1,25 +1,52 @@
-"""The coding environment: a git repository with a bug, in a sandbox, reset from its pristine copy per rollout."""
+"""The coding environment: a git repository with a bug, in a sandbox, reset from its pristine copy per rollout.
+
+Every tool call is bounded by its schema (`tools.py`) and by the checks here, so nothing an agent sends or
+leaves in the repository makes `step` or `final_state` raise or block: paths with NUL bytes, paths that leave
+the repository or are too long, FIFOs and sockets (never opened), non-UTF-8 files and names, trees too deep to
+walk. The final state is copied by a bounded walk (`snapshot_tree`); a state it cannot copy faithfully (a
+special file, a name that is not UTF-8, too deep, too many entries, too large) is marked `ungradable`, which
+the verifier service turns into a reward of 0 with the reason. See docs/episodes.md.
+"""
 
 from __future__ import annotations
 
+import difflib
+import errno
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
-from gymsmith.envs.base import FinalState, ToolEnvironment, ToolRefusal
+from gymsmith.envs.base import FinalState, ToolEnvironment, ToolRefusal, preview
 from gymsmith.families.code.generator import CodeTask, generate_code_task
-from gymsmith.families.code.repo import pristine_repo, read_tree, state_digest, unified_diff
+from gymsmith.families.code.repo import pristine_repo, state_digest
 from gymsmith.sandbox import CowWorkspace, ExecResult, Limits, Sandbox, open_sandbox
+from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.sandbox.local import UNSAFE_LABEL
 
 AGENT_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, disk_mb=128, tmp_mb=64, timeout_s=30,
                       output_bytes=16384)
-MAX_READ_BYTES = 200_000
+MAX_READ_BYTES = 200_000  # read_file without a line range refuses a larger file
+MAX_READ_CHARS = 60_000  # read_file returns at most this much text per call, and says where to read on
+# the final state's bounded walk: past any of these the state is ungradable (docs/episodes.md)
+MAX_TREE_DEPTH = 32
+MAX_TREE_ENTRIES = 20_000
+MAX_TREE_BYTES = 64 << 20
+MAX_PATH_BYTES = 1024
+# the final diff (stored with the rollout, read by audits): files beyond these are summarised, not diffed
+MAX_DIFF_FILE_BYTES = 256_000
+MAX_DIFF_FILE_LINES = 2_000
+MAX_DIFF_WORK = 16_000_000  # sum over diffed files of lines before x lines after (difflib is quadratic at worst)
+MAX_FINAL_DIFF_CHARS = 200_000
+SKIPPED = frozenset({".git"}) | CACHE_DIRS  # tooling and caches: not the state an agent is judged on
 _TIMING = re.compile(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?")  # pytest's run time: not part of what happened
 _ADDRESS = re.compile(r"\b0x[0-9a-f]{6,16}\b")  # object addresses in reprs differ from run to run
 
@@ -47,6 +74,147 @@ def start_files(task: TaskSpec) -> dict[str, str]:
     return code_task(task).files
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def _special(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def _diff_text(data: bytes) -> str | None:
+    """How a regular file enters the final diff: its text, None if binary, a summary line if too large."""
+    if len(data) > MAX_DIFF_FILE_BYTES:
+        return f"<{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}: too large to diff>\n"
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass
+class TreeSnapshot:
+    """What a bounded walk of a repository found: each entry as diff text, and why it cannot be graded (if so)."""
+
+    entries: dict[str, str | None] = field(default_factory=dict)  # path -> text, None for binary, "<...>" described
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ungradable(self) -> str | None:
+        if not self.problems:
+            return None
+        more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        return "; ".join(self.problems[:5]) + more
+
+
+def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
+    """Walk `root` without recursion limits, links followed or special files opened, bounded in depth, entries
+    and bytes; copy regular files (read-only), directories and symlinks to `copy_to` when given. Never raises
+    for what is in the tree: anything that cannot be copied faithfully is a problem in the result."""
+    snap = TreeSnapshot()
+    stack: list[tuple[str, str, int]] = [(str(root), "", 0)]  # (host directory, relative path, depth)
+    entries = size = 0
+    while stack:
+        directory, rel_dir, depth = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                listing = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            snap.problems.append(f"{rel_dir or '.'}: cannot be listed ({exc.strerror})")
+            continue
+        for entry in listing:
+            name = entry.name
+            if name in SKIPPED:
+                continue
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                snap.problems.append(f"{preview(os.fsencode(rel))}: the name is not UTF-8")
+                continue
+            entries += 1
+            if entries > MAX_TREE_ENTRIES:
+                snap.problems.append(f"more than {MAX_TREE_ENTRIES} files and directories")
+                return snap
+            if len(os.fsencode(rel)) > MAX_PATH_BYTES:
+                snap.problems.append(f"{preview(rel)}: a path longer than {MAX_PATH_BYTES} bytes")
+                continue
+            target = os.path.join(copy_to, rel) if copy_to is not None else None
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    link = os.readlink(entry.path)
+                    snap.entries[rel] = f"<symlink to {link}>"
+                    if target:
+                        os.symlink(link, target)
+                elif stat.S_ISDIR(st.st_mode):
+                    if depth + 1 >= MAX_TREE_DEPTH:
+                        snap.problems.append(f"{preview(rel)}: directories nested deeper than {MAX_TREE_DEPTH} levels")
+                        continue
+                    if target:
+                        os.mkdir(target)
+                    stack.append((entry.path, rel, depth + 1))
+                elif stat.S_ISREG(st.st_mode):
+                    size += st.st_size
+                    if size > MAX_TREE_BYTES:
+                        snap.problems.append(f"the files hold more than {MAX_TREE_BYTES >> 20} MiB")
+                        return snap
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as fh:
+                        data = fh.read(MAX_TREE_BYTES + 1)
+                    snap.entries[rel] = _diff_text(data)
+                    if target:
+                        with open(target, "wb") as out:
+                            out.write(data)
+                        os.chmod(target, 0o444)
+                else:
+                    snap.problems.append(f"{preview(rel)} is {_special(st.st_mode)}")
+            except OSError as exc:
+                snap.problems.append(f"{preview(rel)}: cannot be read ({exc.strerror or exc})")
+    return snap
+
+
+def bounded_diff(before: dict[str, str | None], after: dict[str, str | None]) -> str:
+    """A git-style unified diff of two snapshots, bounded in time and size: binary files noted, files too large
+    or too long summarised, at most MAX_DIFF_WORK of line alignment, and the text cut at MAX_FINAL_DIFF_CHARS."""
+    chunks, work, total = [], 0, 0
+    for path in sorted(set(before) | set(after)):
+        a, b = before.get(path), after.get(path)
+        if a == b:
+            continue
+        if (path in before and a is None) or (path in after and b is None):
+            chunk = f"Binary files a/{path} and b/{path} differ\n"
+        else:
+            la, lb = (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True)
+            cost = max(len(la), 1) * max(len(lb), 1)
+            if max(len(la), len(lb)) > MAX_DIFF_FILE_LINES or work + cost > MAX_DIFF_WORK:
+                chunk = f"Files a/{path} and b/{path} differ ({len(la)} and {len(lb)} lines: too large to diff)\n"
+            else:
+                work += cost
+                chunk = "".join(difflib.unified_diff(la, lb, fromfile=f"a/{path}" if path in before else "/dev/null",
+                                                     tofile=f"b/{path}" if path in after else "/dev/null"))
+                if not chunk.endswith("\n"):
+                    chunk += "\n\\ No newline at end of file\n"
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_FINAL_DIFF_CHARS:
+            break
+    text = "".join(chunks)
+    if len(text) > MAX_FINAL_DIFF_CHARS:
+        text = text[:MAX_FINAL_DIFF_CHARS] + f"\n[... the diff is cut at {MAX_FINAL_DIFF_CHARS} characters]\n"
+    return text
+
+
+_OS_ERRORS = {errno.ENAMETOOLONG: (ActionErrorKind.INVALID_ARGUMENTS, "the path is too long"),
+              errno.ENOSPC: (ActionErrorKind.RULE_VIOLATION, "the repository's disk quota is full"),
+              errno.EDQUOT: (ActionErrorKind.RULE_VIOLATION, "the repository's disk quota is full"),
+              errno.EFBIG: (ActionErrorKind.RULE_VIOLATION, "the file would be too large"),
+              errno.ELOOP: (ActionErrorKind.INVALID_ARGUMENTS, "the path has too many levels of symbolic links"),
+              errno.EEXIST: (ActionErrorKind.INVALID_ARGUMENTS, "a file is in the way of a directory on the path"),
+              errno.ENOTDIR: (ActionErrorKind.INVALID_ARGUMENTS, "a file is in the way of a directory on the path"),
+              errno.EISDIR: (ActionErrorKind.INVALID_ARGUMENTS, "the path is a directory")}
+
+
 class CodeEnvironment(ToolEnvironment):
     """Tools act on a copy-on-write view of the task's pristine repository; commands run in the sandbox."""
 
@@ -70,7 +238,7 @@ class CodeEnvironment(ToolEnvironment):
             self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits)
         else:
             self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
-        self.task, self.start_tree = task, read_tree(pristine)
+        self.task, self.start_tree = task, _start_tree(pristine)
         listing = "\n".join(self.sandbox.list_files())
         return Observation(text=f"{task.goal}\n\nRepository files:\n{listing}",
                            data={"goal": task.goal, "files": listing.splitlines()})
@@ -78,44 +246,87 @@ class CodeEnvironment(ToolEnvironment):
     # -- tools ------------------------------------------------------------------------------------
     def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
         assert self.sandbox is not None, "reset() must be called before step()"
+        path = preview(arguments.get("path", "."))
         try:
             return getattr(self, f"_tool_{name}")(**arguments)
-        except FileNotFoundError as exc:
-            raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"no such file: {arguments.get('path', exc)}") from None
-        except (IsADirectoryError, NotADirectoryError) as exc:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, str(exc)) from None
-        except PermissionError as exc:
-            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"{exc}; only files inside the repository can be used") from None
+        except FileNotFoundError:
+            raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"no such file: {path}") from None
+        except (IsADirectoryError, NotADirectoryError):
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{path}: a directory is not a file, or a file not a "
+                                                                 "directory, on this path") from None
+        except PermissionError:
+            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"{path} is outside the repository; only files inside "
+                                                              "it can be used (paths relative to its root)") from None
         except UnicodeDecodeError:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{arguments.get('path')} is not a UTF-8 text file") from None
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{path} is not a UTF-8 text file") from None
+        except ValueError as exc:  # the sandbox's path check: empty, or a NUL byte
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{path} is not a usable path ({exc.__class__.__name__}: "
+                                                                 "a path is non-empty text without NUL bytes)") from None
+        except RecursionError:
+            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"{path}: directories are nested too deeply to list") from None
+        except OSError as exc:
+            kind, why = _OS_ERRORS.get(exc.errno, (ActionErrorKind.RULE_VIOLATION, exc.strerror or "the file system refused it"))
+            raise ToolRefusal(kind, f"{path}: {why}") from None
+
+    def _regular(self, path: str, *, may_be_missing: bool = False) -> Path:
+        """The host path of `path`, refused unless it is a regular file (or absent, when allowed): a FIFO, socket
+        or device is never opened, so no call can block on one."""
+        target = self.sandbox.resolve(path)
+        try:
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            if may_be_missing:
+                return target
+            raise
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"{preview(path)} is {_special(mode)}, not a regular file; "
+                                                              "only regular files can be read or written")
+        return target
 
     def _tool_list_files(self, path: str = ".") -> Observation:
         files = self.sandbox.list_files(path)
         return Observation(text="\n".join(files) or "(no files)", data={"files": files})
 
     def _tool_read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> Observation:
+        self._regular(path)
         data = self.sandbox.read_file(path)
         if len(data) > MAX_READ_BYTES and start_line is None:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{path} has {len(data)} bytes; read it in parts with start_line/end_line")
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(path)} has {len(data)} bytes; read it in parts "
+                                                                 "with start_line/end_line")
         lines = data.decode().splitlines()
         lo = (start_line or 1) - 1
-        hi = end_line or len(lines)
+        hi = min(end_line or len(lines), len(lines))
         if lo >= max(1, len(lines)) and lines:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"start_line {start_line} is past the end of {path} ({len(lines)} lines)")
-        numbered = "\n".join(f"{i + 1:>5}  {line}" for i, line in enumerate(lines[lo:hi], start=lo))
-        return Observation(text=numbered or "(empty file)", data={"path": path, "lines": len(lines)})
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"start_line {start_line} is past the end of {preview(path)} "
+                                                                 f"({len(lines)} lines)")
+        out, used, shown = [], 0, lo
+        for i in range(lo, hi):
+            row = f"{i + 1:>5}  {lines[i]}"
+            if used + len(row) > MAX_READ_CHARS and out:
+                break
+            out.append(row[:MAX_READ_CHARS])
+            used += len(row) + 1
+            shown = i + 1
+        text = "\n".join(out)
+        if shown < hi:
+            text += f"\n[... {hi - shown} more lines: read on with start_line={shown + 1}]"
+        return Observation(text=text or "(empty file)", data={"path": path, "lines": len(lines), "shown_to": shown})
 
     def _tool_write_file(self, path: str, content: str) -> Observation:
+        self._regular(path, may_be_missing=True)
         self.sandbox.write_file(path, content)
         return Observation(text=f"wrote {path} ({len(content.splitlines())} lines)", data={"path": path})
 
     def _tool_replace_text(self, path: str, old: str, new: str) -> Observation:
+        self._regular(path)
         text = self.sandbox.read_file(path).decode()
         count = text.count(old)
         if count == 0:
-            raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"the text to replace does not occur in {path}")
+            raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"the text to replace does not occur in {preview(path)}")
         if count > 1:
-            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"the text to replace occurs {count} times in {path}; "
+            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"the text to replace occurs {count} times in {preview(path)}; "
                                                               "include more context so it occurs once")
         self.sandbox.write_file(path, text.replace(old, new, 1))
         return Observation(text=f"replaced 1 occurrence in {path}", data={"path": path})
@@ -127,12 +338,18 @@ class CodeEnvironment(ToolEnvironment):
         return Observation(text="diff applied", data={"applied": True})
 
     def _tool_run_command(self, command: str, timeout_s: int = 30) -> Observation:
+        if "\x00" in command:
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "a command cannot contain a NUL byte")
+        if not command.strip():
+            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "the command is empty")
         return self._exec_observation(self.sandbox.exec(command, timeout=timeout_s))
 
     def _tool_run_tests(self, tests: list[str] | None = None) -> Observation:
         for t in tests or []:
             if t.startswith("-"):
-                raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{t!r}: give test files or node ids, not options")
+                raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: give test files or node ids, not options")
+            if "\x00" in t:
+                raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: a test id cannot contain a NUL byte")
         interpreter = getattr(self.sandbox, "runtime", None)
         python = interpreter.interpreter if interpreter else "python3"
         result = self.sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])], timeout=60)
@@ -156,20 +373,22 @@ class CodeEnvironment(ToolEnvironment):
 
     # -- state ------------------------------------------------------------------------------------
     def state_hash(self) -> str:
+        """The workspace's digest (`repo.state_digest`). A tree that digest cannot walk (too deep, paths too long,
+        names that are not UTF-8) gets a digest of what the bounded walk saw instead, so this never raises."""
         assert self.workspace is not None, "reset() must be called first"
-        return state_digest(self.workspace.path)
+        try:
+            return state_digest(self.workspace.path)
+        except (OSError, RecursionError, UnicodeError) as exc:
+            snap = snapshot_tree(self.workspace.path)
+            return content_hash(["unwalkable", type(exc).__name__, snap.entries, snap.problems], length=32)
 
     def final_state(self, directory: Path) -> FinalState:
         assert self.workspace is not None, "reset() must be called first"
         target = Path(directory) / "repo"
-        shutil.copytree(self.workspace.path, target, symlinks=True, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-        for dirpath, _, filenames in os.walk(target):
-            for name in filenames:
-                full = os.path.join(dirpath, name)
-                if not os.path.islink(full):
-                    os.chmod(full, 0o444)
-        diff = unified_diff(self.start_tree, read_tree(self.workspace.path))
-        return FinalState(kind="repo", path=str(target), digest=self.state_hash(), diff=diff)
+        target.mkdir(parents=True)
+        snap = snapshot_tree(self.workspace.path, copy_to=target)
+        return FinalState(kind="repo", path=str(target), digest=self.state_hash(),
+                          diff=bounded_diff(self.start_tree, snap.entries), ungradable=snap.ungradable)
 
     def close(self) -> None:
         if self.sandbox is not None:
@@ -178,3 +397,13 @@ class CodeEnvironment(ToolEnvironment):
         if self.workspace is not None:
             self.workspace.close()
             self.workspace = None
+
+
+@lru_cache(maxsize=64)
+def _start_tree_cached(pristine: str) -> tuple[tuple[str, str | None], ...]:
+    return tuple(snapshot_tree(Path(pristine)).entries.items())
+
+
+def _start_tree(pristine: Path) -> dict[str, str | None]:
+    """The pristine repository as `snapshot_tree` sees it (read once per pristine tree: it never changes)."""
+    return dict(_start_tree_cached(str(pristine)))
