@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 
 from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
 
+from gymsmith.core.errors import InfrastructureError
+
 VIEWPORT = {"width": 1280, "height": 900}
 LAUNCH_ARGS = ["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 
 
-class BrowserUnavailable(RuntimeError):
-    """Chromium or Playwright cannot start here; the message says what to install."""
+class BrowserUnavailable(InfrastructureError, RuntimeError):
+    """Chromium or Playwright cannot start here (the message says what to install), or the browser died under a
+    rollout. An infrastructure failure: raised out of `step`, the rollout is an error, never the agent's 0."""
 
 
 def chromium_path() -> str:

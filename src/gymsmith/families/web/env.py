@@ -5,6 +5,12 @@ opens a new one at the login page. Every observation is the page's URL path, tit
 in which each interactive element has a numbered id; tools act on those ids. An action the page cannot
 take (an id that does not exist, typing into a link, a path outside the site) is an error observation
 that shows the page as it is, and the rollout goes on.
+
+Arguments are bounded by the schemas below and by the shared validation (docs/episodes.md). `goto` takes a
+path on this site only: a scheme, a host, a backslash (which browsers read as a slash, so `/\\host` would
+leave the site) or a control character (which URL parsers drop) is refused before the browser sees it; the context
+blocks every request to another origin anyway. A dead browser or a crashed page is an infrastructure failure
+(`BrowserUnavailable`), never the agent's error observation.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from urllib.parse import urlsplit
 from playwright.sync_api import Error as PlaywrightError
 
 from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec, ToolSpec
-from gymsmith.envs.base import FinalState, ToolEnvironment
-from gymsmith.families.web.browser import BlockedLog, acquire_browser, new_context, release_browser
+from gymsmith.envs.base import FinalState, ToolEnvironment, preview
+from gymsmith.families.web.browser import BlockedLog, BrowserUnavailable, acquire_browser, new_context, release_browser
 from gymsmith.families.web.schema import state_digest
 from gymsmith.families.web.server import SiteServer
 from gymsmith.families.web.world import pristine_image
@@ -37,14 +43,19 @@ def _tool(name: str, description: str, properties: dict[str, Any] | None = None,
                     parameters={"type": "object", "properties": properties or {}, "required": list(required), "additionalProperties": False})
 
 
-ELEMENT = {"type": "integer", "minimum": 1, "description": "The element's number, as in [12] in the page text."}
+MAX_ELEMENT = 100_000
+MAX_PATH_CHARS = 2_048
+MAX_TEXT_CHARS = 4_000
+MAX_OPTION_CHARS = 500
+ELEMENT = {"type": "integer", "minimum": 1, "maximum": MAX_ELEMENT, "description": "The element's number, as in [12] in the page text."}
 TOOL_SPECS = (
-    _tool("goto", "Open a page of the site by its path, e.g. /orders?page=2.", {"path": {"type": "string"}}, ("path",)),
+    _tool("goto", "Open a page of the site by its path, e.g. /orders?page=2.",
+          {"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS}}, ("path",)),
     _tool("click", "Click an element (link, button, checkbox).", {"element": ELEMENT}, ("element",)),
-    _tool("type", "Replace the text of a text field with `text`.", {"element": ELEMENT, "text": {"type": "string", "maxLength": 4000}},
-          ("element", "text")),
-    _tool("select", "Choose an option of a drop-down by its visible text.", {"element": ELEMENT, "option": {"type": "string"}},
-          ("element", "option")),
+    _tool("type", "Replace the text of a text field with `text`.",
+          {"element": ELEMENT, "text": {"type": "string", "maxLength": MAX_TEXT_CHARS}}, ("element", "text")),
+    _tool("select", "Choose an option of a drop-down by its visible text.",
+          {"element": ELEMENT, "option": {"type": "string", "maxLength": MAX_OPTION_CHARS}}, ("element", "option")),
     _tool("press", f"Press a key in the focused element; one of {', '.join(KEYS)}.", {"key": {"type": "string", "enum": list(KEYS)}}, ("key",)),
     _tool("scroll", "Scroll the page.", {"direction": {"type": "string", "enum": ["up", "down"]}}, ("direction",)),
     _tool("back", "Go back to the previous page."),
@@ -65,6 +76,7 @@ class WebEnvironment(ToolEnvironment):
         self.elements: dict[int, dict[str, Any]] = {}
         self.screenshots = Path(screenshots) if screenshots else None
         self.shots = 0
+        self.crashed = False
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
@@ -83,10 +95,15 @@ class WebEnvironment(ToolEnvironment):
         self.blocked = BlockedLog()
         self.context = new_context(self.browser, self.server.origin, self.blocked)
         self.page = self.context.new_page()
+        self.crashed = False
+        self.page.on("crash", self._on_crash)
         self.page.goto("/login")
         self.shots = 0
         obs = self._observe()
         return Observation(text=f"Goal: {task.goal}\n\n{obs.text}", data={**obs.data, "goal": task.goal})
+
+    def _on_crash(self, _page: Any) -> None:
+        self.crashed = True
 
     def _close_context(self) -> None:
         if self.context is not None:
@@ -115,7 +132,8 @@ class WebEnvironment(ToolEnvironment):
             self.page.wait_for_load_state("load")
             snap = self.page.evaluate(SNAPSHOT_JS)  # text, ids and title in one round trip
         except PlaywrightError as exc:  # e.g. the page navigated away while we looked
-            snap = {"text": f"(the page could not be read: {str(exc).splitlines()[0]})", "elements": [], "title": ""}
+            self._check_alive()
+            snap = {"text": f"(the page could not be read: {_first_line(exc)})", "elements": [], "title": ""}
         title = snap["title"]
         self.elements = {e["id"]: e for e in snap["elements"]}
         data = {"url": self.path(), "title": title, "elements": snap["elements"], "blocked": len(self.blocked.requests)}
@@ -150,13 +168,25 @@ class WebEnvironment(ToolEnvironment):
         try:
             problem = getattr(self, f"_tool_{name}")(**arguments)
         except PlaywrightError as exc:
-            problem = INVALID, f"{name} failed: {str(exc).splitlines()[0]}"
+            self._check_alive()
+            problem = INVALID, f"{name} failed: {_first_line(exc)}"
         return self._observe(problem)
 
+    def _check_alive(self) -> None:
+        """Raise BrowserUnavailable (an infrastructure failure) when the browser or the page is gone: nothing the
+        agent's tools can do ends them, so a dead one must not read as the agent's error observation."""
+        if self.browser is None or not self.browser.is_connected():
+            raise BrowserUnavailable("the browser process died during the rollout")
+        if self.page is None or self.page.is_closed() or self.crashed:
+            raise BrowserUnavailable("the page crashed or was closed during the rollout")
+
     def _tool_goto(self, path: str) -> Problem | None:
+        if "\\" in path or any(not ch.isprintable() for ch in path):  # URL parsers drop tabs and newlines anywhere
+            return INVALID, (f"goto takes a path such as /orders?page=2; {preview(path)} has a backslash or a control "
+                             "character (percent-encode them: %5C, %09, ...)")
         parts = urlsplit(path)
         if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
-            return RULE, f"goto takes a path on this site such as /orders; {path!r} is outside the site"
+            return RULE, f"goto takes a path on this site such as /orders; {preview(path)} is outside the site"
         self.page.goto(path)
         return None
 
@@ -212,6 +242,11 @@ class WebEnvironment(ToolEnvironment):
         path.write_bytes(image)
         os.chmod(path, 0o444)
         return FinalState(kind="sqlite", path=str(path), digest=_image_digest(image))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _image_digest(image: bytes) -> str:
