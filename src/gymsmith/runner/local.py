@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
-from gymsmith.core.types import Reward, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import EndReason, Reward, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
@@ -117,11 +117,12 @@ class RolloutOutcome(BaseModel):
     status: RolloutStatus
     reward: Reward | None = None
     error: str | None = None
+    end_reason: EndReason | None = None
 
     @classmethod
     def of(cls, t: Trajectory) -> "RolloutOutcome":
         return cls(rollout_id=t.rollout_id, task_id=t.task_id, agent=t.agent, seed=t.seed, status=t.status,
-                   reward=t.reward, error=t.error)
+                   reward=t.reward, error=t.error, end_reason=t.end_reason)
 
 
 ProgressCallback = Callable[[int, int, "Trajectory | RolloutOutcome | None"], None]
@@ -179,6 +180,9 @@ class RolloutWorker:
             finally:
                 if hasattr(agent, "close"):
                     agent.close()
+            if trajectory.end_reason is EndReason.ENVIRONMENT_EXCEPTION:  # scored 0, not retried; but the
+                self.env.close()  # environment raised where it must not, so the next rollout gets a fresh one
+                self.env = None
             if trajectory.status is not RolloutStatus.ERROR:
                 break
             self.env.close()  # an infrastructure error may have left the environment broken: start afresh

@@ -1,4 +1,21 @@
-"""One rollout: reset, the agent-environment loop under step and time limits, verification."""
+"""One rollout: reset, the agent-environment loop under step and time limits, verification.
+
+Who failed decides how a rollout ends (docs/episodes.md); the rule, in order:
+
+1. An infrastructure failure (`gymsmith.core.errors.is_infrastructure`: the sandbox cannot run, the browser
+   died, the verifier or the model endpoint is down, out of memory), anything raised by `env.reset` (before the
+   agent acted) and anything raised by the verifier service: status ERROR, no reward, end reason
+   INFRASTRUCTURE, the message in `error`. Only these are retried by the runners.
+2. The agent (the policy side) raising in `reset` or `act`, or returning something that is not an Action:
+   TRUNCATED, reward 0, end reason AGENT_FAILURE, the exception in `end_detail`.
+3. The environment raising anything else out of `step` or `final_state` after the agent acted:
+   `ToolEnvironment` never does for agent input (a tool's exception is an error observation), so this is a
+   bug of the environment that the agent's input met. It must not let a policy escape its score, nor pass
+   unseen: TRUNCATED, reward 0, end reason ENVIRONMENT_EXCEPTION, the traceback in `end_detail`.
+4. A final state that cannot be graded (`FinalState.ungradable`, or checks raising UngradableState):
+   reward 0 from the verifier, end reason UNGRADABLE_STATE; the status says whether the agent had submitted.
+5. Otherwise SUBMITTED (COMPLETED), STEP_LIMIT or TIME_LIMIT (TRUNCATED), scored by the verifier.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +26,13 @@ from pathlib import Path
 
 import gymsmith
 from gymsmith.agents.base import Agent
-from gymsmith.core.errors import VerifierError
+from gymsmith.core.errors import VerifierError, is_infrastructure
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import Observation, RolloutStatus, Split, Step, TaskSpec, Trajectory
-from gymsmith.envs.base import Environment
+from gymsmith.core.types import Action, EndReason, Observation, Reward, RolloutStatus, Split, Step, TaskSpec, Trajectory
+from gymsmith.envs.base import Environment, bounded_action, clip, preview, scrub
 from gymsmith.verifier.service import VerifierService
+
+MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
 
 
 def rollout_id(run_id: str, task_id: str, agent: str, seed: int) -> str:
@@ -21,11 +40,33 @@ def rollout_id(run_id: str, task_id: str, agent: str, seed: int) -> str:
     return content_hash([run_id, task_id, agent, seed], length=24)
 
 
+def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
+    """`Type: message` and (with `trace`) the last frames of the traceback, bounded, as valid text."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose str() raises
+        message = ""
+    text = f"{type(exc).__name__}: {clip(message, 1000)}"
+    if trace:
+        text += "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6))
+    return clip(scrub(text), MAX_END_DETAIL_CHARS)
+
+
+class _Ended(Exception):
+    """How the loop ended, when it was a failure (carried out of the loop to one place that builds the record)."""
+
+    def __init__(self, reason: EndReason, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
 def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
                 verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float) -> Trajectory:
-    """Run `agent` on `task` and return the trajectory; infrastructure failures become status ERROR.
+    """Run `agent` on `task` and return the trajectory, classified by the rule in the module docstring.
 
-    Never raises for agent behaviour. The reward is None exactly when the status is ERROR.
+    Never raises for agent behaviour. The reward is None exactly when the status is ERROR, and every
+    trajectory has an `end_reason`. Stored actions are bounded (`envs.base.bounded_action`), and so are
+    observations (by the environment).
     """
     started = time.time()
     base = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
@@ -33,30 +74,96 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
                 seed=seed, agent=agent.name, package_version=gymsmith.__version__)
     steps: list[Step] = []
     first = Observation(text="")
+
+    def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
+               error: str | None = None, final_hash: str | None = None, final_diff: str | None = None) -> Trajectory:
+        return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status, error=error,
+                          end_reason=reason, end_detail=detail, invalid_actions=getattr(env, "invalid_actions", 0),
+                          final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time())
+
+    def infrastructure(exc: BaseException, where: str) -> Trajectory:
+        prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{where}: "
+        return record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None,
+                      error=prefix + describe_exception(exc, trace=not isinstance(exc, VerifierError)))
+
     try:
         first = env.reset(task, seed=seed)
-        agent.reset(task, first, seed=seed)
-        observation, done = first, False
-        while not done and len(steps) < max_steps and time.time() - started < time_limit_s:
-            action = agent.act(observation)
-            t0 = time.perf_counter()
-            result = env.step(action)
-            steps.append(Step(index=len(steps), action=action, observation=result.observation,
-                              duration_ms=round((time.perf_counter() - t0) * 1000, 3),
-                              agent_info=getattr(agent, "step_info", None)))
-            observation, done = result.observation, result.done
-        status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
+    except Exception as exc:  # nothing of the agent's yet: the environment could not start
+        return infrastructure(exc, "environment reset")
+    try:
+        done, reason = _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s)
+    except _Ended as ended:
+        return _failed(env, ended, record, policy)
+    except Exception as exc:  # only infrastructure failures leave _loop as exceptions
+        return infrastructure(exc, "infrastructure")
+    status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
+    try:
         with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
-            final = env.final_state(Path(tmp))
+            try:
+                final = env.final_state(Path(tmp))
+            except Exception as exc:
+                if is_infrastructure(exc):
+                    raise
+                raise _Ended(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}") from None
             reward = verifier.verify(task, final, policy=policy)
-        return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status,
-                          invalid_actions=getattr(env, "invalid_actions", 0), final_state_hash=final.digest,
-                          final_diff=final.diff,
-                          started_at=started, finished_at=time.time())
-    except VerifierError as exc:
-        error = f"verifier error: {exc}"
-    except Exception as exc:  # an environment or agent bug is an infrastructure error, not a low reward
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
-    return Trajectory(**base, reset_observation=first, steps=steps, reward=None, status=RolloutStatus.ERROR,
-                      error=error, invalid_actions=getattr(env, "invalid_actions", 0), started_at=started,
-                      finished_at=time.time())
+    except _Ended as ended:
+        return _failed(env, ended, record, policy, status=status)
+    except Exception as exc:
+        return infrastructure(exc, "final state")
+    if reward.ungradable is not None:
+        reason = EndReason.UNGRADABLE_STATE
+    return record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
+                  final_hash=final.digest, final_diff=final.diff)
+
+
+def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, seed: int, steps: list[Step],
+          started: float, max_steps: int, time_limit_s: float) -> tuple[bool, EndReason]:
+    """The agent-environment loop; returns (submitted, end reason), or raises _Ended for a failure, or an
+    infrastructure exception."""
+    try:
+        agent.reset(task, first, seed=seed)
+    except Exception as exc:
+        _agent_failed(exc, "reset")
+    observation = first
+    while True:
+        if len(steps) >= max_steps:
+            return False, EndReason.STEP_LIMIT
+        if time.time() - started >= time_limit_s:
+            return False, EndReason.TIME_LIMIT
+        try:
+            action = agent.act(observation)
+        except Exception as exc:
+            _agent_failed(exc, "act")
+        if not isinstance(action, Action):
+            raise _Ended(EndReason.AGENT_FAILURE, f"the agent's act returned {preview(action)}, not an Action")
+        t0 = time.perf_counter()
+        try:
+            result = env.step(action)
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+            raise _Ended(EndReason.ENVIRONMENT_EXCEPTION,
+                         f"step {len(steps)} ({preview(action.tool)}) raised: {describe_exception(exc)}") from None
+        steps.append(Step(index=len(steps), action=bounded_action(action), observation=result.observation,
+                          duration_ms=round((time.perf_counter() - t0) * 1000, 3),
+                          agent_info=getattr(agent, "step_info", None)))
+        observation = result.observation
+        if result.done:
+            return True, EndReason.SUBMITTED
+
+
+def _agent_failed(exc: Exception, where: str) -> None:
+    if is_infrastructure(exc):  # e.g. the model endpoint is down: not the policy's failure
+        raise exc
+    raise _Ended(EndReason.AGENT_FAILURE, f"the agent's {where} raised: {describe_exception(exc)}") from None
+
+
+def _failed(env: Environment, ended: _Ended, record, policy: str, *, status: RolloutStatus = RolloutStatus.TRUNCATED
+            ) -> Trajectory:
+    """The record of a rollout that ended in the agent's failure or an environment exception: reward 0."""
+    try:
+        final_hash = env.state_hash()
+    except Exception:  # noqa: BLE001 - the state of a failed rollout is for the record only
+        final_hash = None
+    reward = Reward.rejected(policy=policy, reason=f"{ended.reason.value}: {clip(ended.detail, 300)}")
+    return record(status, ended.reason, reward=reward, detail=ended.detail, final_hash=final_hash)

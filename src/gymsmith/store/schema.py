@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 metadata = MetaData()
 
 runs = Table(
@@ -48,6 +48,8 @@ rollouts = Table(
     Column("final_state_hash", String(64)),
     Column("fingerprint", String(32)),  # digest of fingerprints.body
     Column("error", Text),
+    Column("end_reason", String(32)),  # EndReason: why the rollout ended (schema 6; NULL in older rows)
+    Column("end_detail", Text),  # the failure that ended it: the agent's or environment's exception, or why ungradable
     Column("package_version", String(64), nullable=False),
     Column("started_at", Float, nullable=False),
     Column("finished_at", Float, nullable=False),

@@ -15,10 +15,32 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 import gymsmith
 from gymsmith.core.errors import StoreError
-from gymsmith.core.types import Action, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
+from gymsmith.core.types import Action, EndReason, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
 from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps
 
 DEFAULT_STORE = "runs/gymsmith.db"
+MAX_TEXT_CHARS = {"tool": 64, "arguments": 300_000, "error": 20_000, "end_detail": 20_000, "final_diff": 1_000_000,
+                  "agent_info": 20_000}  # what one field of a stored rollout may hold (docs/episodes.md)
+
+
+def _text(value: str | None, field: str) -> str | None:
+    """`value` as any SQL backend stores it: valid Unicode, no NUL byte (PostgreSQL refuses one), within the cap."""
+    if value is None:
+        return None
+    if not value.isascii():
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    limit = MAX_TEXT_CHARS[field]
+    return value if len(value) <= limit else value[:limit] + f"\n[... {len(value) - limit} characters cut by the store]"
+
+
+def _json(value: object, field: str) -> str:
+    try:
+        text = json.dumps(value, default=repr)
+    except (ValueError, TypeError, RecursionError) as exc:
+        text = json.dumps({"unserialisable": f"{type(exc).__name__}"})
+    return _text(text, field)
 
 
 def store_url(location: str | Path) -> str:
@@ -92,19 +114,21 @@ class TrajectoryStore:
         row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
                    family_version=t.family_version, split=t.split.value, difficulty=t.difficulty, agent=t.agent,
                    seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
+                   end_reason=t.end_reason.value if t.end_reason else None, end_detail=_text(t.end_detail, "end_detail"),
                    accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
                    n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
                    fingerprint=t.fingerprint,
-                   error=t.error, package_version=t.package_version, started_at=t.started_at,
+                   error=_text(t.error, "error"), package_version=t.package_version, started_at=t.started_at,
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
                    gate_failures=json.dumps(reward.gate_failures if reward else []),
-                   violations=json.dumps(reward.violations if reward else []), final_diff=t.final_diff)
-        step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=s.action.tool, arguments=s.action.arguments_text(),
+                   violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"))
+        step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=_text(s.action.tool, "tool"),
+                          arguments=_text(s.action.arguments_text(), "arguments"),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
                           duration_ms=s.duration_ms,
-                          agent_info=json.dumps(s.agent_info) if s.agent_info is not None else None) for s in t.steps]
+                          agent_info=_json(s.agent_info, "agent_info") if s.agent_info is not None else None) for s in t.steps]
         comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
                      for n, c in (reward.components.items() if reward else ())]
         try:
@@ -178,6 +202,7 @@ class TrajectoryStore:
                           agent=r["agent"], package_version=r["package_version"],
                           reset_observation=Observation.model_validate_json(r["reset_observation"]),
                           steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
+                          end_reason=EndReason(r["end_reason"]) if r["end_reason"] else None, end_detail=r["end_detail"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
                           fingerprint=r["fingerprint"], final_diff=r["final_diff"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
@@ -230,7 +255,8 @@ def _upgrade(engine: Engine) -> None:
     added = {("steps", "agent_info", "TEXT"),  # schema 1 -> 2
              ("rollouts", "fingerprint", "VARCHAR(32)"),  # schema 2 -> 3
              ("rollouts", "final_diff", "TEXT"),  # schema 3 -> 4
-             ("rollouts", "violations", "TEXT")}  # schema 4 -> 5
+             ("rollouts", "violations", "TEXT"),  # schema 4 -> 5
+             ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT")}  # schema 5 -> 6
     for table, column, kind in sorted(added):
         if column not in {c["name"] for c in inspect(engine).get_columns(table)}:
             with engine.begin() as conn:

@@ -24,13 +24,17 @@ def handle(request: VerifyRequest) -> VerifyResponse:
                               error=f"task made by {request.task.family} v{request.task.family_version}, "
                                     f"verifier has v{family.version}")
     checks = importlib.import_module(family.checks_module)
+    ungradable = None
     try:
         result = checks.verify(request.task, Path(request.final_state_path))
     except UngradableState as exc:  # the agent left something the checks refuse to grade: its failure, reward 0
         result = CheckResult(components={}, gate_failures=[f"ungradable final state: {exc.reason}"])
+        ungradable = exc.reason
     if not isinstance(result, CheckResult):
         raise TypeError(f"{family.checks_module}.verify returned {type(result).__name__}, expected CheckResult")
-    return VerifyResponse(request_id=request.request_id, reward=apply_policy(result, request.policy))
+    reward = apply_policy(result, request.policy)
+    reward.ungradable = ungradable  # typed, so the runner can end the rollout as UNGRADABLE_STATE
+    return VerifyResponse(request_id=request.request_id, reward=reward)
 
 
 def main() -> None:
