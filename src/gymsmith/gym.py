@@ -10,6 +10,12 @@ with no tool call and answered with an error observation. The reward is 0 until 
 or the step limit), then the verifier's reward under `policy`, with its components in `info`. Tasks
 come from the train split only. Observations longer than MAX_OBSERVATION characters are cut, and
 characters outside CHARSET are replaced by "?".
+
+`step` never raises on a bad action (not JSON, not an object, an unknown tool, garbage or huge arguments):
+it is an error observation with reward 0, and `info["error"]` names its kind. When the episode ends,
+`info["end_reason"]` says why (submitted, step_limit, ungradable_state, environment_exception); an episode
+the environment could not go on with (it raised on the action) ends with reward 0. Infrastructure failures
+(a verifier or sandbox that cannot run) still raise. See docs/episodes.md.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from gymsmith.core.types import NO_TOOL_CALL, Action, Split, TaskSpec
+from gymsmith.core.errors import is_infrastructure
+from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, Split, TaskSpec
+from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
@@ -78,21 +86,45 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         if self._task is None:
             raise gymnasium.error.ResetNeeded("call reset() before step()")
         self._steps += 1
-        result = self._env.step(_parse(action))
+        try:
+            result = self._env.step(_parse(action))
+        except Exception as exc:  # the environment raised on this action: the episode ends, scored 0
+            if is_infrastructure(exc):
+                raise
+            detail = f"{type(exc).__name__}: {clip(str(exc), 500)}"
+            self._last = _clean(f"ERROR: the environment failed on this action ({detail}); the episode is over", MAX_OBSERVATION)
+            verdict = Reward.rejected(policy=self.policy, reason=f"environment_exception: {detail}")
+            return self._last, 0.0, True, False, {"error": "environment_exception", **self._ended(EndReason.ENVIRONMENT_EXCEPTION, verdict)}
         self._last = _clean(result.observation.text, MAX_OBSERVATION)
         terminated = result.done
         truncated = not terminated and self._steps >= self.max_steps
         info: dict[str, Any] = {"error": result.observation.error.kind.value if result.observation.error else None}
         reward = 0.0
         if terminated or truncated:
-            if self._verifier is None:
-                self._verifier = VerifierService()
+            verdict, reason = self._verify()
+            reward = float(verdict.value)
+            info.update(self._ended(EndReason.SUBMITTED if terminated else EndReason.STEP_LIMIT, verdict, reason))
+        return self._last, reward, terminated, truncated, info
+
+    def _verify(self) -> tuple[Reward, EndReason | None]:
+        """The verdict on the final state, and the end reason when it is a failure (None otherwise)."""
+        if self._verifier is None:
+            self._verifier = VerifierService()
+        try:
             with tempfile.TemporaryDirectory(prefix="gymsmith-gym-") as tmp:
                 verdict = self._verifier.verify(self._task, self._env.final_state(Path(tmp)), policy=self.policy)
-            reward = float(verdict.value)
-            info.update(accepted=verdict.accepted, reward_components={k: c.value for k, c in verdict.components.items()},
-                        gate_failures=verdict.gate_failures)
-        return self._last, reward, terminated, truncated, info
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+            detail = f"final_state raised {type(exc).__name__}: {clip(str(exc), 500)}"
+            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {detail}"), EndReason.ENVIRONMENT_EXCEPTION
+        return verdict, EndReason.UNGRADABLE_STATE if verdict.ungradable is not None else None
+
+    @staticmethod
+    def _ended(reason: EndReason, verdict: Reward, failure: EndReason | None = None) -> dict[str, Any]:
+        return {"end_reason": (failure or reason).value, "accepted": verdict.accepted,
+                "reward_components": {k: c.value for k, c in verdict.components.items()},
+                "gate_failures": verdict.gate_failures}
 
     def render(self) -> str | None:
         return self._last if self.render_mode == "ansi" else None
@@ -104,15 +136,25 @@ class GymsmithEnv(gymnasium.Env[str, str]):
             self._verifier = None
 
 
-def _parse(action: str) -> Action:
+def _parse(action: Any) -> Action:
+    """The Action an agent's text stands for; never raises (what is not a tool call is a reply without one)."""
+    if not isinstance(action, str):
+        return Action(tool=NO_TOOL_CALL, arguments=clip(f"an action that is not text: {preview(action)}", 1000))
+    if len(action) > MAX_ARGUMENTS_CHARS + 4096:  # not parsed: the environment refuses arguments this large anyway
+        return Action(tool=NO_TOOL_CALL, arguments=action[:1000])
     try:
         call = json.loads(action)
-    except (json.JSONDecodeError, TypeError):
-        return Action(tool=NO_TOOL_CALL, arguments=str(action))
+    except (ValueError, RecursionError):
+        return Action(tool=NO_TOOL_CALL, arguments=action)
     if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
-        return Action(tool=NO_TOOL_CALL, arguments=str(action))
+        return Action(tool=NO_TOOL_CALL, arguments=action)
     arguments = call.get("arguments", {})
-    return Action(tool=call["tool"], arguments=arguments if isinstance(arguments, (dict, str)) else json.dumps(arguments))
+    if isinstance(arguments, dict) and all(isinstance(k, str) for k in arguments) or isinstance(arguments, str):
+        return Action(tool=call["tool"], arguments=arguments)
+    try:
+        return Action(tool=call["tool"], arguments=json.dumps(arguments))
+    except (ValueError, TypeError, RecursionError):
+        return Action(tool=call["tool"], arguments=preview(arguments))
 
 
 def env_id(family: str, version: str) -> str:

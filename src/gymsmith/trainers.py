@@ -8,6 +8,11 @@
   are executed in a fresh environment of its task, then submitted and scored by the verifier.
 - `MultiTurnRollout`: for trainers that drive their own generation: `messages()` to prompt, `act(reply)`
   to execute the model's tool calls and get tool messages back, `reward()` at the end.
+
+A bad completion never raises (malformed tool calls, garbage JSON, huge or deeply nested arguments): each
+bad call is an error observation, and a completion the adapters cannot execute at all scores 0 with the
+reason (`grpo_reward`'s `last_details`, `MultiTurnRollout.end_reason`). Infrastructure failures (a verifier
+or sandbox that cannot run) still raise: they must never pass for a reward of 0. See docs/episodes.md.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gymsmith.core.errors import SplitPolicyError
-from gymsmith.core.types import NO_TOOL_CALL, Action, Reward, TaskSpec
+from gymsmith.core.errors import SplitPolicyError, is_infrastructure
+from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, TaskSpec
+from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
@@ -59,33 +65,74 @@ def export_dataset(spec: TaskSetSpec, path: str | Path, *, allow_heldout: bool =
     return len(rows)
 
 
+MAX_COMPLETION_CALLS = 1_000  # tool calls read from one completion; the rest are ignored
+
+
+def _call_action(name: Any, arguments: Any) -> Action:
+    """An Action from a tool call's name and arguments as a model sent them, whatever their types."""
+    if not isinstance(name, str):
+        return Action(tool=NO_TOOL_CALL, arguments=clip(f"a tool call whose name is {preview(name)}", 1000))
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, (dict, str)):  # e.g. a list: the environment explains it is not an object
+        try:
+            arguments = json.dumps(arguments)
+        except (ValueError, TypeError, RecursionError):
+            arguments = preview(arguments)
+    if isinstance(arguments, dict) and not all(isinstance(k, str) for k in arguments):
+        arguments = preview(arguments)
+    return Action(tool=name, arguments=arguments)
+
+
+def _calls_in_message(m: Any) -> list[Action]:
+    if not isinstance(m, dict):
+        m = {"role": "assistant", "content": m if isinstance(m, str) else None}
+    actions: list[Action] = []
+    calls = m.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, dict):
+            actions.append(Action(tool=NO_TOOL_CALL, arguments=clip(f"a tool call that is not an object: {preview(call)}", 1000)))
+            continue
+        fn = call.get("function", call)
+        fn = fn if isinstance(fn, dict) else {}
+        actions.append(_call_action(fn.get("name", ""), fn.get("arguments")))
+    content = m.get("content")
+    for line in (content if isinstance(content, str) else "").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        if len(line) > MAX_ARGUMENTS_CHARS + 4096:  # not parsed: the environment would refuse it as too large
+            actions.append(Action(tool=NO_TOOL_CALL, arguments=line[:1000]))
+            continue
+        try:
+            call = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON (or nested beyond parsing): a reply without a tool call
+            actions.append(Action(tool=NO_TOOL_CALL, arguments=line[:MAX_ARGUMENTS_CHARS]))
+            continue
+        if not isinstance(call, dict):
+            continue
+        name = call.get("tool", call.get("name"))
+        if isinstance(name, str):
+            actions.append(_call_action(name, call.get("arguments")))
+    return actions
+
+
 def tool_calls_of(completion: Any) -> list[Action]:
     """Tool calls from a completion: chat messages with `tool_calls`, or text with one JSON call per line
-    ({"tool": ..., "arguments": {...}}, or OpenAI's {"name": ..., "arguments": ...})."""
-    actions: list[Action] = []
+    ({"tool": ..., "arguments": {...}}, or OpenAI's {"name": ..., "arguments": ...}). Never raises: whatever
+    cannot be read as a call becomes a reply without a tool call; at most MAX_COMPLETION_CALLS calls."""
     if isinstance(completion, dict):
-        messages = [completion]
+        messages: list[Any] = [completion]
     elif isinstance(completion, list):
         messages = completion
     else:
-        messages = [{"role": "assistant", "content": completion}]
+        messages = [{"role": "assistant", "content": completion if isinstance(completion, str) else str(completion)}]
+    actions: list[Action] = []
     for m in messages:
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function", call)
-            actions.append(Action(tool=str(fn.get("name", "")), arguments=fn.get("arguments") or {}))
-        for line in str(m.get("content") or "").splitlines():
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                call = json.loads(line)
-            except json.JSONDecodeError:
-                actions.append(Action(tool=NO_TOOL_CALL, arguments=line))
-                continue
-            name = call.get("tool", call.get("name"))
-            if isinstance(name, str):
-                actions.append(Action(tool=name, arguments=call.get("arguments") or {}))
-    return actions
+        actions += _calls_in_message(m)
+        if len(actions) >= MAX_COMPLETION_CALLS:
+            break
+    return actions[:MAX_COMPLETION_CALLS]
 
 
 class MultiTurnRollout:
@@ -95,11 +142,17 @@ class MultiTurnRollout:
                  verifier: VerifierService | None = None, max_steps: int = 300):
         self.task, self.policy, self.max_steps = task, policy, max_steps
         self.env = get_family(task.family).make_env()
-        self.first = self.env.reset(task, seed=episode_seed)
+        try:
+            self.first = self.env.reset(task, seed=episode_seed)
+        except BaseException:
+            self.env.close()
+            raise
         self._own_verifier = verifier is None
         self.verifier = verifier or VerifierService()
         self.done, self.steps = False, 0
         self._reward: Reward | None = None
+        self.end_reason: EndReason | None = None  # set by reward(): why the episode ended
+        self.failure: str | None = None  # the environment's exception on the model's input, if one ended it
 
     def messages(self) -> list[dict[str, str]]:
         return prompt_messages(self.task, self.first.text)
@@ -109,35 +162,71 @@ class MultiTurnRollout:
 
     def act(self, reply: Any) -> list[dict[str, Any]]:
         """Execute the tool calls in `reply` (a message or text); return the tool/user messages to append."""
-        calls = tool_calls_of(reply) or [Action(tool=NO_TOOL_CALL, arguments=str(reply))]
+        calls = tool_calls_of(reply) or [Action(tool=NO_TOOL_CALL, arguments=clip(reply if isinstance(reply, str) else preview(reply), 1000))]
         out = []
         for action in calls:
-            if self.done or self.steps >= self.max_steps:
+            if self.done or self.steps >= self.max_steps or self.failure is not None:
                 break
-            result = self.env.step(action)
+            try:
+                result = self.env.step(action)
+            except Exception as exc:  # the environment raised on the model's input: the episode ends, scored 0
+                if is_infrastructure(exc):
+                    raise
+                self.failure = f"{type(exc).__name__}: {clip(str(exc), 500)}"
+                out.append({"role": "tool", "tool_call_id": f"call_{self.steps + 1}",
+                            "content": f"ERROR: the environment failed on this call ({self.failure}); the episode is over"})
+                break
             self.steps += 1
             self.done = result.done
             out.append({"role": "tool", "tool_call_id": f"call_{self.steps}", "content": result.observation.text})
         return out
 
     def reward(self) -> Reward:
-        """Submit if the model did not, and score. Call once, at the end."""
+        """Submit if the model did not, and score. Call once, at the end. A failed episode (the environment
+        raised on the model's input, or the final state cannot be graded) scores 0, with `end_reason` saying why;
+        an infrastructure failure raises."""
         if self._reward is None:
+            try:
+                self._reward = self._score()
+            finally:
+                self.close()
+        return self._reward
+
+    def close(self) -> None:
+        """Release the environment (and the verifier, if this rollout started it); `reward()` does it too."""
+        self.env.close()
+        if self._own_verifier:
+            self.verifier.close()
+
+    def _score(self) -> Reward:
+        if self.failure is not None:
+            self.end_reason = EndReason.ENVIRONMENT_EXCEPTION
+            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {self.failure}")
+        self.end_reason = EndReason.SUBMITTED if self.done else EndReason.STEP_LIMIT
+        try:
             if not self.done:
                 self.env.step(Action(tool="submit", arguments={}))
             with tempfile.TemporaryDirectory(prefix="gymsmith-rollout-") as tmp:
-                self._reward = self.verifier.verify(self.task, self.env.final_state(Path(tmp)), policy=self.policy)
-            self.env.close()
-            if self._own_verifier:
-                self.verifier.close()
-        return self._reward
+                final = self.env.final_state(Path(tmp))
+                reward = self.verifier.verify(self.task, final, policy=self.policy)
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+            self.end_reason = EndReason.ENVIRONMENT_EXCEPTION
+            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {type(exc).__name__}: {clip(str(exc), 500)}")
+        if reward.ungradable is not None:
+            self.end_reason = EndReason.UNGRADABLE_STATE
+        return reward
 
 
 def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = 300, workers: int = 1):
     """A reward function for GRPO-style trainers: `f(prompts, completions, task, **kwargs) -> list[float]`.
 
     `task` is the dataset's `task` column (TaskSpec JSON per row). Invalid tool calls are executed as such
-    (and penalised only through the reward); a verifier error raises, as it must not pass for a 0 reward.
+    (and penalised only through the reward); a completion that cannot be executed at all scores 0. It never
+    raises on a bad completion; it raises on a bad `task` column (the caller's data) and on infrastructure
+    failures (a verifier error must not pass for a 0 reward). After each call, `reward.last_details` holds one
+    dict per sample: task_id, value, end_reason and (for a failure) detail.
     """
     verifier = VerifierService(workers=workers)
 
@@ -145,14 +234,31 @@ def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = 300, workers: 
         if not (len(prompts) == len(completions) == len(task)):
             raise ValueError(f"prompts, completions and task must have one entry per sample "
                              f"({len(prompts)}, {len(completions)}, {len(task)})")
-        scores = []
-        for completion, task_json in zip(completions, task):
-            rollout = MultiTurnRollout(TaskSpec.model_validate_json(task_json), policy=policy, verifier=verifier,
-                                       max_steps=max_steps)
-            rollout.act(completion)
-            scores.append(rollout.reward().value)
+        specs = [TaskSpec.model_validate_json(t) for t in task]  # the caller's data: a bad row raises
+        scores, details = [], []
+        for completion, spec in zip(completions, specs):
+            rollout = MultiTurnRollout(spec, policy=policy, verifier=verifier, max_steps=max_steps)
+            detail: dict[str, Any] = {"task_id": spec.id}
+            try:
+                rollout.act(completion)
+                verdict = rollout.reward()
+                detail.update(value=verdict.value, end_reason=rollout.end_reason.value if rollout.end_reason else None)
+                if rollout.end_reason not in (EndReason.SUBMITTED, EndReason.STEP_LIMIT):
+                    detail["detail"] = verdict.gate_failures[0] if verdict.gate_failures else None
+                scores.append(verdict.value)
+            except Exception as exc:  # act and reward handle the model's input themselves; this is a last guard
+                if is_infrastructure(exc):
+                    raise
+                detail.update(value=0.0, end_reason=EndReason.ENVIRONMENT_EXCEPTION.value,
+                              detail=f"{type(exc).__name__}: {clip(str(exc), 500)}")
+                scores.append(0.0)
+            finally:
+                rollout.close()
+            details.append(detail)
+        reward.last_details = details  # type: ignore[attr-defined]
         return scores
 
     reward.__name__ = f"gymsmith_{policy}"
+    reward.last_details = []  # type: ignore[attr-defined]
     reward.close = verifier.close  # type: ignore[attr-defined]
     return reward
