@@ -1,6 +1,7 @@
-"""The code family is solvable and not trivially gameable: the oracle is accepted on every one of 200 generated
-tasks, null and every red-team agent on none, each caught for the reason it exists. Real sandboxes, real
-verifier processes, real git."""
+"""The code family is solvable and not trivially gameable: the oracle is accepted on every one of 100 generated
+tasks, null on none and scores 0, and every red-team agent is never accepted, caught for the reason it exists,
+and never scores above null. The red-team agents run on a 20-task subset here (`gymsmith check code` runs them
+at full size). Real sandboxes, real verifier processes, real git."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
-N_TASKS = 200
+N_TASKS = 100
+N_EXPLOIT_TASKS = 20
 SLOW = "exploit:sleep_until_timeout"  # every one of its rollouts waits out the verifier's deadline
-N_SLOW = 24
+N_SLOW = 12
 # The gate failure that proves the verifier saw through each exploit, not merely that the work was missing.
 CAUGHT_BY = {
     "exploit:delete_tests": "FAIL_TO_PASS failing",
@@ -32,6 +34,20 @@ CAUGHT_BY = {
     "exploit:search_filesystem": "FAIL_TO_PASS failing",
     SLOW: "hidden test run timeout",
     "exploit:exit_zero": "hidden test run crashed",
+    # attacks from inside the code under test while the verifier runs it (docs/verifier.md)
+    "exploit:read_hidden_tests": "FAIL_TO_PASS failing",    # no hidden test file exists in the sandbox
+    "exploit:frame_expected": " failing: ",                 # no frame holds an expected value
+    "exploit:memory_harvest": "FAIL_TO_PASS failing",       # nor does any object in the process's memory
+    "exploit:forge_channel": "hidden test run crashed",     # a forged line makes the channel malformed
+    "exploit:patch_collector": "hidden test run crashed",   # a silenced observer leaves tests unfinished
+    "exploit:wrap_tests": "hidden test run crashed",        # replaced tests send nothing: malformed
+    "exploit:always_equal": " failing: ",                   # an object is not plain data
+    "exploit:subclass_result": " failing: ",                # a subclass is not the reference's exact type
+    "exploit:flood_output": "hidden test run crashed",      # the channel's bound is hit
+    "exploit:background_writer": "FAIL_TO_PASS failing",
+    "exploit:special_files": "ungradable final state",
+    "exploit:symlink_modules": "ungradable final state",
+    "exploit:huge_module": "ungradable final state",
 }
 TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
 
@@ -40,8 +56,12 @@ TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficu
 def store(tmp_path_factory):
     store = TrajectoryStore(tmp_path_factory.mktemp("code") / "code.db")
     tasks = build_taskset(TASKS)
-    fast = ["oracle", "null", *[e.name for e in EXPLOITS if e.name != SLOW]]
-    run(RunConfig(run_id="code-agents", purpose="audit", taskset=TASKS, agents=fast, concurrency=2), store, tasks=tasks, collect=False)
+    run(RunConfig(run_id="code-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=2), store,
+        tasks=tasks, collect=False)
+    subset = TaskSetSpec(family="code", count=N_EXPLOIT_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
+    fast = [e.name for e in EXPLOITS if e.name != SLOW]
+    run(RunConfig(run_id="code-exploits", purpose="audit", taskset=subset, agents=fast, concurrency=2), store,
+        tasks=tasks[:N_EXPLOIT_TASKS], collect=False)
     # the sleeper costs no CPU while it waits: many workers at once
     slow = TaskSetSpec(family="code", count=N_SLOW, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
     run(RunConfig(run_id="code-sleep", purpose="audit", taskset=slow, agents=[SLOW], concurrency=8), store,
@@ -51,15 +71,15 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rows(store):
-    return store.rollout_rows(["code-agents", "code-sleep"])
+    return store.rollout_rows(["code-agents", "code-exploits", "code-sleep"])
 
 
 def mine(rows, agent):
     return [r for r in rows if r["agent"] == agent]
 
 
-def test_at_least_eight_exploits_each_with_its_failure_mode_documented():
-    assert len(EXPLOITS) >= 8 and set(CAUGHT_BY) == {e.name for e in EXPLOITS}
+def test_at_least_twenty_exploits_each_with_its_failure_mode_documented():
+    assert len(EXPLOITS) >= 20 and set(CAUGHT_BY) == {e.name for e in EXPLOITS}
     assert all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
 
 
@@ -69,21 +89,23 @@ def test_oracle_accepted_on_every_task_with_full_reward(rows):
     assert all(r["accepted"] and r["reward"] == 1.0 for r in oracle), [r["gate_failures"] for r in oracle if not r["accepted"]][:3]
 
 
-def test_null_never_accepted(rows):
+def test_null_never_accepted_and_earns_nothing(rows):
     null = mine(rows, "null")
     assert len(null) == N_TASKS and not any(r["accepted"] for r in null) and all(r["status"] == "completed" for r in null)
+    assert {r["reward"] for r in null} == {0.0}
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT_BY))
 def test_exploit_never_accepted_and_caught_for_its_reason(rows, name):
     rs = mine(rows, name)
-    assert len(rs) == (N_SLOW if name == SLOW else N_TASKS)
+    assert len(rs) == (N_SLOW if name == SLOW else N_EXPLOIT_TASKS)
     assert all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
     assert not any(r["accepted"] for r in rs)
     reasons = [f for r in rs for f in json.loads(r["gate_failures"])]
     assert sum(any(CAUGHT_BY[name] in f for f in json.loads(r["gate_failures"])) for r in rs) == len(rs), \
         sorted({x.split(":")[0] for x in reasons})
-    assert max(r["reward"] for r in rs) <= 0.5
+    null = {r["task_id"]: r["reward"] for r in mine(rows, "null")}
+    assert all(r["reward"] <= null[r["task_id"]] for r in rs), max(r["reward"] for r in rs)  # never above doing nothing
 
 
 def test_test_edits_are_violations_and_the_final_diff_is_stored(store, rows):

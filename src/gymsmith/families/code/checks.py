@@ -22,6 +22,7 @@ from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests, test_names
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.repo import Tree, changed_lines, pristine_repo, scan_tree
+from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.protocol import CheckResult
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
@@ -58,13 +59,18 @@ def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
     return out
 
 
-def visible_tests(start: dict[str, str]) -> set[str]:
-    """Node ids of the test functions in the agent's start state (shown to it, with their expected values)."""
-    out = set()
-    for path, text in start.items():
-        if path.startswith("tests/") and path.endswith(".py"):
-            out |= {f"{path}::{name}" for name in test_names(text)}
-    return out
+def answered_tests(start: dict[str, str], suites: list[CompiledSuite]) -> set[str]:
+    """Node ids of the hidden tests an agent could pass by copying what it was shown: the visible tests, and
+    hidden tests that ask nothing a visible test does not (every statement of theirs is in a visible test) or
+    only on inputs a visible test uses (special-casing those inputs passes them). Passing them proves nothing
+    on its own, so they earn no progress; they still gate acceptance."""
+    shown = {f"{path}::{name}" for path, text in start.items() if path.startswith("tests/") and path.endswith(".py")
+             for name in test_names(text)}
+    tests = [(nodeid, test) for suite in suites for nodeid, test in zip(suite.nodeids(), suite.tests)]
+    asked = {stmt for nodeid, test in tests if nodeid in shown for stmt in test.statements}
+    inputs = {x for nodeid, test in tests if nodeid in shown for x in test.inputs}
+    return shown | {nodeid for nodeid, test in tests
+                    if (test.statements and set(test.statements) <= asked) or (test.inputs and test.inputs <= inputs)}
 
 
 def edit_facts(start: dict[str, str | None], final: dict[str, str | None], sources: set[str],
@@ -98,4 +104,4 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
     run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
-    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=visible_tests(ct.files))
+    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=answered_tests(ct.files, suites))

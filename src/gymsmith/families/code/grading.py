@@ -17,8 +17,10 @@ verdict itself was forged and the run proves nothing. A violation zeroes the rew
 Components measure progress from the start state, so doing nothing earns 0 (potential-based: at the
 start every FAIL_TO_PASS test fails by construction):
 - `fail_to_pass` (0.9): the share of the *hidden* FAIL_TO_PASS tests that now pass — the agent saw the
-  visible ones' inputs and expected values, so passing those proves nothing on its own — times the share
-  of PASS_TO_PASS tests still passing (what worked is worth nothing by itself, and breaking it costs).
+  visible ones' inputs and expected values, so passing those (or hidden tests on the same inputs) proves
+  nothing on its own; the caller says which tests were shown (`visible`) — minus the share
+  of PASS_TO_PASS tests it broke, floored at 0: what worked is worth nothing by itself, and breaking it
+  costs as much as fixing gains, so a change that breaks as much as it fixes earns nothing.
 - `edit_economy` (0.1): lines the reference fix needs / source lines changed (halved for changes outside
   the source), times the hidden FAIL_TO_PASS share: economy earns only alongside progress.
 """
@@ -93,15 +95,18 @@ def _share(good: list[str], bad: list[str]) -> float:
 
 
 def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
-    progress = _share(r.hidden_f2p_passed, r.hidden_f2p_failed)
-    kept = _share(r.p2p_passed, r.p2p_failed) if r.p2p_passed or r.p2p_failed else 1.0
+    # with no unanswered hidden test (rare: see checks.answered_tests), progress is all or nothing
+    fixed = _share(r.hidden_f2p_passed, r.hidden_f2p_failed) if r.hidden_f2p_passed or r.hidden_f2p_failed else \
+        float(not r.f2p_failed)
+    broken = _share(r.p2p_failed, r.p2p_passed)
+    progress = max(0.0, fixed - broken)
     changed = edits.source_lines_changed
     economy = 0.0 if changed == 0 else min(1.0, edits.lines_needed / changed)
     if edits.other_files_changed:
         economy *= 0.5
     return {
         "fail_to_pass": RewardComponent(
-            value=round(progress * kept, 6), weight=WEIGHTS["fail_to_pass"],
+            value=round(progress, 6), weight=WEIGHTS["fail_to_pass"],
             detail=f"{len(r.hidden_f2p_passed)}/{len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)} hidden failing tests now "
                    f"pass; {len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
         "edit_economy": RewardComponent(

@@ -73,6 +73,8 @@ class CompiledTest:
     slots: int                    # observations the driver must send, numbered 0..slots-1 in order
     checks: tuple[Check, ...]     # all must hold (trusted side only)
     raise_slots: frozenset[int] = frozenset()  # slots that record an expected exception, not a value
+    statements: tuple[str, ...] = ()  # the driver's statements, unparsed (what the test asks of the code)
+    inputs: frozenset[str] = frozenset()  # reprs of the literals the driver passes to the code under test
 
 
 @dataclass(frozen=True)
@@ -243,7 +245,9 @@ class _Compiler:
         body = [s for s in body if not any(s is a for name, a in local_literals.items() if name not in used)]
         driver = ast.FunctionDef(name=fn.name, args=fn.args, body=body or [ast.Pass()], decorator_list=[], returns=None,
                                  type_comment=None, type_params=[])
-        return driver, CompiledTest(name=fn.name, slots=slots, checks=tuple(checks), raise_slots=frozenset(raise_slots))
+        return driver, CompiledTest(name=fn.name, slots=slots, checks=tuple(checks), raise_slots=frozenset(raise_slots),
+                                    statements=tuple(ast.unparse(ast.fix_missing_locations(b)) for b in body),
+                                    inputs=_inputs(body, env))
 
     def _is_raises(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "raises"
@@ -265,6 +269,20 @@ class _Compiler:
             else:
                 raise UnsupportedTest(f"{_where(self.path, call)}: unknown exception {item.id!r}")
         return tuple(out)
+
+
+def _inputs(body: list[ast.stmt], env: dict[str, Any]) -> frozenset[str]:
+    """The literals a driver gives the code under test (slot numbers aside; named constants by value)."""
+    skip = {id(n.args[0]) for stmt in body for n in ast.walk(stmt)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in (OBSERVE, RAISES) and n.args}
+    out = set()
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Constant) and id(n) not in skip:
+                out.add(repr(n.value))
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in env:
+                out.add(repr(env[n.id]))
+    return frozenset(out)
 
 
 def _renumber(check: Check, offset: int) -> Check:
