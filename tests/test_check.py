@@ -29,7 +29,7 @@ def test_check_passes_on_code_from_the_command_line(tmp_path):
     db = tmp_path / "c.db"
     check_from_the_command_line("code", 3, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}
-    assert {"oracle accepted on every task", "exploit:patch_runner never accepted", "same seeded rollout twice is identical",
+    assert {"oracle accepted on every task", "exploit:patch_runner never accepted, never above null", "same seeded rollout twice is identical",
             "reset restores the pristine state"} <= names
     fingerprint = TrajectoryStore(db).fingerprint(TrajectoryStore(db).rollout_rows()[0]["fingerprint"])
     assert "pytest" in fingerprint["environment"]["sandbox_packages"] and "bubblewrap" in fingerprint["environment"]["bwrap"]
@@ -40,7 +40,7 @@ def test_check_passes_on_web_from_the_command_line(tmp_path):
     db = tmp_path / "c.db"
     check_from_the_command_line("web", 2, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "web")}
-    assert {"oracle accepted on every task", "exploit:skip_confirmation never accepted", "exploit:over_broad never accepted",
+    assert {"oracle accepted on every task", "exploit:skip_confirmation never accepted, never above null", "exploit:over_broad never accepted, never above null",
             "same seeded rollout twice is identical", "reset restores the pristine state"} <= names
     fingerprint = TrajectoryStore(db).fingerprint(TrajectoryStore(db).rollout_rows()[0]["fingerprint"])
     assert "Chromium" in fingerprint["environment"]["chromium"]

@@ -1,6 +1,7 @@
 """`gymsmith check`: is a family still working? Each check is a small function over one audit run.
 
-oracle accepted on every task · null never · random rarely · every exploit never · the same seeded
+oracle accepted on every task · null never · random rarely · every exploit never, and never above null on
+the same task · the same seeded
 rollout twice is identical (else a diff) · reset restores the pristine state exactly · the greedy
 agent's reward falls with difficulty. Results are stored, so a family's health has a history.
 """
@@ -61,10 +62,16 @@ def _acceptance_checks(family: str, rows: dict[str, list[dict[str, Any]]], explo
     acc, err, n = share("random")
     out.append(CheckOutcome(family=family, name=f"random accepted below {RANDOM_ACCEPTANCE_MAX:.0%}",
                             passed=n > 0 and acc / n < RANDOM_ACCEPTANCE_MAX and err == 0, detail=f"{acc}/{n} accepted"))
+    null = {r["task_id"]: r["reward"] for r in rows.get("null", []) if r["reward"] is not None}
     for name in exploits:
         acc, err, n = share(name)
-        out.append(CheckOutcome(family=family, name=f"{name} never accepted", passed=n > 0 and acc == 0 and err == 0,
-                                detail=f"{acc}/{n} accepted, {err} errors"))
+        # a hack must never pay more than doing nothing on the same task
+        above = [r["task_id"] for r in rows.get(name, []) if r["reward"] is not None and r["reward"] > null.get(r["task_id"], 0.0)]
+        worst = max((r["reward"] for r in rows.get(name, []) if r["reward"] is not None), default=0.0)
+        out.append(CheckOutcome(family=family, name=f"{name} never accepted, never above null",
+                                passed=n > 0 and acc == 0 and err == 0 and not above,
+                                detail=f"{acc}/{n} accepted, {err} errors, {len(above)} above null (max reward {worst:.3f})"
+                                       + (f": {above[:3]}" if above else "")))
     return out
 
 
