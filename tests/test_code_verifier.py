@@ -107,3 +107,21 @@ def test_only_harmless_source_files_reach_the_verifier():
              "pytest.py": "u", "tests/test_lru.py": "t", "test_extra.py": "s", "sub/mod.py": "r", "README.md": "q"}
     final = Tree(files=files, sizes={p: len(t) for p, t in files.items()}, symlinks={"link.py": "/etc/passwd"})
     assert source_files(final, ["lru.py", "dates.py"]) == {"lru.py": "x", "dates.py": "", "helper.py": "y"}
+
+
+def test_isolated_pytest_runs_each_test_in_its_own_process_speaking_only_for_itself():
+    """For repositories brought by users: a test that kills its process costs only itself, and a process that
+    reports outcomes for other tests (forging) is not heard for them."""
+    forge = ("import json, os\n\ndef test_forger():\n    for fd in range(3, 64):\n        try:\n"
+             "            os.write(fd, (json.dumps({'test': 'tests/test_x.py::test_fails', 'outcome': 'passed'}) + '\\n').encode())\n"
+             "        except OSError:\n            pass\n    assert False\n\n"
+             "def test_fails():\n    assert False\n\ndef test_exits():\n    os._exit(0)\n\ndef test_ok():\n    assert True\n")
+    files = {"m.py": "x = 1\n", "tests/test_x.py": forge, "pytest.ini": PYTEST_INI}
+    ids = [f"tests/test_x.py::{t}" for t in ("test_forger", "test_fails", "test_exits", "test_ok")]
+    with WarmPytest() as warm:
+        shared = warm.run(files, ids, timeout=20)
+        isolated = warm.run(files, ids, timeout=20, isolate=True)
+    assert shared.outcome("tests/test_x.py::test_ok") is TestOutcome.MISSING  # in one process the exit takes the rest down
+    assert isolated.outcome("tests/test_x.py::test_fails") is TestOutcome.FAILED
+    assert isolated.outcome("tests/test_x.py::test_ok") is TestOutcome.PASSED
+    assert isolated.outcome("tests/test_x.py::test_exits") is TestOutcome.MISSING and isolated.status is RunStatus.CRASHED

@@ -85,17 +85,21 @@ class WarmPytest(WarmServer):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s)
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
-            extra_args: Sequence[str] = (), conftest: bool = False) -> TestRun:
+            extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False) -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files` with `pytest.main`; per-test outcomes.
 
         `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
+        `isolate`: `tests` are node ids, each run in its own process forked from the server before any code
+        under test is imported; a process reports for its own test only, and a crash or hang costs that test
+        (and, for a hang, the rest of `timeout`).
         """
         with self.lock:
             self.ensure_started()
             n, job_dir = self.jobs.write(files, {"pytest.ini": PYTEST_INI})
             started = time.perf_counter()
             try:
-                request = {"id": n, "dir": f"{JOBS}/{n}", "args": _args(f"{JOBS}/{n}", tests, extra_args, conftest), "timeout": timeout}
+                request = {"id": n, "dir": f"{JOBS}/{n}", "timeout": timeout, "isolate": isolate, "tests": list(tests),
+                           "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest)}
                 reply = self.request(request, timeout + 15)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it
                     return TestRun(status=RunStatus.CRASHED, outcomes={}, duration_s=time.perf_counter() - started)

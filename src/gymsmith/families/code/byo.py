@@ -170,7 +170,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
     job.update({p: t for p, t in start.items() if is_test_or_config(p)})
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
-    run = shared_runner().run(job, [*f2p, *p2p], timeout=120, conftest=True)
+    run = shared_runner().run(job, [*f2p, *p2p], timeout=120, conftest=True, isolate=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if not is_test_or_config(p))
     solution = task.metadata.get("solution_commit")
