@@ -16,9 +16,13 @@ import json
 import os
 import pkgutil
 import select
-import signal
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pid1 import kill_others, set_dumpable  # noqa: E402 - mounted next to this file
+
+sys.path.pop(0)
 
 import _pytest
 import pytest
@@ -46,13 +50,6 @@ class Collector:
             self.send({"test": report.nodeid, "outcome": outcome})
 
 
-def set_dumpable(flag):
-    """Non-dumpable: processes of the same uid cannot ptrace us or read our memory through /proc."""
-    import ctypes
-    try:
-        ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
-    except OSError:
-        pass
 
 
 def run_child(job, write_fd):
@@ -72,34 +69,8 @@ def run_child(job, write_fd):
     os._exit(0)
 
 
-def kill_others():
-    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host."""
-    me = os.getpid()
-    if me != 1:
-        reap()
-        return
-    for _ in range(20):
-        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (me, 1)]
-        if not others:
-            break
-        for pid in others:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        reap()
-        time.sleep(0.001)
-    reap()
 
 
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def merge(outcomes, test, outcome):

@@ -26,6 +26,7 @@ from gymsmith.sandbox.bwrap import BwrapSandbox
 
 JOBS = "/jobs"
 SERVER_DIR = "/run/gymsmith"
+PID1 = Path(__file__).with_name("pid1.py")  # what every server needs as pid 1; mounted next to it
 
 
 class JobFiles:
@@ -77,7 +78,8 @@ class WarmServer:
         empty = Path(tempfile.mkdtemp(prefix="gymsmith-runner-ws-"))
         inside = f"{SERVER_DIR}/{self.script.name}"
         try:
-            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro={str(self.jobs.root): JOBS, str(self.script): inside})
+            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro={str(self.jobs.root): JOBS, str(self.script): inside,
+                                                                         str(PID1): f"{SERVER_DIR}/pid1.py"})
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
         # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)

@@ -22,13 +22,12 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pid1 import kill_others, set_dumpable  # noqa: E402 - mounted next to this file
 
-def set_dumpable(flag):
-    import ctypes
-    try:
-        ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
-    except OSError:
-        pass
+sys.path.pop(0)
+
+
 
 
 # -- the child: runs beside the code under test ------------------------------------------------------
@@ -130,32 +129,8 @@ def child(group, job_dir, w):
 
 
 # -- the server ----------------------------------------------------------------------------------------
-def kill_others():
-    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host."""
-    me = os.getpid()
-    if me == 1:
-        for _ in range(50):
-            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
-            if not others:
-                break
-            for pid in others:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            reap()
-            time.sleep(0.001)
-    reap()
 
 
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def run_group(group, job, deadline):
