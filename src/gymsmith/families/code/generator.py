@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
@@ -158,8 +159,14 @@ def reference_records(template: str) -> dict[str, TestRecord]:
 
     Computed in the sandbox once per process (the reference is our own code; no agent code runs here)."""
     suite = compiled_suite(template)
-    observed = shared_call_runner().observe({f"{template}.py": template_source(template)[0]}, [suite])
-    return records_by_nodeid([suite], observed)
+    observed = shared_call_runner().observe({f"{template}.py": template_source(template)[0]}, [suite], deadline_s=30,
+                                            group_timeout_s=30)
+    records = records_by_nodeid([suite], observed)
+    missing = [n for n in suite.nodeids() if n not in records]
+    if missing:  # not cached: a slow machine must not fail every later verification in this process
+        raise VerifierError(f"the reference of template {template!r} did not finish its hidden tests ({len(missing)} "
+                            f"missing, e.g. {missing[0]}); the verifier's sandbox may be overloaded")
+    return records
 
 
 def run_hidden_tests(sources: dict[str, str], suites: list[CompiledSuite], templates: list[str], *,
