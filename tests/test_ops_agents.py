@@ -53,9 +53,11 @@ def _bin_means(rows, agent):
     return [sum(v) / len(v) for _, v in sorted(bins.items())]
 
 
-def test_greedy_and_random_reward_falls_with_difficulty(store):
-    """Five difficulty bins of 60 tasks each. The trend must fall: each bin at most 0.01 (well under a
-    bin's sampling noise) above the one before, and the hardest bin clearly below the easiest."""
+def test_greedy_reward_falls_with_difficulty_and_random_earns_less_than_doing_nothing(store):
+    """Five difficulty bins of 60 tasks each. Greedy's trend must fall: each bin at most 0.01 (well under a
+    bin's sampling noise) above the one before, and the hardest bin clearly below the easiest. Random's blind
+    calls change records no goal needs (a violation: reward 0) far more often than they help, so in every
+    bin it earns less than the null agent's 0.3, and it is rarely accepted."""
     tasks = []
     for i in range(5):
         tasks += build_taskset(TaskSetSpec(family="ops", count=60, split="train", base_seed=100 + i,
@@ -63,11 +65,12 @@ def test_greedy_and_random_reward_falls_with_difficulty(store):
     config = RunConfig(run_id="difficulty", taskset=TaskSetSpec(family="ops", count=300), agents=["greedy", "random"])
     run(config, store, tasks=tasks)
     rows = store.rollout_rows(["difficulty"])
-    for agent, drop in (("greedy", 0.15), ("random", 0.03)):
-        means = _bin_means(rows, agent)
-        assert len(means) == 5
-        assert all(b <= a + 0.01 for a, b in zip(means, means[1:])), (agent, means)
-        assert means[0] - means[-1] >= drop, (agent, means)
+    means = _bin_means(rows, "greedy")
+    assert len(means) == 5
+    assert all(b <= a + 0.01 for a, b in zip(means, means[1:])), means
+    assert means[0] - means[-1] >= 0.15, means
+    means = _bin_means(rows, "random")
+    assert len(means) == 5 and max(means) < 0.3, means
     accepted = [r["accepted"] for r in rows if r["agent"] == "random"]
     assert sum(accepted) / len(accepted) < 0.10
 

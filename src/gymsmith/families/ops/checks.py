@@ -1,23 +1,130 @@
 """Hidden checks for ops. Loaded only by the verifier process; no agent-side module imports this one.
 
-The checks read the final database directly and compare it with the pristine start state rebuilt from
-the seed. They do not trust the tools: every hard constraint is re-derived from the data.
+The checks read the final database and compare it with the pristine start state rebuilt from the seed.
+They do not trust the tools: every quantity, entity and constraint the goal states is re-derived from the
+data, and any change the goal does not need is a violation.
+
+Outcomes. `gate_failures` say the goal is not (fully) reached; partial credit from the components still
+counts. `violations` say the agent did something forbidden; any one of them rejects the state and makes
+the reward 0 under every policy (`verifier.policies.apply_policy`):
+- ``collateral change: ...``: a change the goal does not need (a row of another customer, a spare shift,
+  a unit bought beyond the need, an out-of-scope call even if its effect was later undone);
+- ``hard constraint: ...``: a business rule broken, or records that do not add up (stock against orders and
+  purchase orders, spend against purchase orders and shifts, refunds against charges);
+- ``<category> budget exceeded``;
+- ``actor: ...``: a change not made by the agent's own logged tool calls.
+
+What each goal states, and the check that re-derives it
+=======================================================
+
+========== ===================================================== ===========================================================
+goal kind  what the goal states                                  the check that re-derives it (P = pristine, F = final)
+========== ===================================================== ===========================================================
+fulfil,    the orders: "every pending order due on or before     targets = P orders with status pending and due_day <= horizon
+resource   day H", and no others                                 (must equal the seed's expectation); any change to another
+                                                                 order, and any logged call naming one (allocate, release,
+                                                                 capture, ship), is collateral, even when undone later
+           each shipped no later than its due date               F status shipped and shipped_day <= P due_day (gate)
+           a target row changes only by being handled            F order equals P but for status, warehouse_id, shipped_day;
+                                                                 allocated/shipped rows name a warehouse (hard constraint)
+           "fully paid" before shipping                          per shipped order: charges - refunds >= total (hard rule);
+                                                                 new payments are charges on a target order, of its
+                                                                 customer, adding up to exactly its balance due at the start
+                                                                 (more is an overcharge: hard constraint)
+           "whole quantity allocated from one warehouse"         per (warehouse, product): F on_hand = P on_hand + units
+                                                                 received from purchase orders - units of orders shipped
+                                                                 from it; F reserved = units of the orders allocated there
+                                                                 (hard constraint otherwise)
+           which purchases the goal needs, and how many units    a purchase is for a product a target order has; its row
+                                                                 agrees with its supplier (active, product, cost = units x
+                                                                 unit cost, arrival = placed + lead days, status matches the
+                                                                 clock). Bound on units, per product: the agent's purchases
+                                                                 not cancelled, plus units still on order from before the
+                                                                 task, may not exceed what the oracle's plan (rebuilt from
+                                                                 the seed) buys: that plan ships every target on time within
+                                                                 the budget, so more is not needed whatever plan the agent
+                                                                 follows. The excess is the agent's only up to what it bought
+                                                                 (an untouched delayed order alone is no violation). A
+                                                                 needed product's purchase placed and cancelled is allowed
+                                                                 (no money, no stock); any purchase of a product no target
+                                                                 has, even cancelled, is collateral
+           resource: "purchase order #N ... Re-source it"        P's delayed purchase order is cancelled in F (gate); while it
+                                                                 stays on order, its units count against the bound (so buying
+                                                                 its replacement without cancelling it is over-buying)
+           "purchasing budget remaining X; do not exceed it"     F purchasing spent - P spent = cost of the purchases kept -
+                                                                 cost of the P purchase orders cancelled (hard constraint),
+                                                                 and F spent <= limit (budget exceeded otherwise)
+           today is day 0; time may pass while stock arrives     only clock.day changes, forward; nothing else in clock
+staff      the week: days 0-6, every (day, warehouse) of         needs = P shift_needs (must equal the seed's expectation)
+           shift_needs
+           "at least staff_needed people" per slot               F count of 8-hour shifts per (day, warehouse) >= need (gate)
+           "8-hour shifts"                                       every new shift has hours = 8 (collateral otherwise)
+           only the people the slots need                        new 8-hour shifts per slot <= need - P shifts on the slot;
+                                                                 a shift on a slot with no unmet need, or outside days 0-6,
+                                                                 is collateral
+           labour rules: one shift per person per day, <= 5      recomputed from F shifts and P staff rows for every person
+           days and <= max_hours_week, never on an unavailable   (hard rule); a new shift names an existing staff member and
+           day                                                   warehouse (hard constraint)
+           "Labour budget remaining X"                           F labour spent - P spent = hours x hourly wage of the new
+                                                                 shifts (hard constraint), F spent <= limit
+           "Do not change past shifts"                           no P shift removed or changed; remove_shift logged only on
+                                                                 the agent's own new shifts (collateral otherwise)
+           (no time needs to pass)                               clock unchanged
+billing    the customer (by order, e-mail or exact name) and     the duplicate pair = two P charges of one order of that
+           "the duplicate charge", with its amount and date      customer, same day and amount (must agree with the seed);
+                                                                 the two are identical, so the goal cannot tell them apart:
+                                                                 a refund of either one is accepted
+           "refund it in full"                                   the one refund on the pair has amount = the charge's amount
+                                                                 (less: gate, partial credit; more: hard rule)
+           "once"                                                exactly one refund row on the pair: two or more (in pieces,
+                                                                 or split across both charges) is collateral
+           the refund goes to that charge, order and customer    refund_of is a charge of the pair, and the refund row's
+                                                                 order_id and customer_id are that charge's (hard constraint)
+           "Do not touch any other payment, order or customer"   any other change to payments, orders, customers (and any
+                                                                 other table, the clock included) is collateral
+every kind records the goal does not mention                     warehouses, customers, products, suppliers, staff,
+                                                                 shift_needs never change; budgets' limits never change; the
+                                                                 other budget's spend never changes; the business rules hold
+                                                                 in F wherever they held in P
+every kind the actor: who made each change                       ops has no accounts and no credentials: the agent acts only
+                                                                 through its tools, and the `activity` table logs every
+                                                                 successful mutating call (the agent cannot write it; no
+                                                                 tool reads it). The checks replay that log through the tools
+                                                                 on the pristine database; F must equal the replay exactly
+                                                                 (every changed row is explained by a logged call of the
+                                                                 agent; anything else: `actor:` violation), and every logged
+                                                                 call must be one the goal's kind uses, on the goal's records
+========== ===================================================== ===========================================================
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gymsmith.core.errors import UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
-from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, generate_world
+from gymsmith.envs.base import ToolRefusal
+from gymsmith.families.ops import tools
 from gymsmith.families.ops.env import pristine_image
-from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key
+from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
+from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key, state_digest
 from gymsmith.verifier.protocol import CheckResult
 
-IGNORED_TABLES = {"activity"}  # the log of calls, not business state
+IGNORED_TABLES = {"activity"}  # the log of calls: checked by replaying it, not as business state
+NEVER_CHANGE = ("warehouses", "customers", "products", "suppliers", "staff", "shift_needs")
+MAX_LISTED = 8  # reasons listed per kind of finding; the rest are counted
+ORDER_WORK = {"allocate_stock", "release_allocation", "capture_payment", "ship_order"}
+TOOLS_BY_KIND = {  # the mutating tools each goal kind can need
+    "fulfil": ORDER_WORK | {"place_purchase_order", "cancel_purchase_order", "advance_clock"},
+    "resource": ORDER_WORK | {"place_purchase_order", "cancel_purchase_order", "advance_clock"},
+    "staff": {"assign_shift", "remove_shift"},
+    "billing": {"refund_payment"},
+}
 
 
 def _rows(conn: sqlite3.Connection, table: str) -> dict[tuple, dict[str, Any]]:
@@ -34,20 +141,17 @@ def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[s
         if table in IGNORED_TABLES:
             continue
         old, new = _rows(before, table), _rows(after, table)
-        added = [new[k] for k in new.keys() - old.keys()]
-        removed = [old[k] for k in old.keys() - new.keys()]
-        changed = [(old[k], new[k]) for k in old.keys() & new.keys() if old[k] != new[k]]
+        added = [new[k] for k in sorted(new.keys() - old.keys())]
+        removed = [old[k] for k in sorted(old.keys() - new.keys())]
+        changed = [(old[k], new[k]) for k in sorted(old.keys() & new.keys()) if old[k] != new[k]]
         if added or removed or changed:
             out[table] = {"added": added, "removed": removed, "changed": changed}
     return out
 
 
 def hard_violations(conn: sqlite3.Connection) -> list[str]:
-    """Business rules re-derived from the data: budgets, stock, paid shipments, refunds, labour rules."""
+    """Business rules re-derived from the data: stock, paid shipments, refunds, labour rules (budgets: `_budgets`)."""
     v: list[str] = []
-    for cat, limit, spent in conn.execute("SELECT category, limit_cents, spent_cents FROM budgets"):
-        if spent > limit:
-            v.append(f"{cat} budget overspent: {spent} > {limit}")
     for w, p, on_hand, reserved in conn.execute("SELECT warehouse_id, product_id, on_hand, reserved FROM inventory"):
         if on_hand < 0 or reserved < 0 or reserved > on_hand:
             v.append(f"inventory ({w}, {p}) inconsistent: on_hand={on_hand} reserved={reserved}")
@@ -65,7 +169,7 @@ def hard_violations(conn: sqlite3.Connection) -> list[str]:
     week: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for sid, day, hours in conn.execute("SELECT staff_id, day, hours FROM shifts WHERE day BETWEEN 0 AND 6"):
         week[sid].append((day, hours))
-    for sid, shifts in week.items():
+    for sid, shifts in sorted(week.items()):
         mx, off = staff.get(sid, (0, set()))
         days = [d for d, _ in shifts]
         if len(days) != len(set(days)):
@@ -79,19 +183,150 @@ def hard_violations(conn: sqlite3.Connection) -> list[str]:
     return v
 
 
-def _collateral(diff: dict[str, dict[str, list]], allowed: dict[str, Any]) -> list[str]:
-    """Changes outside what the goal concerns. `allowed[table]` is True (anything) or a predicate per change."""
-    found: list[str] = []
-    for table, d in diff.items():
-        rule = allowed.get(table)
-        if rule is True:
+def _show(table: str, row: dict[str, Any]) -> str:
+    """A row as the messages show it: its key, then its other fields."""
+    key = primary_key(table)
+    return "{" + ", ".join(f"{k!r}: {row[k]!r}" for k in (*key, *(k for k in row if k not in key))) + "}"
+
+
+@dataclass
+class Findings:
+    """What the checks found, by kind. Each list holds complete messages."""
+
+    gate: list[str] = field(default_factory=list)
+    collateral: list[str] = field(default_factory=list)
+    hard: list[str] = field(default_factory=list)
+    actor: list[str] = field(default_factory=list)
+    budget: list[str] = field(default_factory=list)
+
+    def change(self, table: str, kind: str, row: dict[str, Any], why: str = "") -> None:
+        self.collateral.append(f"{table}: {kind} {_show(table, row)}" + (f": {why}" if why else ""))
+
+    def violations(self) -> list[str]:
+        out: list[str] = []
+        for prefix, items in (("actor: ", self.actor), ("hard constraint: ", self.hard),
+                              ("collateral change: ", self.collateral), ("", self.budget)):
+            out += [prefix + m for m in items[:MAX_LISTED]]
+            if len(items) > MAX_LISTED:
+                out.append(f"{prefix}... and {len(items) - MAX_LISTED} more")
+        return out
+
+
+@dataclass
+class Episode:
+    """Everything the checks compare: the world from the seed, both databases, their diff, the call log."""
+
+    world: World
+    pristine: sqlite3.Connection
+    final: sqlite3.Connection
+    diff: dict[str, dict[str, list]]
+    log: list[tuple[int, str, dict[str, Any]]]  # (activity id, tool, arguments) of the calls that replayed
+    found: Findings
+
+    def changes(self, table: str) -> dict[str, list]:
+        return self.diff.get(table, {"added": [], "removed": [], "changed": []})
+
+    def only(self, allowed: set[str]) -> None:
+        """Every table outside `allowed` (and the never-changing ones, always) must be unchanged. Budgets and
+        the clock are judged by `_budgets` and `_clock`."""
+        for table, d in self.diff.items():
+            if table in ("budgets", "clock") or (table in allowed and table not in NEVER_CHANGE):
+                continue
+            for kind in ("added", "removed"):
+                for row in d[kind]:
+                    self.found.change(table, kind, row, "the goal does not concern this table")
+            for old, new in d["changed"]:
+                self.found.change(table, "changed", new, _fields_changed(old, new))
+
+
+def _fields_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in old if old[k] != new[k])
+
+
+# -- the actor: replay the agent's logged calls -------------------------------------------------------
+def _replay(image: bytes, final: sqlite3.Connection, found: Findings) -> list[tuple[int, str, dict[str, Any]]]:
+    """Replay the `activity` log through the tools on the pristine image; the final state must be the result.
+
+    Returns the calls that replayed, for the scope checks. Anything that does not replay, and any difference
+    between the replayed and the final database, is an `actor` finding.
+    """
+    entries = final.execute("SELECT id, day, tool, arguments FROM activity ORDER BY id").fetchall()
+    replayed = sqlite3.connect(":memory:", isolation_level=None)
+    calls: list[tuple[int, str, dict[str, Any]]] = []
+    try:
+        replayed.deserialize(image)
+        for activity_id, _, tool, raw in entries:
+            if tool not in tools.IMPLEMENTATIONS or tool in tools.READ_ONLY or tool == "submit":
+                found.actor.append(f"activity #{activity_id} logs {str(tool)[:40]!r}, which no agent tool writes")
+                break
+            try:
+                arguments = json.loads(raw)
+                if not isinstance(arguments, dict):
+                    raise ValueError("arguments are not an object")
+                tools.call_tool(replayed, tool, arguments)
+            except ToolRefusal as refusal:
+                found.actor.append(f"activity #{activity_id} {tool} is refused when replayed: {refusal.message}")
+                break
+            except Exception as exc:  # a log that does not replay is a finding, never a crash
+                found.actor.append(f"activity #{activity_id} {tool} cannot be replayed: {type(exc).__name__}: {exc}"[:300])
+                break
+            calls.append((activity_id, tool, arguments))
+        if not found.actor and state_digest(replayed) != state_digest(final):
+            unexplained = diff_states(replayed, final)
+            for table, d in unexplained.items():
+                for kind in ("added", "removed"):
+                    found.actor += [f"not made by the agent's logged tool calls: {table}: {kind} {_show(table, row)}"
+                                    for row in d[kind]]
+                found.actor += [f"not made by the agent's logged tool calls: {table}: changed {_show(table, new)} "
+                                f"({_fields_changed(old, new)})" for old, new in d["changed"]]
+            if not unexplained:
+                found.actor.append("the activity log differs from the calls that produced the state")
+    finally:
+        replayed.close()
+    return calls
+
+
+def _scope(ep: Episode, kind: str, allowed_calls: Any) -> None:
+    """Every logged call must be one the goal's kind uses; `allowed_calls(tool, arguments)` says why not, or None."""
+    for activity_id, tool, arguments in ep.log:
+        shown = ", ".join(f"{k}={v!r}" for k, v in sorted(arguments.items()))
+        if tool not in TOOLS_BY_KIND[kind]:
+            ep.found.collateral.append(f"activity #{activity_id} {tool}({shown}): a {kind} goal needs no {tool}")
             continue
-        for kind in ("added", "removed", "changed"):
-            for change in d[kind]:
-                if rule is None or not rule(kind, change):
-                    row = change[1] if kind == "changed" else change
-                    found.append(f"{table}: {kind} {dict((k, row[k]) for k in primary_key(table))}")
-    return found
+        why = allowed_calls(tool, arguments)
+        if why:
+            ep.found.collateral.append(f"activity #{activity_id} {tool}({shown}): {why}")
+
+
+# -- shared: budgets and clock ------------------------------------------------------------------------
+def _budgets(ep: Episode, category: str | None, spent_delta: int) -> None:
+    """Limits never change; only `category`'s spend changes, by exactly `spent_delta`; spend within the limit."""
+    before, after = _rows(ep.pristine, "budgets"), _rows(ep.final, "budgets")
+    for key, old in sorted(before.items()):
+        new = after.get(key)
+        if new is None:
+            ep.found.change("budgets", "removed", old)
+            continue
+        if new["limit_cents"] != old["limit_cents"]:
+            ep.found.change("budgets", "changed", new, _fields_changed(old, new))
+        if old["category"] != category:
+            if new["spent_cents"] != old["spent_cents"]:
+                ep.found.change("budgets", "changed", new, f"a {ep.world.kind} goal spends no {old['category']} money")
+            continue
+        if new["spent_cents"] - old["spent_cents"] != spent_delta:
+            ep.found.hard.append(f"{category} spend rose by {new['spent_cents'] - old['spent_cents']} cents, but the "
+                                 f"records it pays for cost {spent_delta}")
+        if new["spent_cents"] > new["limit_cents"]:
+            ep.found.budget.append(f"{category} budget exceeded (spent {new['spent_cents']} of {new['limit_cents']} cents)")
+    for row in (after[k] for k in sorted(after.keys() - before.keys())):
+        ep.found.change("budgets", "added", row)
+
+
+def _clock(ep: Episode, may_advance: bool) -> None:
+    for old, new in ep.changes("clock")["changed"]:
+        if not may_advance or {k for k in old if old[k] != new[k]} != {"day"} or new["day"] < old["day"]:
+            ep.found.change("clock", "changed", new, _fields_changed(old, new) + ("" if may_advance else
+                                                                                   f": a {ep.world.kind} goal needs no time to pass"))
 
 
 def _budget_component(conn: sqlite3.Connection, category: str) -> RewardComponent:
@@ -101,88 +336,279 @@ def _budget_component(conn: sqlite3.Connection, category: str) -> RewardComponen
     return RewardComponent(value=value, weight=0.1, detail=f"spent {spent} of {limit} cents")
 
 
-def _discipline(final: sqlite3.Connection, diff: dict, allowed: dict, category: str,
-                gate: list[str]) -> dict[str, RewardComponent]:
-    violations = hard_violations(final)
-    collateral = _collateral(diff, allowed)
-    budget = _budget_component(final, category)
-    gate += [f"hard constraint: {v}" for v in violations[:5]]
-    gate += [f"collateral change: {c}" for c in collateral[:5]]
-    if budget.value < 1.0:
-        gate.append(f"{category} budget exceeded ({budget.detail})")
-    return {
-        "budget": budget,
-        "rules": RewardComponent(value=max(0.0, 1.0 - len(violations) / 3), weight=0.1,
-                                 detail="; ".join(violations[:3]) or "all hard constraints hold"),
-        "no_collateral": RewardComponent(value=max(0.0, 1.0 - len(collateral) / 5), weight=0.1,
-                                         detail="; ".join(collateral[:3]) or "nothing outside the goal changed"),
+def _result(ep: Episode, category: str, components: dict[str, RewardComponent]) -> CheckResult:
+    """The discipline components and the verdict: gate failures from the kind, every finding a violation."""
+    found = ep.found
+    already = set(hard_violations(ep.pristine))  # not the agent's doing
+    broken = [v for v in hard_violations(ep.final) if v not in already]
+    found.hard = broken + found.hard
+    rule_findings = found.hard + found.actor
+    components |= {
+        "budget": _budget_component(ep.final, category),
+        "rules": RewardComponent(value=max(0.0, 1.0 - len(rule_findings) / 3), weight=0.1,
+                                 detail="; ".join(rule_findings[:3]) or "all hard constraints hold"),
+        "no_collateral": RewardComponent(value=max(0.0, 1.0 - len(found.collateral) / 5), weight=0.1,
+                                         detail="; ".join(found.collateral[:3]) or "nothing outside the goal changed"),
     }
+    return CheckResult(components=components, gate_failures=found.gate, violations=found.violations())
 
 
-def _fulfil(world, pristine, final, diff) -> CheckResult:
-    targets = set(world.expected["targets"])
-    orders = {r["id"]: r for r in _rows(final, "orders").values() if r["id"] in targets}
-    on_time = [o for o in orders.values() if o["status"] == "shipped" and o["shipped_day"] <= o["due_day"]]
-    handled = [o for o in orders.values() if o["status"] in ("allocated", "shipped")]
-    gate: list[str] = []
+# -- fulfil / resource --------------------------------------------------------------------------------
+def _fulfil(ep: Episode) -> CheckResult:
+    world, found = ep.world, ep.found
+    horizon = world.expected["horizon_day"]
+    p_orders, f_orders = _rows(ep.pristine, "orders"), _rows(ep.final, "orders")
+    targets = {k[0] for k, o in p_orders.items() if o["status"] == "pending" and o["due_day"] <= horizon}
+    if targets != set(world.expected["targets"]):
+        raise RuntimeError("the due orders in the start state are not the seed's targets; generator and checks disagree")
+    target_products = {p_orders[(t,)]["product_id"] for t in targets}
+    ep.only({"orders", "payments", "inventory", "purchase_orders", "budgets", "clock"})
+    _clock(ep, may_advance=True)
+    today = ep.final.execute("SELECT day FROM clock").fetchone()[0]
+
+    # Orders: only the targets change, and only by being handled.
+    for row in ep.changes("orders")["added"]:
+        found.change("orders", "added", row)
+    for row in ep.changes("orders")["removed"]:
+        found.change("orders", "removed", row)
+    for old, new in ep.changes("orders")["changed"]:
+        if old["id"] not in targets:
+            found.change("orders", "changed", new, f"not a due order ({_fields_changed(old, new)})")
+            continue
+        moved = {k for k in old if old[k] != new[k]} - {"status", "warehouse_id", "shipped_day"}
+        if moved:
+            found.change("orders", "changed", new, f"fields the goal does not change ({_fields_changed(old, new)})")
+        if new["status"] not in ("pending", "allocated", "shipped") or (new["status"] != "pending") != (new["warehouse_id"] is not None) \
+                or (new["status"] == "shipped") != (new["shipped_day"] is not None) \
+                or (new["shipped_day"] is not None and not 0 <= new["shipped_day"] <= today):
+            found.hard.append(f"order {new['id']} is {new['status']} with warehouse {new['warehouse_id']} and "
+                              f"shipped_day {new['shipped_day']}")
+    final_t = {t: f_orders.get((t,), p_orders[(t,)]) for t in targets}
+    on_time = [t for t, o in final_t.items() if o["status"] == "shipped" and o["shipped_day"] is not None
+               and o["shipped_day"] <= p_orders[(t,)]["due_day"]]
+    handled = [t for t, o in final_t.items() if o["status"] in ("allocated", "shipped")]
     if len(on_time) < len(targets):
-        late = sorted(targets - {o["id"] for o in on_time})
-        gate.append(f"{len(late)} of {len(targets)} due orders not shipped on time: {late[:10]}")
-    allowed = {
-        "orders": lambda kind, ch: kind == "changed" and ch[0]["id"] in targets,
-        "payments": lambda kind, row: kind == "added" and row["kind"] == "charge" and row["order_id"] in targets,
-        "inventory": True, "purchase_orders": True, "budgets": True, "clock": True,
-    }
+        late = sorted(targets - set(on_time))
+        found.gate.append(f"{len(late)} of {len(targets)} due orders not shipped on time: {late[:10]}")
+
+    # Payments: charges on target orders, of their customer, for exactly the balance due.
+    p_paid: dict[int, int] = defaultdict(int)
+    for p in _rows(ep.pristine, "payments").values():
+        p_paid[p["order_id"]] += p["amount_cents"] if p["kind"] == "charge" else -p["amount_cents"]
+    charged: dict[int, int] = defaultdict(int)
+    for row in ep.changes("payments")["added"]:
+        order = p_orders.get((row["order_id"],))
+        if row["kind"] != "charge" or row["order_id"] not in targets:
+            found.change("payments", "added", row, "only charges on the due orders are needed")
+        elif row["customer_id"] != order["customer_id"] or row["refund_of"] is not None or row["amount_cents"] <= 0:
+            found.hard.append(f"charge {_show('payments', row)} does not match order {order['id']}")
+        else:
+            charged[row["order_id"]] += row["amount_cents"]
+    for oid, cents in sorted(charged.items()):
+        balance = p_orders[(oid,)]["total_cents"] - p_paid[oid]
+        if cents > balance:
+            found.hard.append(f"order {oid} charged {cents} cents; its balance due was {balance}")
+    for kind in ("removed", "changed"):
+        for change in ep.changes("payments")[kind]:
+            found.change("payments", kind, change[1] if kind == "changed" else change)
+
+    # Purchase orders: rows agree with their suppliers; only needed products, only needed units.
+    suppliers = {k[0]: s for k, s in _rows(ep.pristine, "suppliers").items()}
+    p_pos, f_pos = _rows(ep.pristine, "purchase_orders"), _rows(ep.final, "purchase_orders")
+    delayed_id = world.metadata.get("delayed_po_id")
+    bought: dict[int, int] = defaultdict(int)  # product -> units the agent bought (not cancelled)
+    kept: dict[int, int] = defaultdict(int)  # product -> units on order from before the task, not cancelled
+    received: dict[tuple[int, int], int] = defaultdict(int)
+    spend = 0
+    for row in ep.changes("purchase_orders")["added"]:
+        s = suppliers.get(row["supplier_id"])
+        if s is None or not s["active"] or s["product_id"] != row["product_id"] or row["quantity"] < 1 \
+                or row["cost_cents"] != row["quantity"] * s["unit_cost_cents"] or not 0 <= row["placed_day"] <= today \
+                or row["arrival_day"] != row["placed_day"] + s["lead_days"] \
+                or row["status"] not in ("open", "received", "cancelled"):
+            found.hard.append(f"purchase order {_show('purchase_orders', row)} does not agree with its supplier")
+            continue
+        if row["status"] != "cancelled":
+            spend += row["cost_cents"]
+        if row["status"] == "received":
+            received[(row["warehouse_id"], row["product_id"])] += row["quantity"]
+        if row["product_id"] not in target_products:
+            found.change("purchase_orders", "added", row, f"no due order needs product {row['product_id']}")
+        elif row["status"] != "cancelled":
+            bought[row["product_id"]] += row["quantity"]
+    for row in ep.changes("purchase_orders")["removed"]:
+        found.change("purchase_orders", "removed", row)
+    for old, new in ep.changes("purchase_orders")["changed"]:
+        fields = {k for k in old if old[k] != new[k]}
+        if fields != {"status"} or old["status"] not in ("open", "delayed") or new["status"] not in ("cancelled", "received"):
+            found.change("purchase_orders", "changed", new, _fields_changed(old, new))
+        elif new["status"] == "cancelled":
+            if old["id"] != delayed_id:
+                found.change("purchase_orders", "changed", new, "the goal needs no other purchase order cancelled")
+            spend -= old["cost_cents"]
+        else:
+            received[(new["warehouse_id"], new["product_id"])] += new["quantity"]
+    for po in f_pos.values():  # stock arrives when the clock reaches a purchase order's arrival day, not before
+        if (po["status"] in ("open", "delayed") and po["arrival_day"] <= today) \
+                or (po["status"] == "received" and po["arrival_day"] > today):
+            found.hard.append(f"purchase order {po['id']} is {po['status']} with arrival day {po['arrival_day']} on day {today}")
+    if delayed_id is not None:
+        delayed = f_pos[(delayed_id,)] if (delayed_id,) in f_pos else p_pos[(delayed_id,)]
+        if delayed["status"] != "cancelled":
+            found.gate.append(f"delayed purchase order #{delayed_id} is {delayed['status']}, not cancelled: the goal "
+                              "says to re-source it")
+            kept[delayed["product_id"]] += delayed["quantity"]
+    _budgets(ep, "purchasing", spend)
+
+    # Stock: every unit on hand or reserved is accounted for by orders and purchase orders.
+    p_inv, f_inv = _rows(ep.pristine, "inventory"), _rows(ep.final, "inventory")
+    shipped_from: dict[tuple[int, int], int] = defaultdict(int)
+    allocated_at: dict[tuple[int, int], int] = defaultdict(int)
+    for (oid,), o in f_orders.items():
+        key = (o["warehouse_id"], o["product_id"])
+        if o["status"] == "allocated":
+            allocated_at[key] += o["quantity"]
+        elif o["status"] == "shipped" and p_orders.get((oid,), {}).get("status") != "shipped":
+            shipped_from[key] += o["quantity"]
+    for key in sorted(set(p_inv) | set(f_inv) | set(shipped_from) | set(allocated_at) | set(received)):
+        start = p_inv.get(key, {"on_hand": 0})["on_hand"]
+        end = f_inv.get(key, {"on_hand": 0, "reserved": 0})
+        expected_on_hand = start + received[key] - shipped_from[key]
+        if end["on_hand"] != expected_on_hand or end["reserved"] != allocated_at[key]:
+            found.hard.append(f"inventory {key}: on_hand {end['on_hand']}, reserved {end['reserved']}; the orders and "
+                              f"purchase orders account for on_hand {expected_on_hand}, reserved {allocated_at[key]}")
+    for row in ep.changes("inventory")["removed"]:
+        found.change("inventory", "removed", row)
+
+    # How many units the goal needs bought, per product: no more than a known solution, the oracle's plan
+    # (rebuilt from the seed), buys. Whatever plan the agent follows, more than that is not needed.
+    plan: dict[int, int] = defaultdict(int)
+    for action in world.witness:
+        if action["tool"] == "place_purchase_order":
+            plan[suppliers[action["arguments"]["supplier_id"]]["product_id"]] += action["arguments"]["quantity"]
+    for pid, n in sorted(bought.items()):
+        excess = min(n, n + kept[pid] - plan[pid])  # units on order from before count, but only the agent's buy
+        if excess > 0:
+            found.collateral.append(
+                f"purchase_orders: {excess} units of product {pid} bought beyond the need: the agent bought {n}"
+                + (f" while {kept[pid]} stay on order (not cancelled)" if kept[pid] else "")
+                + f"; the due orders can all ship on time with {plan[pid]}")
+
+    def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
+        if tool in ORDER_WORK and arguments.get("order_id") not in targets:
+            return f"order {arguments.get('order_id')} is not one of the due orders"
+        return None
+    _scope(ep, world.kind, in_scope)
     components = {
         "on_time": RewardComponent(value=len(on_time) / len(targets), weight=0.5,
                                    detail=f"{len(on_time)} of {len(targets)} due orders shipped by their due day"),
         "handled": RewardComponent(value=len(handled) / len(targets), weight=0.2,
                                    detail=f"{len(handled)} of {len(targets)} due orders allocated or shipped"),
-        **_discipline(final, diff, allowed, "purchasing", gate),
     }
-    return CheckResult(components=components, gate_failures=gate)
+    return _result(ep, "purchasing", components)
 
 
-def _staff(world, pristine, final, diff) -> CheckResult:
-    have: dict[tuple[int, int], int] = defaultdict(int)
-    for _, day, w in final.execute("SELECT staff_id, day, warehouse_id FROM shifts WHERE day BETWEEN 0 AND 6"):
-        have[(day, w)] += 1
-    needs = world.expected["needs"]
-    required = sum(c for _, _, c in needs)
-    covered = sum(min(have[(d, w)], c) for d, w, c in needs)
-    gate: list[str] = []
-    short = [(d, w) for d, w, c in needs if have[(d, w)] < c]
+# -- staff --------------------------------------------------------------------------------------------
+def _staff(ep: Episode) -> CheckResult:
+    world, found = ep.world, ep.found
+    needs = {(r["day"], r["warehouse_id"]): r["staff_needed"] for r in _rows(ep.pristine, "shift_needs").values()
+             if 0 <= r["day"] <= 6}
+    if sorted([d, w, c] for (d, w), c in needs.items()) != sorted(world.expected["needs"]):
+        raise RuntimeError("the start state's shift needs are not the seed's; generator and checks disagree")
+    ep.only({"shifts", "budgets"})
+    _clock(ep, may_advance=False)
+    staff = {k[0]: s for k, s in _rows(ep.pristine, "staff").items()}
+    warehouses = {k[0] for k in _rows(ep.pristine, "warehouses")}
+    p_shifts = _rows(ep.pristine, "shifts")
+    start_count: dict[tuple[int, int], int] = defaultdict(int)
+    for s in p_shifts.values():
+        if s["hours"] == SHIFT_HOURS:
+            start_count[(s["day"], s["warehouse_id"])] += 1
+    for kind in ("removed", "changed"):
+        for change in ep.changes("shifts")[kind]:
+            found.change("shifts", kind, change[1] if kind == "changed" else change, "shifts already in the roster stay as they are")
+    spend = 0
+    added: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in ep.changes("shifts")["added"]:
+        if row["staff_id"] not in staff or row["warehouse_id"] not in warehouses:
+            found.hard.append(f"shift {_show('shifts', row)} names no existing staff member or warehouse")
+            continue
+        spend += row["hours"] * staff[row["staff_id"]]["hourly_cents"]
+        if not 0 <= row["day"] <= 6:
+            found.change("shifts", "added", row, "outside the week of days 0-6")
+        elif row["hours"] != SHIFT_HOURS:
+            found.change("shifts", "added", row, f"a {row['hours']}-hour shift; the goal asks for {SHIFT_HOURS}-hour shifts")
+        else:
+            added[(row["day"], row["warehouse_id"])].append(row)
+    for slot, rows in sorted(added.items()):
+        room = max(0, needs.get(slot, 0) - start_count[slot])
+        for row in sorted(rows, key=lambda r: r["id"])[room:]:
+            found.change("shifts", "added", row, f"day {slot[0]} at warehouse {slot[1]} needs {needs.get(slot, 0)} "
+                                                 f"people, {start_count[slot]} already rostered, {len(rows)} added")
+    _budgets(ep, "labour", spend)
+    have: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for _, day, w, sid, hours in ep.final.execute("SELECT id, day, warehouse_id, staff_id, hours FROM shifts "
+                                                  "WHERE day BETWEEN 0 AND 6"):
+        if hours == SHIFT_HOURS:
+            have[(day, w)].add(sid)
+    required = sum(needs.values())
+    covered = sum(min(len(have[slot]), c) for slot, c in needs.items())
+    short = sorted(slot for slot, c in needs.items() if len(have[slot]) < c)
     if short:
-        gate.append(f"{len(short)} (day, warehouse) slots understaffed: {short[:10]}")
-    allowed = {
-        "shifts": lambda kind, row: kind == "added" and 0 <= row["day"] <= 6,
-        "budgets": True, "clock": True,
-    }
-    components = {
-        "coverage": RewardComponent(value=covered / required, weight=0.7,
-                                    detail=f"{covered} of {required} required shifts covered"),
-        **_discipline(final, diff, allowed, "labour", gate),
-    }
-    return CheckResult(components=components, gate_failures=gate)
+        found.gate.append(f"{len(short)} (day, warehouse) slots understaffed: {short[:10]}")
+
+    def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
+        if tool == "remove_shift" and (arguments.get("shift_id"),) in p_shifts:
+            return "removes a shift that was in the roster before the task"
+        return None
+    _scope(ep, "staff", in_scope)
+    components = {"coverage": RewardComponent(value=covered / required if required else 1.0, weight=0.7,
+                                              detail=f"{covered} of {required} required shifts covered")}
+    return _result(ep, "labour", components)
 
 
-def _billing(world, pristine, final, diff) -> CheckResult:
-    pair, amount = world.expected["duplicate_pair"], world.expected["amount_cents"]
-    new_refunds = [r for r in diff.get("payments", {}).get("added", []) if r["kind"] == "refund"]
-    on_pair = sum(r["amount_cents"] for r in new_refunds if r["refund_of"] in pair)
-    gate: list[str] = []
-    if on_pair != amount:
-        gate.append(f"duplicate charge refunded {on_pair} of {amount} cents")
-    allowed = {
-        "payments": lambda kind, row: kind == "added" and row["kind"] == "refund" and row["refund_of"] in pair,
-        "budgets": True, "clock": True,
-    }
-    components = {
-        "duplicate_refunded": RewardComponent(value=min(on_pair, amount) / amount, weight=0.7,
-                                              detail=f"{on_pair} of {amount} cents refunded on the duplicate"),
-        **_discipline(final, diff, allowed, "purchasing", gate),
-    }
-    return CheckResult(components=components, gate_failures=gate)
+# -- billing ------------------------------------------------------------------------------------------
+def _billing(ep: Episode) -> CheckResult:
+    world, found = ep.world, ep.found
+    pair, amount, customer = world.expected["duplicate_pair"], world.expected["amount_cents"], world.expected["customer_id"]
+    p_pay = {k[0]: p for k, p in _rows(ep.pristine, "payments").items()}
+    charges = [p_pay.get(i) for i in pair]
+    if any(c is None or c["kind"] != "charge" or c["amount_cents"] != amount or c["customer_id"] != customer
+           for c in charges) or len({(c["order_id"], c["day"]) for c in charges}) != 1:
+        raise RuntimeError("the start state's duplicate pair is not the seed's; generator and checks disagree")
+    ep.only({"payments"})
+    _clock(ep, may_advance=False)
+    _budgets(ep, None, 0)
+    for kind in ("removed", "changed"):
+        for change in ep.changes("payments")[kind]:
+            found.change("payments", kind, change[1] if kind == "changed" else change, "the goal touches no other payment")
+    on_pair = []
+    for row in ep.changes("payments")["added"]:
+        if row["kind"] != "refund" or row["refund_of"] not in pair:
+            found.change("payments", "added", row, "not a refund of the duplicate charge")
+            continue
+        charge = p_pay[row["refund_of"]]
+        if row["order_id"] != charge["order_id"] or row["customer_id"] != charge["customer_id"] or row["amount_cents"] < 1:
+            found.hard.append(f"refund {_show('payments', row)} does not match the charge it refunds")
+            continue
+        on_pair.append(row)
+    refunded = sum(r["amount_cents"] for r in on_pair)
+    if len({r["refund_of"] for r in on_pair}) > 1:
+        found.collateral.append(f"payments: refunds on both charges of the pair (refunds {[r['id'] for r in on_pair]} "
+                                f"of charges {[r['refund_of'] for r in on_pair]}): the goal asks for one full refund of the "
+                                "duplicate; the other charge is the order's own payment")
+    elif len(on_pair) > 1:
+        found.collateral.append(f"payments: the duplicate refunded in {len(on_pair)} pieces (refunds "
+                                f"{[r['id'] for r in on_pair]}): the goal asks for it to be refunded in full, once")
+    if refunded != amount:
+        found.gate.append(f"duplicate charge refunded {refunded} of {amount} cents")
+
+    def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
+        return None if arguments.get("payment_id") in pair else "not the duplicate charge"
+    _scope(ep, "billing", in_scope)
+    components = {"duplicate_refunded": RewardComponent(value=min(refunded, amount) / amount, weight=0.7,
+                                                        detail=f"{refunded} of {amount} cents refunded on the duplicate")}
+    return _result(ep, "purchasing", components)
 
 
 _BY_KIND = {"fulfil": _fulfil, "resource": _fulfil, "staff": _staff, "billing": _billing}
@@ -198,7 +624,12 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     pristine.deserialize(image)
     final = open_snapshot(str(final_state))
     try:
-        return _BY_KIND[world.kind](world, pristine, final, diff_states(pristine, final))
+        try:
+            found = Findings()
+            log = _replay(image, final, found)
+            return _BY_KIND[world.kind](Episode(world, pristine, final, diff_states(pristine, final), log, found))
+        except sqlite3.DatabaseError as exc:
+            raise UngradableState(f"the final database cannot be read: {exc}") from exc
     finally:
         final.close()
         pristine.close()

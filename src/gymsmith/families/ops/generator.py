@@ -221,7 +221,8 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     delayed_po = None
     if delayed:
         pid = targets_p[0]["id"]
-        shortfall = demand[pid] - sum(v for (w, p), v in stock.items() if p == pid)
+        # what the stock does not cover; at least one unit (extra stock in a second warehouse can cover it all)
+        shortfall = max(1, demand[pid] - sum(v for (w, p), v in stock.items() if p == pid))
         slow_sup = next(s for s in suppliers_by_product[pid] if s["lead_days"] > max_due[pid] and s["active"])
         delayed_po = b.add("purchase_orders", supplier_id=slow_sup["id"], product_id=pid, warehouse_id=warehouses[0],
                            quantity=shortfall, cost_cents=shortfall * slow_sup["unit_cost_cents"], placed_day=-3,
