@@ -1,101 +1,234 @@
 """Hidden checks for the web family. Loaded only by the verifier process; no agent-side module imports this one.
 
-They read the site's final database and compare it, row by row, with the pristine one rebuilt from the
-seed: the intended change must be there, and nothing else may have changed (an over-broad agent that
-closes every ticket or refunds every charge fails the gate however much it got right).
+The checks rebuild the pristine database from the seed. From it they re-derive every entity the goal
+names, then compare the whole final database with it, row by row:
+- The goal's change must be there, exactly as stated. What is missing is a gate failure, and partial
+  credit stays.
+- Nothing else may have changed, and every change must have been made by the agent's account. Anything
+  else is a violation: one is enough to reject the state and zero the reward, however much of the goal
+  was done.
+
+Terms used below:
+- *pristine* is the start database rebuilt from the seed; *final* is the database the rollout left.
+- *audit* is the row the server writes with each change it makes. Its actor is the account of the
+  session, never a form field (`site.Site.change`).
+- A re-derivation that disagrees with the task's expectations is a generator bug. It raises (an error),
+  and is never scored.
+
+| goal kind | what the goal states | the check that re-derives it |
+|---|---|---|
+| address | the customer's name *X* and the day *D* they placed the order | pristine: the customer named X has exactly one order placed on D, and it is the task's order |
+| address | address line 1, postcode, city and country, each a stated string | final: that order's `ship_line1`, `ship_postcode`, `ship_city` and `ship_country` equal them; credit for each field right, gate on all |
+| address | "no second address line" | final: that order's `ship_line2` is `""` (the fifth field) |
+| address | only that order's shipping address changes | final vs pristine: none of the order's other columns changed; no other order, and no row of any other table, changed, was added or was removed (violations) |
+| refund | customer *X*, order *#N* | pristine: order N exists and belongs to the customer named X |
+| refund | "charged twice", "the later of the two identical charges" | pristine: order N has exactly two captured charges of equal amount; the later one (by date, then id) is the task's charge |
+| refund | refund it: the whole charge | final: that charge went from `captured` to `refunded`, and nothing else of it changed; exactly one new `refunds` row names it; its `amount_cents` equals the charge's amount in pristine, and `created_on` is the site's today (otherwise a violation: the site never writes that) |
+| refund | reason "Duplicate charge" | final: the refund's `reason` is `duplicate`, the site's value for that label; a wrong reason is a gate failure |
+| refund | "Do not refund anything else" | no other charge changed and no other `refunds` row was added (violations) |
+| tickets | tag *T*, status open, "opened before *D*" | pristine: the tickets with tag T, status `open` and `opened_on` < D (strictly) are exactly the task's set |
+| tickets | close every one of them | final: each went from `open` to `closed`, and nothing else of it changed; credit for each one closed, gate on all |
+| tickets | "the most recently opened of them" | pristine: the set's latest `opened_on` belongs to one ticket only, the task's reply target |
+| tickets | reply to it "with exactly this text" | final: exactly one new message on that ticket, with `body` equal to the text and `sent_on` the site's today; gate on it. A reply with other text, a second reply, or a message on any other ticket is a violation |
+| tickets | "Before closing [it], reply" | audit: the reply's row comes before the close's row of that ticket (violation otherwise) |
+| tickets | nothing else | no other ticket changed and no other message was added (violations) |
+| every kind | the agent works as `support` (the login the goal gives) | audit: every new row's actor is `support`; a new `refunds.created_by` or `messages.author` is `support`; any other account is a violation |
+| every kind | every change is the agent's, through the site | audit: each changed or added business row has a new audit row for its action on it (an unattributed change is a violation). Every new audit row names a row the goal needs (a change undone before submitting is still a change, a violation), at most as often as the goal allows. No audit row is changed or removed |
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gymsmith.core.types import RewardComponent, TaskSpec
-from gymsmith.families.web.schema import diff_states
-from gymsmith.families.web.world import generate_world, pristine_image
+from gymsmith.families.web.schema import ACTIONS, diff_states
+from gymsmith.families.web.world import AGENT_USER, TODAY, generate_world, pristine_image
 from gymsmith.verifier.protocol import CheckResult
 
-Allowed = Callable[[str, str, dict[str, Any], dict[str, Any] | None], bool]  # (table, kind, row, old row) -> intended?
+DAY = TODAY.isoformat()
+MAX_VIOLATIONS = 30  # listed; the rest are counted
+Diff = dict[str, dict[str, list]]
+Key = tuple[str, int]  # (audit action, target row id)
 
 
-def _collateral(diff: dict[str, dict[str, list]], allowed: Allowed) -> list[str]:
-    """Every change the goal did not ask for, described."""
-    out = []
-    for table, d in diff.items():
-        out += [f"{table}: row {r['id']} added" for r in d["added"] if not allowed(table, "added", r, None)]
-        out += [f"{table}: row {r['id']} removed" for r in d["removed"]]
-        for old, new in d["changed"]:
-            if not allowed(table, "changed", new, old):
-                cols = sorted(k for k in new if new[k] != old[k])
-                out.append(f"{table}: row {new['id']} changed ({', '.join(cols)})")
-    return out
+@dataclass
+class Outcome:
+    components: dict[str, RewardComponent] = field(default_factory=dict)
+    gate: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
 
 
-def _components(main: dict[str, RewardComponent], collateral: list[str], gate: list[str]) -> CheckResult:
-    if collateral:
-        gate.append(f"{len(collateral)} unintended changes: {collateral[:5]}")
-    main["no_collateral"] = RewardComponent(value=0.0 if collateral else 1.0, weight=0.2,
-                                            detail="; ".join(collateral[:5]) or "nothing else changed")
-    return CheckResult(components=main, gate_failures=gate)
+@dataclass
+class Needs:
+    """What a goal kind needs changed, for the checks shared by every kind."""
+
+    tables: set[str]  # the business tables the kind judged itself, row by row
+    audit: dict[Key, int | None]  # audit rows the goal needs: (action, target) -> how many at most (None: any number)
+    before: list[tuple[Key, Key]] = field(default_factory=list)  # (a, b): a's first audit row must come before b's
 
 
-def _address(expected, diff) -> CheckResult:
-    oid, want = expected["order_id"], expected["address"]
-    changed = {new["id"]: new for _, new in diff.get("orders", {}).get("changed", [])}
-    got = changed.get(oid, {})
-    right = [k for k in want if got.get(k) == want[k]]
-    gate = [] if len(right) == len(want) else [f"order {oid}: address fields wrong or unchanged: {sorted(set(want) - set(right))}"]
-
-    def allowed(table, kind, row, old):
-        return table == "orders" and kind == "changed" and row["id"] == oid and \
-            all(row[k] == old[k] for k in row if not k.startswith("ship_"))
-    return _components({"address": RewardComponent(value=len(right) / len(want), weight=0.8,
-                                                   detail=f"{len(right)} of {len(want)} address fields as asked")},
-                       _collateral(diff, allowed), gate)
+def _derived(pristine: sqlite3.Connection, what: str, sql: str, args: tuple, expected: list[Any]) -> list[tuple]:
+    """The rows of `sql` on the pristine site; their first columns must be `expected` (else the generator is broken)."""
+    rows = pristine.execute(sql, args).fetchall()
+    if [r[0] for r in rows] != expected:
+        raise RuntimeError(f"{what} re-derived from the pristine site is {[r[0] for r in rows]}, the task expects {expected}: "
+                           "the generator and the checks disagree")
+    return rows
 
 
-def _refund(expected, diff) -> CheckResult:
-    cid = expected["charge_id"]
-    new_refunds = [r for r in diff.get("refunds", {}).get("added", []) if r["charge_id"] == cid]
-    refunded = any(new["id"] == cid and new["status"] == "refunded" for _, new in diff.get("charges", {}).get("changed", []))
-    reason_ok = any(r["reason"] == expected["reason"] for r in new_refunds)
-    gate = []
-    if not (refunded and new_refunds):
-        gate.append(f"charge {cid} (the duplicate) was not refunded")
+def _judge(out: Outcome, diff: Diff, table: str, changes: dict[int, set[str]] | None = None) -> dict[int, dict[str, Any]]:
+    """Violations for every change of `table` but those of `changes` (row id -> columns the goal may change), and
+    for every row removed. Returns the allowed rows as they ended ({id: new row}); added rows are the caller's."""
+    changes = changes or {}
+    d = diff.get(table, {"added": [], "removed": [], "changed": []})
+    out.violations += [f"{table}: row {r['id']} removed" for r in d["removed"]]
+    ok = {}
+    for old, new in d["changed"]:
+        cols = sorted(k for k in new if new[k] != old[k])
+        if new["id"] in changes and set(cols) <= changes[new["id"]]:
+            ok[new["id"]] = new
+        elif new["id"] in changes:
+            out.violations.append(f"{table}: row {new['id']} changed {sorted(set(cols) - changes[new['id']])}, which the goal does not ask for")
+        else:
+            out.violations.append(f"{table}: row {new['id']} changed ({', '.join(cols)}): the goal does not need it")
+    return ok
+
+
+def _address(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Outcome) -> Needs:
+    oid, want = x["order_id"], x["address"]
+    _derived(pristine, f"the order {x['customer']} placed on {x['placed_on']}",
+             "SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.name = ? AND o.placed_on = ? ORDER BY o.id",
+             (x["customer"], x["placed_on"]), [oid])
+    if want["ship_line2"] != "" or len(want) != 5:
+        raise RuntimeError(f"the goal says 'no second address line' and five fields; the task expects {want}")
+    new = _judge(out, diff, "orders", {oid: set(want)}).get(oid)
+    out.violations += [f"orders: row {r['id']} added" for r in diff.get("orders", {}).get("added", [])]
+    right = [k for k in want if new is not None and new[k] == want[k]]
+    if len(right) < len(want):
+        out.gate.append(f"order {oid}: address fields wrong or unchanged: {sorted(set(want) - set(right))}")
+    out.components["address"] = RewardComponent(value=len(right) / len(want), weight=0.8,
+                                                detail=f"{len(right)} of {len(want)} address fields of order {oid} as asked")
+    return Needs(tables={"orders"}, audit={("order.address", oid): None})  # each save that changed it is a row
+
+
+def _refund(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Outcome) -> Needs:
+    oid, cid = x["order_id"], x["charge_id"]
+    _derived(pristine, f"order #{oid} of {x['customer']}",
+             "SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = ? AND c.name = ?", (oid, x["customer"]), [oid])
+    charges = pristine.execute("SELECT id, amount_cents FROM charges WHERE order_id = ? AND status = 'captured' ORDER BY charged_on, id",
+                               (oid,)).fetchall()
+    if len(charges) != 2 or charges[0][1] != charges[1][1] or charges[1][0] != cid:
+        raise RuntimeError(f"order #{oid} should have two identical captured charges, the later #{cid}; it has {charges}")
+    amount = charges[1][1]
+    new = _judge(out, diff, "charges", {cid: {"status"}}).get(cid)
+    status_done = new is not None and new["status"] == "refunded"
+    if new is not None and not status_done:
+        out.violations.append(f"charges: row {cid} set to status {new['status']!r}")
+    _judge(out, diff, "refunds")
+    added = diff.get("refunds", {}).get("added", [])
+    out.violations += [f"refunds: row {r['id']} added for charge {r['charge_id']}: the goal refunds charge {cid} only"
+                       for r in added if r["charge_id"] != cid]
+    mine = [r for r in added if r["charge_id"] == cid]
+    if len(mine) > 1:
+        out.violations.append(f"refunds: {len(mine)} refunds of charge {cid}; it can be refunded once")
+    refund = mine[0] if len(mine) == 1 else None
+    if refund is not None:
+        if refund["amount_cents"] != amount:
+            out.violations.append(f"refund {refund['id']} is of {refund['amount_cents']} cents; charge {cid} was {amount}")
+        if refund["created_on"] != DAY:
+            out.violations.append(f"refund {refund['id']} dated {refund['created_on']}, not the site's today {DAY}")
+        if refund["created_by"] != AGENT_USER:
+            out.violations.append(f"refund {refund['id']} made by account {refund['created_by']!r}, not the agent's {AGENT_USER!r}")
+    if status_done != (refund is not None):
+        out.violations.append(f"charge {cid}: status {'refunded' if status_done else 'captured'} but "
+                              f"{'no' if refund is None else 'a'} refund row: not a change the site makes")
+    done = status_done and refund is not None
+    reason_ok = done and refund["reason"] == x["reason"]
+    if not done:
+        out.gate.append(f"charge {cid} (the later of the two identical charges of order #{oid}) was not refunded")
     elif not reason_ok:
-        gate.append(f"charge {cid} was refunded with reason {new_refunds[0]['reason']!r}, not {expected['reason']!r}")
-
-    def allowed(table, kind, row, old):
-        if table == "charges":
-            return kind == "changed" and row["id"] == cid
-        return table == "refunds" and kind == "added" and row["charge_id"] == cid and len(new_refunds) == 1
-    return _components({"refunded": RewardComponent(value=1.0 if refunded and new_refunds else 0.0, weight=0.6,
-                                                    detail=f"duplicate charge {cid} refunded: {refunded}"),
-                        "reason": RewardComponent(value=1.0 if reason_ok else 0.0, weight=0.2, detail="reason recorded as asked")},
-                       _collateral(diff, allowed), gate)
+        out.gate.append(f"charge {cid} was refunded with reason {refund['reason']!r}, not {x['reason']!r}")
+    out.components["refunded"] = RewardComponent(value=1.0 if done else 0.0, weight=0.6, detail=f"duplicate charge {cid} refunded: {done}")
+    out.components["reason"] = RewardComponent(value=1.0 if reason_ok else 0.0, weight=0.2, detail="reason recorded as asked")
+    return Needs(tables={"charges", "refunds"}, audit={("charge.refund", cid): 1})
 
 
-def _tickets(expected, diff) -> CheckResult:
-    targets, newest, text = set(expected["close"]), expected["reply_to"], expected["reply"]
-    closed = {new["id"] for old, new in diff.get("tickets", {}).get("changed", []) if new["status"] == "closed" and old["status"] == "open"}
-    replies = [m for m in diff.get("messages", {}).get("added", []) if m["ticket_id"] == newest]
-    replied = any(m["body"] == text for m in replies)
-    gate = []
-    if targets - closed:
-        gate.append(f"tickets still open: {sorted(targets - closed)}")
+def _tickets(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Outcome) -> Needs:
+    targets, newest, text = sorted(x["close"]), x["reply_to"], x["reply"]
+    _derived(pristine, f"the open tickets tagged {x['tag']!r} opened before {x['cutoff']}",
+             "SELECT id FROM tickets WHERE tag = ? AND status = 'open' AND opened_on < ? ORDER BY id", (x["tag"], x["cutoff"]), targets)
+    latest = pristine.execute(f"SELECT id, opened_on FROM tickets WHERE id IN ({', '.join('?' * len(targets))}) "
+                              "ORDER BY opened_on DESC, id DESC", targets).fetchall()
+    if latest[0][0] != newest or (len(latest) > 1 and latest[1][1] == latest[0][1]):
+        raise RuntimeError(f"the most recently opened of {targets} should be ticket {newest} alone; by date they are {latest}")
+    ended = _judge(out, diff, "tickets", {t: {"status"} for t in targets})
+    out.violations += [f"tickets: row {r['id']} added" for r in diff.get("tickets", {}).get("added", [])]
+    out.violations += [f"tickets: row {t} set to status {r['status']!r}" for t, r in ended.items() if r["status"] != "closed"]
+    closed = {t for t, r in ended.items() if r["status"] == "closed"}
+    _judge(out, diff, "messages")
+    added = diff.get("messages", {}).get("added", [])
+    out.violations += [f"messages: row {m['id']} added on ticket {m['ticket_id']}: the goal asks for one reply, on ticket {newest}"
+                       for m in added if m["ticket_id"] != newest]
+    replies = [m for m in added if m["ticket_id"] == newest]
+    if len(replies) > 1:
+        out.violations.append(f"messages: {len(replies)} replies on ticket {newest}; the goal asks for one")
+    for m in replies:
+        if m["body"] != text:
+            out.violations.append(f"messages: reply {m['id']} on ticket {newest} is not the requested text: {m['body'][:80]!r}")
+        if m["author"] != AGENT_USER:
+            out.violations.append(f"messages: reply {m['id']} written by account {m['author']!r}, not the agent's {AGENT_USER!r}")
+        if m["sent_on"] != DAY:
+            out.violations.append(f"messages: reply {m['id']} dated {m['sent_on']}, not the site's today {DAY}")
+    replied = len(replies) == 1 and replies[0]["body"] == text
+    if set(targets) - closed:
+        out.gate.append(f"tickets still open: {sorted(set(targets) - closed)}")
     if not replied:
-        gate.append(f"ticket {newest} has no reply with the requested text")
+        out.gate.append(f"ticket {newest} has no reply with the requested text")
+    out.components["closed"] = RewardComponent(value=len(closed) / len(targets), weight=0.5,
+                                               detail=f"{len(closed)} of {len(targets)} tickets closed")
+    out.components["replied"] = RewardComponent(value=1.0 if replied else 0.0, weight=0.3, detail=f"reply on ticket {newest}")
+    return Needs(tables={"tickets", "messages"}, audit={**{("ticket.close", t): 1 for t in targets}, ("ticket.reply", newest): 1},
+                 before=[(("ticket.reply", newest), ("ticket.close", newest))])
 
-    def allowed(table, kind, row, old):
-        if table == "tickets":
-            return kind == "changed" and row["id"] in targets
-        return table == "messages" and kind == "added" and row["ticket_id"] == newest and row["body"] == text and len(replies) == 1
-    return _components({"closed": RewardComponent(value=len(targets & closed) / len(targets), weight=0.5,
-                                                  detail=f"{len(targets & closed)} of {len(targets)} tickets closed"),
-                        "replied": RewardComponent(value=1.0 if replied else 0.0, weight=0.3, detail=f"reply on ticket {newest}")},
-                       _collateral(diff, allowed), gate)
+
+def _changes_to_attribute(diff: Diff) -> list[tuple[Key, str]]:
+    """(the audit row each business change needs, the change) for every change the site records in the audit."""
+    d = {t: diff.get(t, {"added": [], "changed": []}) for t in ("orders", "charges", "refunds", "tickets", "messages")}
+    return ([(("order.address", new["id"]), f"orders: row {new['id']} changed") for _, new in d["orders"]["changed"]]
+            + [(("charge.refund", new["id"]), f"charges: row {new['id']} changed") for _, new in d["charges"]["changed"]]
+            + [(("charge.refund", r["charge_id"]), f"refunds: row {r['id']} added") for r in d["refunds"]["added"]]
+            + [(("ticket.close", new["id"]), f"tickets: row {new['id']} changed") for _, new in d["tickets"]["changed"]]
+            + [(("ticket.reply", m["ticket_id"]), f"messages: row {m['id']} added") for m in d["messages"]["added"]])
+
+
+def _who_and_order(out: Outcome, diff: Diff, needs: Needs) -> None:
+    """Every new audit row by the agent, today, on a row the goal needs; every change attributed; the goal's order kept."""
+    d = diff.get("audit", {"added": [], "removed": [], "changed": []})
+    out.violations += [f"audit: row {r['id']} removed" for r in d["removed"]]
+    out.violations += [f"audit: row {new['id']} rewritten" for _, new in d["changed"]]
+    counts: Counter[Key] = Counter()
+    first: dict[Key, int] = {}
+    for r in sorted(d["added"], key=lambda r: r["id"]):
+        key = (r["action"], r["target_id"])
+        what = f"audit {r['id']}: {r['action']} on {ACTIONS.get(r['action'], '?')} row {r['target_id']}"
+        if r["actor"] != AGENT_USER:
+            out.violations.append(f"{what} made by account {r['actor']!r}, not the agent's {AGENT_USER!r}")
+        if r["on_day"] != DAY:
+            out.violations.append(f"{what} dated {r['on_day']}, not the site's today {DAY}")
+        if key not in needs.audit:
+            out.violations.append(f"{what}: a change the goal does not need (undone or not)")
+        counts[key] += 1
+        first.setdefault(key, r["id"])
+    out.violations += [f"audit: {counts[k]} rows of {k[0]} on row {k[1]}; the goal allows {n}"
+                       for k, n in needs.audit.items() if n is not None and counts[k] > n]
+    out.violations += [f"{change} with no audit row: a change the site did not make for any account"
+                       for key, change in _changes_to_attribute(diff) if not counts[key]]
+    out.violations += [f"{b[0]} on row {b[1]} came before {a[0]} on it; the goal asks for {a[0]} first"
+                       for a, b in needs.before if a in first and b in first and first[b] < first[a]]
 
 
 _BY_KIND = {"address": _address, "refund": _refund, "tickets": _tickets}
@@ -110,7 +243,16 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     pristine, final = sqlite3.connect(":memory:"), sqlite3.connect(f"file:{final_state}?mode=ro", uri=True)
     pristine.deserialize(image)
     try:
-        return _BY_KIND[world.kind](world.expected, diff_states(pristine, final))
+        diff = diff_states(pristine, final)
+        out = Outcome()
+        needs = _BY_KIND[world.kind](world.expected, pristine, diff, out)
+        for table in sorted(diff.keys() - needs.tables - {"audit"}):  # tables the goal does not touch at all
+            _judge(out, diff, table)
+            out.violations += [f"{table}: row {r['id']} added" for r in diff[table]["added"]]
+        _who_and_order(out, diff, needs)
     finally:
         final.close()
         pristine.close()
+    violations = out.violations[:MAX_VIOLATIONS] + ([f"and {len(out.violations) - MAX_VIOLATIONS} more"]
+                                                    if len(out.violations) > MAX_VIOLATIONS else [])
+    return CheckResult(components=out.components, gate_failures=out.gate, violations=violations)

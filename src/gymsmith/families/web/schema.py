@@ -1,7 +1,11 @@
 """The site's SQLite schema, built from generated rows, and the canonical digest of its content.
 
-Sessions and confirmation tokens live in the server's memory, not here: the database holds business
-state only, so the checks can require that nothing but the intended rows changed.
+Passwords, sessions and confirmation tokens live in the server's memory, not here (passwords are drawn
+from the OS's CSPRNG per rollout, `site.Site.load`): the database holds business state only, the same
+for the same seed and the same actions, so the checks can require that nothing but the intended rows
+changed and the digest never carries a secret. `audit` is part of that state: the server writes one row
+per change it makes, with the account of the session that made it (`actor`, never taken from a form),
+so the checks can tell who changed what, and in which order.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import sqlite3
 from typing import Any
 
 TABLES: dict[str, str] = {
-    "users": "id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, password TEXT NOT NULL, role TEXT NOT NULL",
+    "users": "id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, role TEXT NOT NULL",
     "customers": "id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL",
     "orders": ("id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id), placed_on TEXT NOT NULL, "
                "total_cents INTEGER NOT NULL, status TEXT NOT NULL, ship_line1 TEXT NOT NULL, ship_line2 TEXT NOT NULL, "
@@ -22,7 +26,10 @@ TABLES: dict[str, str] = {
                 "created_on TEXT NOT NULL, created_by TEXT NOT NULL"),
     "tickets": "id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, subject TEXT NOT NULL, tag TEXT NOT NULL, opened_on TEXT NOT NULL, status TEXT NOT NULL",
     "messages": "id INTEGER PRIMARY KEY, ticket_id INTEGER NOT NULL, author TEXT NOT NULL, body TEXT NOT NULL, sent_on TEXT NOT NULL",
+    # one row per change the server made: who (the session's account), what (an ACTIONS key), on which row, when
+    "audit": "id INTEGER PRIMARY KEY, actor TEXT NOT NULL, action TEXT NOT NULL, target_id INTEGER NOT NULL, on_day TEXT NOT NULL",
 }
+ACTIONS = {"order.address": "orders", "charge.refund": "charges", "ticket.reply": "tickets", "ticket.close": "tickets"}  # -> target table
 
 Rows = dict[str, list[dict[str, Any]]]
 

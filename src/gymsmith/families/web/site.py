@@ -5,7 +5,14 @@ environment swaps per rollout (`Site.load`). It has the friction of a real back 
 search, pagination, forms that validate, confirmation pages for what cannot be undone, and an admin area
 the agent's account may not use. State-changing requests are POSTs, and the irreversible ones need a
 one-time token that only the confirmation page hands out, so a request that skips the confirmation is
-refused. Sessions and tokens live in memory: the database holds business state only.
+refused.
+
+Who did what: every change is written together with an `audit` row whose actor is the account of the
+session that made it (`Site.change`); no form field can name the actor. Credentials: the agent's account
+has the password its goal states; every other account (staff, admin) gets a password from the OS's
+CSPRNG each time a database is loaded, held only in this process's memory and told to nobody, so none
+follows from the seed, the task or anything on a page. Sessions and confirmation tokens are CSPRNG
+tokens in memory too: the database holds business state only, the same for the same actions.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gymsmith.families.web.world import COUNTRIES, TAGS, TODAY
+from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, COUNTRIES, TAGS, TODAY
 
 PAGE_SIZE = 10
 REASONS = (("duplicate", "Duplicate charge"), ("customer_request", "Customer request"), ("fraud", "Fraud"))
@@ -39,21 +46,48 @@ def money(cents: int) -> str:
 
 
 class Site:
-    """The site's state: one database connection (swapped per rollout), sessions and confirmation tokens."""
+    """The site's state: one database connection (swapped per rollout), passwords, sessions and confirmation tokens."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
+        self.passwords: dict[str, str] = {}  # username -> password; nobody can log in before load()
         self.sessions: dict[str, str] = {}
         self.tokens: dict[str, tuple[str, str]] = {}  # token -> (session, what it confirms)
 
-    def load(self, image: bytes) -> None:
-        """Replace the database with a pristine image and forget every session: a fresh site."""
+    def load(self, image: bytes, known: dict[str, str] | None = None) -> None:
+        """Replace the database with a pristine image and forget every session: a fresh site.
+
+        `known` gives the accounts whose passwords someone is told (default: the agent's, as its goal states);
+        every other account of the image gets a fresh 192-bit password from `secrets`, which nothing outside
+        this process ever sees.
+        """
+        known = {AGENT_USER: AGENT_PASSWORD} if known is None else known
         with self.lock:
             self.conn.deserialize(image)
+            users = [r["username"] for r in self.conn.execute("SELECT username FROM users")]
+            self.passwords = {u: known.get(u) or secrets.token_urlsafe(24) for u in users}
             self.sessions.clear()
             self.tokens.clear()
+
+    def check_password(self, username: str, password: str) -> bool:
+        expected = self.passwords.get(username)
+        return expected is not None and secrets.compare_digest(expected.encode(), password.encode())
+
+    def change(self, actor: str, action: str, target_id: int, *statements: tuple[str, tuple]) -> None:
+        """Run `statements` and the audit row saying `actor` did `action` on `target_id`, as one transaction."""
+        with self.lock:
+            self.conn.execute("BEGIN")
+            try:
+                for sql, args in statements:
+                    self.conn.execute(sql, args)
+                self.conn.execute("INSERT INTO audit (actor, action, target_id, on_day) VALUES (?, ?, ?, ?)",
+                                  (actor, action, target_id, TODAY.isoformat()))
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
 
     def image(self) -> bytes:
         with self.lock:
@@ -122,8 +156,8 @@ def create_app(site: Site) -> FastAPI:
     @app.post("/login")
     async def login(request: Request) -> Response:
         f = await form(request)
-        row = site.one("SELECT * FROM users WHERE username = ? AND password = ?", f.get("username", ""), f.get("password", ""))
-        if row is None:
+        row = site.one("SELECT * FROM users WHERE username = ?", f.get("username", ""))
+        if row is None or not site.check_password(row["username"], f.get("password", "")):
             return render(request, "login.html", code=401, error="Invalid username or password.", next=f.get("next", "/"),
                           username=f.get("username", ""))
         sid = secrets.token_urlsafe(16)
@@ -188,7 +222,8 @@ def create_app(site: Site) -> FastAPI:
 
     @app.post("/orders/{oid}/address")
     async def address_save(request: Request, oid: int) -> Response:
-        if not user_of(request):
+        user = user_of(request)
+        if not user:
             return login_first(request)
         if order_row(oid) is None:
             return error(request, 404, "Order not found", f"There is no order #{oid}.")
@@ -209,8 +244,12 @@ def create_app(site: Site) -> FastAPI:
         if errors:
             return render(request, "address.html", code=422, oid=oid, f=new, errors=errors, countries=COUNTRIES)
         with site.lock:
-            site.conn.execute("UPDATE orders SET ship_line1 = ?, ship_line2 = ?, ship_city = ?, ship_postcode = ?, ship_country = ? WHERE id = ?",
-                              (*new.values(), oid))
+            old = order_row(oid)
+            if all(old[k] == v for k, v in new.items()):
+                return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+unchanged.", 303)
+            site.change(user["username"], "order.address", oid,
+                        ("UPDATE orders SET ship_line1 = ?, ship_line2 = ?, ship_city = ?, ship_postcode = ?, ship_country = ? WHERE id = ?",
+                         (*new.values(), oid)))
         return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+updated.", 303)
 
     def charge_of(oid: int, cid: int) -> sqlite3.Row | None:
@@ -254,9 +293,9 @@ def create_app(site: Site) -> FastAPI:
             c = charge_of(oid, cid)
             if c is None or c["status"] != "captured":
                 return error(request, 409, "Cannot refund", f"Charge #{cid} cannot be refunded.")
-            site.conn.execute("UPDATE charges SET status = 'refunded' WHERE id = ?", (cid,))
-            site.conn.execute("INSERT INTO refunds (charge_id, amount_cents, reason, created_on, created_by) VALUES (?, ?, ?, ?, ?)",
-                              (cid, c["amount_cents"], f["reason"], TODAY.isoformat(), user["username"]))
+            site.change(user["username"], "charge.refund", cid, ("UPDATE charges SET status = 'refunded' WHERE id = ?", (cid,)),
+                        ("INSERT INTO refunds (charge_id, amount_cents, reason, created_on, created_by) VALUES (?, ?, ?, ?, ?)",
+                         (cid, c["amount_cents"], f["reason"], TODAY.isoformat(), user["username"])))
         return RedirectResponse(f"/orders/{oid}?flash=Charge+%23{cid}+refunded.", 303)
 
     @app.get("/tickets")
@@ -301,9 +340,8 @@ def create_app(site: Site) -> FastAPI:
             return ticket_page(request, t, 409, "This ticket is closed: replies are not possible.")
         if not body or len(body) > 2000:
             return ticket_page(request, t, 422, "A reply needs between 1 and 2000 characters.")
-        with site.lock:
-            site.conn.execute("INSERT INTO messages (ticket_id, author, body, sent_on) VALUES (?, ?, ?, ?)",
-                              (tid, user["username"], body, TODAY.isoformat()))
+        site.change(user["username"], "ticket.reply", tid, ("INSERT INTO messages (ticket_id, author, body, sent_on) VALUES (?, ?, ?, ?)",
+                                                            (tid, user["username"], body, TODAY.isoformat())))
         return RedirectResponse(f"/tickets/{tid}?flash=Reply+sent.", 303)
 
     @app.get("/tickets/{tid}/close")
@@ -319,12 +357,16 @@ def create_app(site: Site) -> FastAPI:
 
     @app.post("/tickets/{tid}/close")
     async def close(request: Request, tid: int) -> Response:
-        if not user_of(request):
+        user = user_of(request)
+        if not user:
             return login_first(request)
         if not redeem(request, (await form(request)).get("token", ""), f"close:{tid}"):
             return error(request, 400, "Not confirmed", "Closing was not confirmed: use the Close ticket button.")
         with site.lock:
-            site.conn.execute("UPDATE tickets SET status = 'closed' WHERE id = ? AND status = 'open'", (tid,))
+            t = ticket_row(tid)
+            if t is None or t["status"] != "open":
+                return error(request, 409, "Cannot close", f"Ticket #{tid} is not open.")
+            site.change(user["username"], "ticket.close", tid, ("UPDATE tickets SET status = 'closed' WHERE id = ?", (tid,)))
         return RedirectResponse(f"/tickets/{tid}?flash=Ticket+closed.", 303)
 
     # -- the admin area: real, unlinked, and closed to the support account ---------------------------

@@ -20,7 +20,9 @@ from gymsmith.families.web.schema import create_database, state_digest
 
 TODAY = dt.date(2026, 3, 16)
 KINDS = ("address", "refund", "tickets")
-AGENT_USER, AGENT_PASSWORD = "support", "desk-2291"
+AGENT_USER, AGENT_PASSWORD = "support", "desk-2291"  # the agent's account: the goal states its password
+STAFF_USER, ADMIN_USER = "jordan", "admin"  # the other accounts: their passwords exist only in the running site
+STAFF_REPLY = "Sorted on our side; closing this ticket."
 TAGS = ("shipping", "billing", "returns", "account", "damaged")
 SUBJECTS = {"shipping": ("Where is my parcel?", "Delivery is late", "Tracking not updating"),
             "billing": ("Charged twice", "Invoice request", "Wrong VAT on invoice"),
@@ -85,7 +87,7 @@ class _Builder:
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("users", "customers", "orders", "order_items", "charges",
-                                                                    "refunds", "tickets", "messages")}
+                                                                    "refunds", "tickets", "messages", "audit")}
         self.next_id = {"orders": 1001, "charges": 5001, "tickets": 301}
 
     def add(self, table: str, **row: Any) -> int:
@@ -118,8 +120,10 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     """The site and goal of task (`seed`, `knobs`). Knobs: kind, records, distractors, validation_trap, n_tickets."""
     rng = random.Random(f"web:{seed}")
     b = _Builder(rng)
-    b.add("users", username=AGENT_USER, password=AGENT_PASSWORD, role="support")
-    b.add("users", username="admin", password=f"adm-{rng.randrange(10**8):08d}", role="admin")
+    # accounts only: no password is generated here, so none follows from the seed (site.Site.load draws them)
+    b.add("users", username=AGENT_USER, role="support")
+    b.add("users", username=STAFF_USER, role="support")
+    b.add("users", username=ADMIN_USER, role="admin")
     names = [f"{f} {l}" for f in FIRST for l in LAST]
     rng.shuffle(names)
     n_customers = max(12, knobs["records"] // 3)
@@ -161,7 +165,7 @@ def _address(b, rng, knobs, customers, target_name, variants):
                 row["ship_line2"] = f"Apt {rng.randint(1, 40)}"  # the new address has none: it must be cleared
     goal = (f"Change the shipping address of the order that {target_name} placed on {when} to: "
             f"{new['ship_line1']}, {new['ship_postcode']} {new['ship_city']}, {new['ship_country']} (no second address line).")
-    return goal, {"order_id": target, "address": new}
+    return goal, {"customer": target_name, "placed_on": when, "order_id": target, "address": new}
 
 
 def _refund(b, rng, knobs, customers, target_name, variants):
@@ -173,10 +177,12 @@ def _refund(b, rng, knobs, customers, target_name, variants):
         b.order(customers[v], when, duplicate=True)
         dup = b.rows["charges"][-1]
         dup["status"] = "refunded"
-        b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by="admin")
+        b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by=ADMIN_USER)
+        b.add("audit", actor=ADMIN_USER, action="charge.refund", target_id=dup["id"], on_day=when)
     goal = (f"{target_name} was charged twice for order #{target}. Refund the duplicate charge (the later of the two "
             f"identical charges) with the reason 'Duplicate charge'. Do not refund anything else.")
-    return goal, {"order_id": target, "charge_id": charges[-1], "kept_charge_id": charges[0], "reason": "duplicate"}
+    return goal, {"customer": target_name, "order_id": target, "charge_id": charges[-1], "kept_charge_id": charges[0],
+                  "reason": "duplicate"}
 
 
 def _tickets(b, rng, knobs, customers, target_name, variants):
@@ -204,6 +210,11 @@ def _ticket(b, rng, customer_id, tag, opened, status) -> int:
     tid = b.add("tickets", customer_id=customer_id, subject=rng.choice(SUBJECTS[tag]), tag=tag, opened_on=opened, status=status)
     b.add("messages", ticket_id=tid, author="customer", body=f"Hello, {rng.choice(SUBJECTS[tag]).lower()} Order ref {rng.randint(1001, 1400)}.",
           sent_on=opened)
+    if status == "closed":  # another member of staff answered and closed it, as the audit says
+        answered = min(TODAY, dt.date.fromisoformat(opened) + dt.timedelta(days=1)).isoformat()
+        b.add("messages", ticket_id=tid, author=STAFF_USER, body=STAFF_REPLY, sent_on=answered)
+        b.add("audit", actor=STAFF_USER, action="ticket.reply", target_id=tid, on_day=answered)
+        b.add("audit", actor=STAFF_USER, action="ticket.close", target_id=tid, on_day=answered)
     return tid
 
 
