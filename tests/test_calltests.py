@@ -203,3 +203,34 @@ def test_the_decoder_rejects_anything_but_the_protocol():
                 b'[' * 100000, b'\xff\n', b'{"test": 0}\n{"slot": 0, "v": {"q": []}}\n',
                 b'{"test": 0}\n{"slot": 0, "v": {"s": [{"l": []}]}}\n'):
         assert read_stream(bad, [1]).status is StreamStatus.MALFORMED, bad[:60]
+
+
+LEAVE_BEHIND = MODULE + '''
+import ctypes, os
+for d in ("/tmp", "/workspace", "/dev", "/dev/shm"):
+    try:
+        open(os.path.join(d, "answers"), "w").write("42")
+    except OSError:
+        pass
+for name in ("null", "urandom"):
+    try:
+        os.unlink("/dev/" + name)
+    except OSError:
+        pass
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.shmget(4242, 4096, 0o1666)  # a SysV shared memory segment, key 4242, IPC_CREAT
+'''
+LOOK = MODULE.replace("    return 2 * x", """    import ctypes, os
+    found = [d for d in ("/tmp", "/workspace", "/dev", "/dev/shm") if os.path.exists(os.path.join(d, "answers"))]
+    found += ["shm"] if ctypes.CDLL(None).shmget(4242, 0, 0) >= 0 else []
+    found += [] if os.path.exists("/dev/null") else ["no /dev/null"]
+    return 2 * x + len(found)""")
+
+
+def test_nothing_one_run_leaves_reaches_the_next(runner, reference):
+    """Rollouts verified one after another by the same server (e.g. a GRPO group) cannot pass each other
+    answers, or sabotage each other, through files, devices or shared memory."""
+    verdicts(runner, reference, LEAVE_BEHIND)
+    v = verdicts(runner, reference, LOOK)
+    assert "test_double" in passed(v), v.reasons["tests/test_mod.py::test_double"]
+    assert passed(verdicts(runner, reference, MODULE)) == ALL_BUT_CANARY

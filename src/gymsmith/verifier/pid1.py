@@ -44,3 +44,72 @@ def reap():
             return
         if pid == 0:
             return
+
+
+# -- a private world for each job's process -------------------------------------------------------------------
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC = 0x10000000, 0x00020000, 0x08000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 4096, 0x4000, 1 << 18, 2
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def private_world(tmp_mb=32):
+    """Give this process (before any code under test runs in it) its own user, mount and IPC namespaces with
+    fresh, empty /tmp, /workspace, /dev and /dev/shm, then drop every capability.
+
+    Every place the sandbox lets a process write is then private to this job: nothing one rollout's code
+    leaves (files, shared memory, message queues, semaphores) can be seen by the next rollout verified by the
+    same server, and nothing it deletes is missing there. The mounts cannot be undone: without capabilities
+    they cannot be unmounted here, and in any namespace the code makes itself they are locked to it.
+    Raises OSError when the kernel refuses (the server then fails to start a job rather than run it shared).
+    """
+    import ctypes
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result, what):
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    uid, gid = os.getuid(), os.getgid()
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as f:
+            f.write(text)
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    size = f"size={tmp_mb}m,mode=1777".encode()
+    check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /tmp")
+    if os.path.isdir("/workspace"):
+        check(libc.mount(b"tmpfs", b"/workspace", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /workspace")
+    # a fresh /dev holding only the harmless devices, bound from the old one
+    os.mkdir("/tmp/.dev")
+    check(libc.mount(b"/dev", b"/tmp/.dev", None, MS_BIND | MS_REC, None), "bind /dev")
+    check(libc.mount(b"tmpfs", b"/dev", b"tmpfs", MS_NOSUID, b"size=1m,mode=755"), "mount /dev")
+    for name in DEVICES:
+        if os.path.exists(f"/tmp/.dev/{name}"):
+            open(f"/dev/{name}", "w").close()
+            check(libc.mount(f"/tmp/.dev/{name}".encode(), f"/dev/{name}".encode(), None, MS_BIND, None), f"bind /dev/{name}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /dev/shm")
+    check(libc.umount2(b"/tmp/.dev", MNT_DETACH), "unmount the old /dev")
+    os.rmdir("/tmp/.dev")
+    # no capability left in this namespace: the mounts above stay as they are
+    check(libc.capset(struct.pack("II", 0x20080522, 0), bytes(24)), "drop capabilities")
+
+
+def world_works():
+    """Can a job's process get its private world here? Asked once when a server starts: if not, the server is
+    not ready (an infrastructure failure), rather than failing every job as if the code under test had crashed."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            private_world()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0

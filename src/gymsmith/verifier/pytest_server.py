@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pid1 import kill_others, set_dumpable  # noqa: E402 - mounted next to this file
+from pid1 import kill_others, private_world, set_dumpable, world_works  # noqa: E402 - mounted next to this file
 
 sys.path.pop(0)
 
@@ -54,6 +54,7 @@ class Collector:
 
 def run_child(job, write_fd):
     os.setpgid(0, 0)
+    private_world()  # before the code under test: nothing it writes outlives this job
     set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
@@ -156,6 +157,10 @@ def main():
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     out = sys.stdout
+    if not world_works():
+        out.write(json.dumps({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc)"}) + "\n")
+        out.flush()
+        return
     out.write(json.dumps({"ready": True, "pytest": pytest.__version__}) + "\n")
     out.flush()
     for line in sys.stdin:

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pid1 import kill_others, set_dumpable  # noqa: E402 - mounted next to this file
+from pid1 import kill_others, private_world, set_dumpable, world_works  # noqa: E402 - mounted next to this file
 
 sys.path.pop(0)
 
@@ -33,6 +33,7 @@ sys.path.pop(0)
 # -- the child: runs beside the code under test ------------------------------------------------------
 def child(group, job_dir, w):
     os.setpgid(0, 0)
+    private_world()  # before the code under test: nothing it writes outlives this job
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -187,6 +188,10 @@ def main():
     gc.freeze()
     sys.dont_write_bytecode = True
     out = sys.stdout
+    if not world_works():
+        out.write(json.dumps({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc)"}) + "\n")
+        out.flush()
+        return
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     for line in sys.stdin:
