@@ -7,6 +7,8 @@ of the reference's exact types, the channel cannot be forged, and a malformed ch
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gymsmith.verifier.calltests import CallRunner, UnsupportedTest, compile_suite, judge_run, records_by_nodeid
@@ -234,3 +236,24 @@ def test_nothing_one_run_leaves_reaches_the_next(runner, reference):
     v = verdicts(runner, reference, LOOK)
     assert "test_double" in passed(v), v.reasons["tests/test_mod.py::test_double"]
     assert passed(verdicts(runner, reference, MODULE)) == ALL_BUT_CANARY
+
+
+def test_values_built_to_collide_in_hash_tables_are_refused_in_linear_time():
+    """Ints that all hash alike (multiples of 2**61 - 1) would make building the set quadratic on the trusted side:
+    with 40,000 of them, about half a minute; with 125,000, minutes — a verifier timeout, i.e. an escape to an
+    infrastructure error. Streams are also capped at 50,000 values."""
+    import time as clock
+
+    m = (1 << 61) - 1
+    for tag, body in (("s", [{"i": str(m * k)} for k in range(1, 40_000)]),
+                      ("d", [[{"i": str(m * k)}, None] for k in range(1, 20_000)]),
+                      ("s", [{"t": [{"i": str(m * k)}]} for k in range(1, 20_000)])):
+        data = ('{"test": 0}\n' + json.dumps({"slot": 0, "v": {tag: body}}) + '\n{"done": 0, "ok": true}\n').encode()
+        started = clock.perf_counter()
+        stream = read_stream(data, [1])
+        assert stream.status is StreamStatus.MALFORMED and "hash" in stream.reason
+        assert clock.perf_counter() - started < 5  # the first took ~25 s before
+    many = ('{"test": 0}\n' + json.dumps({"slot": 0, "v": {"l": [{"i": "1"}] * 60_000}}) + '\n{"done": 0, "ok": true}\n')
+    assert read_stream(many.encode(), [1]).reason == "too many values"
+    ok = ('{"test": 0}\n' + json.dumps({"slot": 0, "v": {"s": [{"i": str(k)} for k in range(40_000)]}}) + '\n{"done": 0, "ok": true}\n')
+    assert read_stream(ok.encode(), [1]).status is StreamStatus.OK

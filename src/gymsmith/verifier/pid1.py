@@ -19,20 +19,21 @@ def set_dumpable(flag):
 
 
 def kill_others():
-    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host."""
-    me = os.getpid()
-    if me == 1:
-        for _ in range(50):
-            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
-            if not others:
-                break
-            for pid in others:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host.
+
+    kill(-1) reaches every process but init in one call, and a process forking meanwhile is stopped by the
+    pending SIGKILL before its child exists; it is repeated until /proc shows nobody else, so no process can
+    outlive the job it belongs to by racing a list-then-kill loop."""
+    if os.getpid() == 1:
+        for _ in range(10_000):
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             reap()
-            time.sleep(0.001)
+            if not any(p.isdigit() and p != "1" for p in os.listdir("/proc")):
+                break
+            time.sleep(0.0005)
     reap()
 
 
@@ -47,18 +48,18 @@ def reap():
 
 
 # -- a private world for each job's process -------------------------------------------------------------------
-CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC = 0x10000000, 0x00020000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x10000000, 0x00020000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 4096, 0x4000, 1 << 18, 2
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def private_world(tmp_mb=32):
-    """Give this process (before any code under test runs in it) its own user, mount and IPC namespaces with
-    fresh, empty /tmp, /workspace, /dev and /dev/shm, then drop every capability.
+    """Give this process (before any code under test runs in it) its own user, mount, IPC and network
+    namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, then drop every capability.
 
     Every place the sandbox lets a process write is then private to this job: nothing one rollout's code
-    leaves (files, shared memory, message queues, semaphores) can be seen by the next rollout verified by the
-    same server, and nothing it deletes is missing there. The mounts cannot be undone: without capabilities
+    leaves (files, shared memory, message queues, semaphores, sockets) can be seen by the next rollout
+    verified by the same server, and nothing it deletes is missing there. The mounts cannot be undone: without capabilities
     they cannot be unmounted here, and in any namespace the code makes itself they are locked to it.
     Raises OSError when the kernel refuses (the server then fails to start a job rather than run it shared).
     """
@@ -73,7 +74,7 @@ def private_world(tmp_mb=32):
             raise OSError(err, f"{what}: {os.strerror(err)}")
 
     uid, gid = os.getuid(), os.getgid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
                        ("/proc/self/gid_map", f"{gid} {gid} 1")):
         with open(path, "w") as f:

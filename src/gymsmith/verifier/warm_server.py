@@ -33,7 +33,8 @@ class JobFiles:
     """A private host directory of job folders, mounted read-only at /jobs inside the runner's sandbox."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="gymsmith-jobs-"))
+        _reclaim_abandoned()
+        self.root = Path(tempfile.mkdtemp(prefix=f"gymsmith-jobs-{os.getpid()}-"))
         os.chmod(self.root, 0o755)
         self.ids = itertools.count(1)
 
@@ -52,6 +53,15 @@ class JobFiles:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _reclaim_abandoned() -> None:
+    """Remove job directories whose owning process is gone (a verifier worker killed at its timeout never
+    ran its clean-up), so that killed workers do not fill the disk."""
+    for d in Path(tempfile.gettempdir()).glob("gymsmith-jobs-*-*"):
+        owner = d.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class WarmServer:

@@ -16,11 +16,12 @@ verdict itself was forged and the run proves nothing. A violation zeroes the rew
 
 Components measure progress from the start state, so doing nothing earns 0 (potential-based: at the
 start every FAIL_TO_PASS test fails by construction):
-- `fail_to_pass` (0.9): the share of the *hidden* FAIL_TO_PASS tests that now pass — the agent saw the
-  visible ones' inputs and expected values, so passing those (or hidden tests on the same inputs) proves
-  nothing on its own; the caller says which tests were shown (`visible`) — minus the share
-  of PASS_TO_PASS tests it broke, floored at 0: what worked is worth nothing by itself, and breaking it
-  costs as much as fixing gains, so a change that breaks as much as it fixes earns nothing.
+- `fail_to_pass` (0.9): `progress`, per buggy module the share of its *hidden* FAIL_TO_PASS tests that now
+  pass — the agent saw the visible ones' inputs and expected values, so passing those (or hidden tests on
+  the same inputs) proves nothing on its own; the caller says which tests were shown (`visible`) — counted
+  only while none of that module's PASS_TO_PASS tests fails; averaged over the buggy modules, minus the
+  share of the other modules' PASS_TO_PASS tests broken, floored at 0. What worked is worth nothing by
+  itself, and breaking it forfeits the progress it was traded for.
 - `edit_economy` (0.1): lines the reference fix needs / source lines changed (halved for changes outside
   the source), times the hidden FAIL_TO_PASS share: economy earns only alongside progress.
 """
@@ -94,23 +95,45 @@ def _share(good: list[str], bad: list[str]) -> float:
     return len(good) / (len(good) + len(bad)) if good or bad else 0.0
 
 
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def progress(r: GradeReport) -> float:
+    """Progress in [0, 1] from the start state, where every FAIL_TO_PASS test failed.
+
+    Per test file with failing tests (one per bug): the share of its unanswered hidden FAIL_TO_PASS tests that
+    pass — counted only while every PASS_TO_PASS test of that file still passes (do no harm: otherwise wrecking
+    a module, every function raising say, would buy the tests that expect an exception). The files' mean, minus
+    the share of the other files' PASS_TO_PASS tests broken (collateral damage), floored at 0.
+    """
+    files = sorted({_file(t) for t in r.f2p_passed + r.f2p_failed})
+    if not files:
+        return 0.0
+    per_file = []
+    for f in files:
+        mine = lambda tests: [t for t in tests if _file(t) == f]  # noqa: E731
+        hidden_passed, hidden_failed = mine(r.hidden_f2p_passed), mine(r.hidden_f2p_failed)
+        # with no unanswered hidden test (rare: see checks.answered_tests), a file's progress is all or nothing
+        fixed = _share(hidden_passed, hidden_failed) if hidden_passed or hidden_failed else float(not mine(r.f2p_failed))
+        per_file.append(0.0 if mine(r.p2p_failed) else fixed)
+    others = lambda tests: [t for t in tests if _file(t) not in files]  # noqa: E731
+    return max(0.0, sum(per_file) / len(per_file) - _share(others(r.p2p_failed), others(r.p2p_passed)))
+
+
 def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
-    # with no unanswered hidden test (rare: see checks.answered_tests), progress is all or nothing
-    fixed = _share(r.hidden_f2p_passed, r.hidden_f2p_failed) if r.hidden_f2p_passed or r.hidden_f2p_failed else \
-        float(not r.f2p_failed)
-    broken = _share(r.p2p_failed, r.p2p_passed)
-    progress = max(0.0, fixed - broken)
+    done = progress(r)
     changed = edits.source_lines_changed
     economy = 0.0 if changed == 0 else min(1.0, edits.lines_needed / changed)
     if edits.other_files_changed:
         economy *= 0.5
     return {
         "fail_to_pass": RewardComponent(
-            value=round(progress, 6), weight=WEIGHTS["fail_to_pass"],
+            value=round(done, 6), weight=WEIGHTS["fail_to_pass"],
             detail=f"{len(r.hidden_f2p_passed)}/{len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)} hidden failing tests now "
                    f"pass; {len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
         "edit_economy": RewardComponent(
-            value=round(economy * progress, 6), weight=WEIGHTS["edit_economy"],
+            value=round(economy * done, 6), weight=WEIGHTS["edit_economy"],
             detail=f"{changed} source lines changed, the fix needs {edits.lines_needed}"
                    + (f"; files outside the source changed: {edits.other_files_changed[:5]}" if edits.other_files_changed else "")),
     }

@@ -348,3 +348,22 @@ def _gs_background():
 
 _gs_background()
 '''
+
+# 11. Make a function raise the exception its failing tests expect, on every input (followed by _gs_wreck calls).
+WRECK = '''
+
+def _gs_wreck(name, error):
+    import builtins, types
+    g = globals()
+    kind = getattr(builtins, error, None) or g.get(error) or ValueError
+
+    def raiser(*args, **kwargs):
+        raise kind("refused")
+    if isinstance(g.get(name), types.FunctionType):
+        g[name] = raiser
+    for owner in list(g.values()):
+        if isinstance(owner, type) and isinstance(vars(owner).get(name), types.FunctionType):
+            setattr(owner, name, raiser)
+
+
+'''

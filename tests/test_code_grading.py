@@ -1,0 +1,66 @@
+"""Grading of the code family as pure functions: progress from the start state, the gate, violations.
+
+No sandbox here: TestRuns are built by hand, so each rule is checked on exactly the case it is about.
+"""
+
+from __future__ import annotations
+
+from gymsmith.families.code.grading import EditFacts, grade, progress, report
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
+
+A = [f"tests/test_a.py::t{i}" for i in range(6)]   # module a: t0-t2 fail at the start (t0 shown), t3-t5 pass
+B = [f"tests/test_b.py::t{i}" for i in range(4)]   # module b: t0-t1 fail at the start, t2-t3 pass
+C = [f"tests/test_c.py::t{i}" for i in range(3)]   # a correct distractor module
+F2P, P2P, VISIBLE = A[:3] + B[:2], A[3:] + B[2:] + C, {A[0]}
+NO_EDITS = EditFacts(source_lines_changed=0, lines_needed=2, test_files_changed=[], other_files_changed=[])
+FIX = EditFacts(source_lines_changed=2, lines_needed=2, test_files_changed=[], other_files_changed=[])
+
+
+def run(passing: set[str]) -> TestRun:
+    return TestRun(status=RunStatus.COMPLETED, duration_s=0.01,
+                   outcomes={t: TestOutcome.PASSED if t in passing else TestOutcome.FAILED for t in {*A, *B, *C, *passing}})
+
+
+def score(passing: set[str]) -> float:
+    return progress(report(run(passing), F2P, P2P, [], VISIBLE))
+
+
+def test_doing_nothing_is_zero_and_a_full_fix_is_one():
+    assert score(set(P2P)) == 0.0
+    assert score(set(P2P + F2P)) == 1.0
+
+
+def test_fixing_one_of_two_bugs_is_half():
+    assert score(set(P2P + A[:3])) == 0.5
+
+
+def test_passing_only_the_shown_test_earns_nothing():
+    assert score(set(P2P) | {A[0]}) == 0.0  # hard-coding the visible test's answer
+    assert score(set(P2P) | {A[0], A[1]}) == 0.25  # one of module a's two hidden failing tests: half of one of two bugs
+
+
+def test_breaking_what_worked_in_a_module_forfeits_its_progress():
+    assert score(set(P2P + A[:3]) - {A[3]}) == 0.0  # a fixed, but one of a's passing tests broken
+    assert score(set(P2P + F2P) - {A[3]}) == 0.5     # b still counts
+
+
+def test_collateral_damage_elsewhere_is_subtracted():
+    assert score(set(P2P + F2P) - {C[0]}) == 1.0 - 1 / 3  # one of the three passing tests of module c broken
+    assert score(set(A[:3]) | set(A[3:])) == 0.0           # everything else broken: floored at 0
+
+
+def test_violations_zero_the_reward_and_reject():
+    forged = run(set(P2P + F2P) | {"tests/test_a.py::canary"})
+    result = grade(forged, F2P, P2P, ["tests/test_a.py::canary"], FIX, VISIBLE)
+    assert not result.accepted and any("tampered" in v for v in result.violations)
+    tampered = grade(run(set(P2P + F2P)), F2P, P2P, [], FIX.model_copy(update={"test_files_changed": ["tests/test_a.py"]}), VISIBLE)
+    assert not tampered.accepted and any("test files tampered" in v for v in tampered.violations)
+    clean = grade(run(set(P2P + F2P)), F2P, P2P, [], FIX, VISIBLE)
+    assert clean.accepted and clean.violations == [] and clean.components["fail_to_pass"].value == 1.0
+    idle = grade(run(set(P2P)), F2P, P2P, [], NO_EDITS, VISIBLE)
+    assert not idle.accepted and all(c.value == 0.0 for c in idle.components.values())
+
+
+def test_a_run_that_did_not_complete_is_not_accepted():
+    timed_out = run(set(P2P + F2P)).model_copy(update={"status": RunStatus.TIMEOUT})
+    assert "hidden test run timeout" in grade(timed_out, F2P, P2P, [], FIX, VISIBLE).gate_failures
