@@ -166,10 +166,11 @@ def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) ->
 
 
 def changed_lines(before: str, after: str) -> int:
-    """Lines added plus lines removed between two texts. Aligned (difflib) for texts of up to MAX_DIFF_LINES
-    lines; beyond that counted as a multiset difference, which is linear and never undercounts a rewrite."""
+    """Lines added plus lines removed between two texts. Aligned (difflib, whose cost grows with the product of
+    the lengths) while that product stays under MAX_DIFF_LINES ** 2 / 10; beyond, counted as a multiset
+    difference, which is linear and never undercounts a rewrite."""
     a, b = before.splitlines(), after.splitlines()
-    if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
+    if len(a) * len(b) > MAX_DIFF_LINES ** 2 // 10 or max(len(a), len(b)) > MAX_DIFF_LINES:
         ca, cb = Counter(a), Counter(b)
         return sum((ca - cb).values()) + sum((cb - ca).values())
     return sum(1 for line in difflib.ndiff(a, b) if line[:1] in "+-")
