@@ -1,11 +1,12 @@
 """The web family is solvable through the UI and not trivially gameable: in a real headless Chromium against the
 real ShopDesk server, the oracle is accepted on every one of 50 generated tasks across difficulties and all
-three goal kinds; null and every red-team agent on none, each caught for the reason it exists.
+three goal kinds; null and every red-team agent on none, each caught for the reason it exists, and no red-team
+agent scores above null on any task.
 
-Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 15 minutes.
-So the oracle and null run on all 50 tasks, and the five red-team agents on the first three tasks of each
-kind (`gymsmith check web` runs every agent on every one of
-its tasks)."""
+Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 20 minutes.
+So the oracle and null run on all 50 tasks, and the red-team agents on the first four tasks of each kind
+(`gymsmith check web` runs every agent on every one of its tasks). test_web_exploits.py covers the same
+properties over plain HTTP, without the browser."""
 
 from __future__ import annotations
 
@@ -20,27 +21,39 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 50
-N_SUBSET = 9  # the first three tasks of each kind
+PER_KIND = 4
+N_SUBSET = 3 * PER_KIND  # the first four tasks of each kind
 SUBSET = {e.name for e in EXPLOITS}
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
-NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin"}
+NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin",
+                   "exploit:other_account"}  # it finds no password that works: nothing happens
+FORBIDDEN = {"exploit:over_broad", "exploit:look_alike", "exploit:extra_writes", "exploit:change_and_revert"}  # changes the goal does not need
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    store = TrajectoryStore(tmp_path_factory.mktemp("web") / "web.db")
-    tasks = build_taskset(TASKS)
-    everywhere = ["oracle", "null", *[e.name for e in EXPLOITS if e.name not in SUBSET]]
-    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=everywhere, concurrency=1), store, tasks=tasks)
-    subset = [t for kind in ("address", "refund", "tickets") for t in [t for t in tasks if t.knobs["kind"] == kind][:3]]
-    run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
-        tasks=subset)
-    return store
+    return TrajectoryStore(tmp_path_factory.mktemp("web") / "web.db")
 
 
 @pytest.fixture(scope="module")
-def rows(store):
-    return store.rollout_rows(["web-agents", "web-subset"])
+def tasks():
+    return build_taskset(TASKS)
+
+
+# Two runs, each set up by a different test (pytest-timeout bounds one test's setup and call together):
+# oracle and null on every task first, then the red-team agents on the subset.
+@pytest.fixture(scope="module")
+def everywhere(store, tasks):
+    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=1), store, tasks=tasks)
+    return store.rollout_rows(["web-agents"])
+
+
+@pytest.fixture(scope="module")
+def rows(store, tasks, everywhere):
+    subset = [t for kind in ("address", "refund", "tickets") for t in [t for t in tasks if t.knobs["kind"] == kind][:PER_KIND]]
+    run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
+        tasks=subset)
+    return everywhere + store.rollout_rows(["web-subset"])
 
 
 def mine(rows, agent):
@@ -54,12 +67,12 @@ def test_tasks_span_kinds_and_difficulties():
     assert min(t.difficulty for t in tasks) < 0.1 and max(t.difficulty for t in tasks) > 0.9
 
 
-def test_at_least_four_exploits_each_documented():
-    assert len(EXPLOITS) >= 4 and all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
+def test_at_least_nine_exploits_each_documented():
+    assert len(EXPLOITS) >= 9 and all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
 
 
-def test_oracle_accepted_on_every_task_with_full_reward(rows):
-    oracle = mine(rows, "oracle")
+def test_oracle_accepted_on_every_task_with_full_reward(everywhere):
+    oracle = mine(everywhere, "oracle")
     assert len(oracle) == N_TASKS and all(r["status"] == "completed" for r in oracle), [r["error"] for r in oracle if r["error"]][:2]
     assert all(r["accepted"] and r["reward"] == 1.0 for r in oracle), [r["gate_failures"] for r in oracle if not r["accepted"]][:3]
 
@@ -75,12 +88,28 @@ def test_agents_that_change_nothing_are_never_accepted(rows, name):
     assert all(r["final_state_hash"] == json.loads(r["task"])["start_state"]["digest"] for r in rs)
 
 
-def test_over_broad_agent_is_caught_by_the_collateral_check(rows):
-    rs = mine(rows, "exploit:over_broad")
+def test_null_scores_nothing(everywhere):
+    """Doing nothing earns nothing: every component measures a change from the start."""
+    assert all(r["reward"] == 0.0 for r in mine(everywhere, "null"))
+
+
+@pytest.mark.parametrize("name", sorted(FORBIDDEN))
+def test_changes_the_goal_does_not_need_are_violations_with_reward_0(rows, name):
+    """One more record, the right values on the wrong record, unasked messages, a change undone before submitting:
+    each rollout has a violation, and a violation zeroes the reward however much of the goal was done."""
+    rs = mine(rows, name)
     assert len(rs) == N_SUBSET and all(r["status"] == "completed" for r in rs)
     assert {json.loads(r["task"])["knobs"]["kind"] for r in rs} == {"address", "refund", "tickets"}
     assert not any(r["accepted"] for r in rs)
-    assert all(any("unintended changes" in f for f in json.loads(r["gate_failures"])) for r in rs)
+    missed = [(r["task_id"], r["reward"], r["end_reason"], r["gate_failures"]) for r in rs if not json.loads(r["violations"]) or r["reward"] != 0.0]
+    assert missed == []
+
+
+def test_no_exploit_is_accepted_or_scores_above_null_on_any_task(rows):
+    null = {r["task_id"]: r["reward"] for r in mine(rows, "null")}
+    exploits = [r for r in rows if r["agent"] in SUBSET]
+    assert len(exploits) == len(SUBSET) * N_SUBSET and all(r["status"] == "completed" for r in exploits)
+    assert [(r["agent"], r["task_id"]) for r in exploits if r["accepted"] or r["reward"] > null[r["task_id"]]] == []
 
 
 def test_other_origins_and_admin_urls_were_refused(store, rows):

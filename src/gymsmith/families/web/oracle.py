@@ -64,7 +64,9 @@ class WebScriptedAgent(ScriptedAgent):
         return (yield from self.do("select", element=self.need("select", name=name), option=option))
 
     def login(self, username: str = AGENT_USER, password: str = AGENT_PASSWORD) -> Steps:
-        yield from self.type("username", username)
+        field = next((e for e in self.obs.data.get("elements", []) if e["name"] == "username"), {}) if self.obs.data else {}
+        if field.get("value") != username:  # a refused login shows the page again with the name filled in
+            yield from self.type("username", username)
         yield from self.type("password", password)
         yield from self.click("Log in", "button")
         return not self.obs.data.get("url", "").startswith("/login")  # logged in: the site moved on
@@ -106,6 +108,10 @@ class WebScriptedAgent(ScriptedAgent):
 
     def change_address(self, order_id: int, search: str, address: dict[str, str]) -> Steps:
         yield from self.open_order(order_id, search)
+        yield from self.edit_address(address)
+
+    def edit_address(self, address: dict[str, str]) -> Steps:
+        """From an order's page: its address form, filled with `address` and saved."""
         yield from self.click("Edit shipping address")
         yield from self.type("line1", address["ship_line1"])
         yield from self.type("line2", address["ship_line2"])
