@@ -111,7 +111,7 @@ class Action(BaseModel):
         if isinstance(self.arguments, str):
             return self.arguments
         try:
-            return json.dumps(self.arguments, sort_keys=True, default=repr)
+            return json.dumps(self.arguments, sort_keys=True, ensure_ascii=False, default=repr)
         except (ValueError, TypeError, RecursionError) as exc:
             return f"[arguments not representable as JSON: {type(exc).__name__}]"
 

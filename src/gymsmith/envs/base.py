@@ -40,7 +40,8 @@ from gymsmith.core.types import (
 )
 
 # -- what an agent can send, and what it gets back (docs/episodes.md) ----------------------------------
-MAX_ARGUMENTS_CHARS = 262_144  # raw JSON text of one call's arguments (a dict is measured as its JSON would be)
+MAX_ARGUMENTS_CHARS = 262_144  # raw JSON text of one call's arguments (a dict is measured as its JSON text would be,
+# non-ASCII characters unescaped: `Action.arguments_text`, which is what a trajectory stores)
 MAX_ARGUMENT_DEPTH = 8  # nesting of objects and arrays; the arguments object itself is level 1
 MAX_JSON_INTEGER = 2**63 - 1  # no integer beyond +-this passes, whatever a schema says (SQLite's range)
 DEFAULT_MAX_STRING = 10_000  # what `bounded_schema` gives a string, number, array or object left unbounded
@@ -296,7 +297,7 @@ def _normalise(value: Any, path: tuple[Any, ...], budget: list[int]) -> Any:
             return int(value)  # JSON Schema counts 1.0 as an integer; tools get an int
         return value
     if isinstance(value, str):
-        budget[0] -= len(value) + 2
+        budget[0] -= _json_length(value) if len(value) < budget[0] else len(value)
         if budget[0] < 0:
             raise _Refused(f"the arguments are larger than {MAX_ARGUMENTS_CHARS} characters of JSON")
         return _check_text(value, path)
@@ -305,7 +306,9 @@ def _normalise(value: Any, path: tuple[Any, ...], budget: list[int]) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise _Refused(f"{_where(path)}: the key {preview(key)} is not a string")
-            budget[0] -= len(key) + 4
+            budget[0] -= (_json_length(key) if len(key) < budget[0] else len(key)) + 2
+            if budget[0] < 0:
+                raise _Refused(f"the arguments are larger than {MAX_ARGUMENTS_CHARS} characters of JSON")
             _check_text(key, (*path, key))
             out[key] = _normalise(item, (*path, key), budget)
             if budget[0] < 0:
@@ -320,6 +323,16 @@ def _normalise(value: Any, path: tuple[Any, ...], budget: list[int]) -> Any:
                 raise _Refused(f"the arguments are larger than {MAX_ARGUMENTS_CHARS} characters of JSON")
         return out_list
     raise _Refused(f"{_where(path)}: a {type(value).__name__} is not a JSON value")
+
+
+def _json_length(text: str) -> int:
+    """Characters of `text` as a JSON string (quotes and escapes included, non-ASCII unescaped)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text) + 2
+    try:
+        return len(json.dumps(text, ensure_ascii=False))
+    except UnicodeError:  # a lone surrogate: refused by _check_text right after
+        return len(text) + 2
 
 
 def _parse_int(text: str) -> int:
