@@ -20,6 +20,7 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,70 +108,84 @@ class TreeSnapshot:
         return "; ".join(self.problems[:5]) + more
 
 
-def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
-    """Walk `root` without recursion limits, links followed or special files opened, bounded in depth, entries
-    and bytes; copy regular files (read-only), directories and symlinks to `copy_to` when given. Never raises
-    for what is in the tree: anything that cannot be copied faithfully is a problem in the result."""
-    snap = TreeSnapshot()
-    stack: list[tuple[str, str, int]] = [(str(root), "", 0)]  # (host directory, relative path, depth)
-    entries = size = 0
+def walk_bounded(root: Path, problems: list[str], rel_root: str = "") -> Iterator[tuple[os.DirEntry, str, os.stat_result, int]]:
+    """(entry, path relative to the repository, lstat, depth) of everything under `root`, without recursion,
+    following no link and opening nothing; `.git` and caches skipped. Bounded: a name that is not UTF-8, a path
+    over MAX_PATH_BYTES, a directory deeper than MAX_TREE_DEPTH or more than MAX_TREE_ENTRIES entries is added to
+    `problems` and not walked into (the walk stops at the entry limit). Never raises for what is in the tree."""
+    stack: list[tuple[str, str, int]] = [(str(root), rel_root, 0)]  # (host directory, relative path, depth)
+    entries = 0
     while stack:
         directory, rel_dir, depth = stack.pop()
         try:
             with os.scandir(directory) as it:
                 listing = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            snap.problems.append(f"{rel_dir or '.'}: cannot be listed ({exc.strerror})")
+            problems.append(f"{preview(rel_dir or '.')}: cannot be listed ({exc.strerror})")
             continue
         for entry in listing:
-            name = entry.name
-            if name in SKIPPED:
+            if entry.name in SKIPPED:
                 continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 rel.encode("utf-8")
             except UnicodeEncodeError:
-                snap.problems.append(f"{preview(os.fsencode(rel))}: the name is not UTF-8")
+                problems.append(f"{preview(os.fsencode(rel))}: the name is not UTF-8")
                 continue
             entries += 1
             if entries > MAX_TREE_ENTRIES:
-                snap.problems.append(f"more than {MAX_TREE_ENTRIES} files and directories")
-                return snap
+                problems.append(f"more than {MAX_TREE_ENTRIES} files and directories")
+                return
             if len(os.fsencode(rel)) > MAX_PATH_BYTES:
-                snap.problems.append(f"{preview(rel)}: a path longer than {MAX_PATH_BYTES} bytes")
+                problems.append(f"{preview(rel)}: a path longer than {MAX_PATH_BYTES} bytes")
                 continue
-            target = os.path.join(copy_to, rel) if copy_to is not None else None
             try:
                 st = entry.stat(follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    link = os.readlink(entry.path)
-                    snap.entries[rel] = f"<symlink to {link}>"
-                    if target:
-                        os.symlink(link, target)
-                elif stat.S_ISDIR(st.st_mode):
-                    if depth + 1 >= MAX_TREE_DEPTH:
-                        snap.problems.append(f"{preview(rel)}: directories nested deeper than {MAX_TREE_DEPTH} levels")
-                        continue
-                    if target:
-                        os.mkdir(target)
-                    stack.append((entry.path, rel, depth + 1))
-                elif stat.S_ISREG(st.st_mode):
-                    size += st.st_size
-                    if size > MAX_TREE_BYTES:
-                        snap.problems.append(f"the files hold more than {MAX_TREE_BYTES >> 20} MiB")
-                        return snap
-                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                    with os.fdopen(fd, "rb") as fh:
-                        data = fh.read(MAX_TREE_BYTES + 1)
-                    snap.entries[rel] = _diff_text(data)
-                    if target:
-                        with open(target, "wb") as out:
-                            out.write(data)
-                        os.chmod(target, 0o444)
-                else:
-                    snap.problems.append(f"{preview(rel)} is {_special(st.st_mode)}")
             except OSError as exc:
-                snap.problems.append(f"{preview(rel)}: cannot be read ({exc.strerror or exc})")
+                problems.append(f"{preview(rel)}: cannot be read ({exc.strerror or exc})")
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if depth + 1 >= MAX_TREE_DEPTH:
+                    problems.append(f"{preview(rel)}: directories nested deeper than {MAX_TREE_DEPTH} levels")
+                    continue
+                stack.append((entry.path, rel, depth + 1))
+            yield entry, rel, st, depth
+
+
+def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
+    """Read `root` by `walk_bounded`: each regular file's diff text, links described, and (with `copy_to`) a copy
+    of the regular files (read-only), directories and symlinks. Anything that cannot be copied faithfully (a
+    special file, what the walk refuses, more than MAX_TREE_BYTES of files) is a problem in the result."""
+    snap = TreeSnapshot()
+    size = 0
+    for entry, rel, st, _ in walk_bounded(root, snap.problems):
+        target = os.path.join(copy_to, rel) if copy_to is not None else None
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                link = os.readlink(entry.path)
+                snap.entries[rel] = f"<symlink to {link}>"
+                if target:
+                    os.symlink(link, target)
+            elif stat.S_ISDIR(st.st_mode):
+                if target:
+                    os.mkdir(target)
+            elif stat.S_ISREG(st.st_mode):
+                size += st.st_size
+                if size > MAX_TREE_BYTES:
+                    snap.problems.append(f"the files hold more than {MAX_TREE_BYTES >> 20} MiB")
+                    break
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as fh:
+                    data = fh.read(MAX_TREE_BYTES + 1)
+                snap.entries[rel] = _diff_text(data)
+                if target:
+                    with open(target, "wb") as out:
+                        out.write(data)
+                    os.chmod(target, 0o444)
+            else:
+                snap.problems.append(f"{preview(rel)} is {_special(st.st_mode)}")
+        except OSError as exc:
+            snap.problems.append(f"{preview(rel)}: cannot be read ({exc.strerror or exc})")
     return snap
 
 
@@ -286,8 +301,17 @@ class CodeEnvironment(ToolEnvironment):
         return target
 
     def _tool_list_files(self, path: str = ".") -> Observation:
-        files = self.sandbox.list_files(path)
-        return Observation(text="\n".join(files) or "(no files)", data={"files": files})
+        base = self.sandbox.resolve(path)
+        if not base.is_dir():
+            raise NotADirectoryError(path)
+        root = os.path.realpath(self.workspace.path)
+        rel_root = "" if str(base) == root else os.path.relpath(base, root)
+        problems: list[str] = []
+        files = sorted(rel for _, rel, st, _ in walk_bounded(base, problems, rel_root) if not stat.S_ISDIR(st.st_mode))
+        text = "\n".join(files) or "(no files)"
+        if problems:
+            text += f"\n[listing incomplete: {'; '.join(problems[:3])}]"
+        return Observation(text=text, data={"files": files})
 
     def _tool_read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> Observation:
         self._regular(path)
@@ -373,14 +397,21 @@ class CodeEnvironment(ToolEnvironment):
 
     # -- state ------------------------------------------------------------------------------------
     def state_hash(self) -> str:
-        """The workspace's digest (`repo.state_digest`). A tree that digest cannot walk (too deep, paths too long,
-        names that are not UTF-8) gets a digest of what the bounded walk saw instead, so this never raises."""
+        """The workspace's digest (`repo.state_digest`). A tree the bounded walk finds problems in (too deep, too
+        many entries, paths too long, names that are not UTF-8, special files), or that digest cannot walk, gets a
+        digest of what the bounded walk saw instead: this never raises, and its cost is bounded."""
         assert self.workspace is not None, "reset() must be called first"
-        try:
-            return state_digest(self.workspace.path)
-        except (OSError, RecursionError, UnicodeError) as exc:
-            snap = snapshot_tree(self.workspace.path)
-            return content_hash(["unwalkable", type(exc).__name__, snap.entries, snap.problems], length=32)
+        problems: list[str] = []
+        for _ in walk_bounded(self.workspace.path, problems):  # a cheap look first: is the tree one to walk?
+            if problems:
+                break
+        if not problems:
+            try:
+                return state_digest(self.workspace.path)
+            except (OSError, RecursionError, UnicodeError) as exc:
+                problems.append(type(exc).__name__)
+        snap = snapshot_tree(self.workspace.path)
+        return content_hash(["bounded walk", snap.entries, snap.problems], length=32)
 
     def final_state(self, directory: Path) -> FinalState:
         assert self.workspace is not None, "reset() must be called first"
