@@ -227,6 +227,9 @@ class WebEnvironment(ToolEnvironment):
         before = self.page.url
         if self.page.go_back() is None and self.page.url == before:
             return RULE, "there is no previous page to go back to"
+        if not self.page.url.startswith(self.server.origin + "/"):  # before the first page: the blank start page
+            self.page.go_forward()
+            return RULE, "there is no previous page of the site to go back to"
         return None
 
     # -- state ------------------------------------------------------------------------------------
