@@ -24,6 +24,7 @@ SCHEMA = pa.schema([
     ("final_state_hash", pa.string()), ("fingerprint", pa.string()), ("error", pa.string()), ("end_reason", pa.string()),
     ("end_detail", pa.string()), ("package_version", pa.string()),
     ("started_at", pa.float64()), ("finished_at", pa.float64()), ("gate_failures", pa.list_(pa.string())),
+    ("violations", pa.list_(pa.string())),
     ("final_diff", pa.string()),
     ("components", pa.list_(COMPONENT)), ("steps", pa.list_(STEP)),
 ])
@@ -47,8 +48,9 @@ def export_parquet(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
                 by_comps[c["rollout_id"]].append({"name": c["name"], "value": c["value"], "weight": c["weight"]})
     records = []
     for r in rows:
-        rec = {f.name: r.get(f.name) for f in SCHEMA if f.name not in ("gate_failures", "components", "steps")}
+        rec = {f.name: r.get(f.name) for f in SCHEMA if f.name not in ("gate_failures", "violations", "components", "steps")}
         rec["gate_failures"] = json.loads(r["gate_failures"])
+        rec["violations"] = json.loads(r["violations"] or "[]")
         rec["components"] = by_comps[r["rollout_id"]]
         rec["steps"] = by_steps[r["rollout_id"]]
         records.append(rec)
