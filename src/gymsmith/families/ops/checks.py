@@ -8,7 +8,8 @@ Outcomes. `gate_failures` say the goal is not (fully) reached; partial credit fr
 counts. `violations` say the agent did something forbidden; any one of them rejects the state and makes
 the reward 0 under every policy (`verifier.policies.apply_policy`):
 - ``collateral change: ...``: a change the goal does not need (a row of another customer, a spare shift,
-  a unit bought beyond the need, an out-of-scope call even if its effect was later undone);
+  a unit bought beyond the fewest any plan needs, the clock past the last due day, a refund of an amount
+  the goal does not state, an out-of-scope call even if its effect was later undone);
 - ``hard constraint: ...``: a business rule broken, or records that do not add up (stock against orders and
   purchase orders, spend against purchase orders and shifts, refunds against charges);
 - ``<category> budget exceeded``;
@@ -24,7 +25,11 @@ fulfil,    the orders: "every pending order due on or before     targets = P ord
 resource   day H", and no others                                 (must equal the seed's expectation); any change to another
                                                                  order, and any logged call naming one (allocate, release,
                                                                  capture, ship), is collateral, even when undone later
-           each shipped no later than its due date               F status shipped and shipped_day <= P due_day (gate)
+           each shipped no later than its due date               F status shipped and shipped_day <= P due_day (gate). A
+                                                                 target shipped later has failed: it earns no `on_time` and
+                                                                 no `handled` credit (gate: "shipped after their due day");
+                                                                 `handled` counts a target shipped on time, or allocated
+                                                                 while F clock <= its due day (it can still ship on time)
            a target row changes only by being handled            F order equals P but for status, warehouse_id, shipped_day;
                                                                  allocated/shipped rows name a warehouse (hard constraint)
            "fully paid" before shipping                          per shipped order: charges - refunds >= total (hard rule);
@@ -40,9 +45,17 @@ resource   day H", and no others                                 (must equal the
                                                                  unit cost, arrival = placed + lead days, status matches the
                                                                  clock). Bound on units, per product: the agent's purchases
                                                                  not cancelled, plus units still on order from before the
-                                                                 task, may not exceed what the oracle's plan (rebuilt from
-                                                                 the seed) buys: that plan ships every target on time within
-                                                                 the budget, so more is not needed whatever plan the agent
+                                                                 task, may not exceed the FEWEST units any valid plan buys:
+                                                                 `planning.fewest_units` on P (every assignment of the
+                                                                 product's targets to one warehouse each, stock available =
+                                                                 on_hand - reserved, a unit needed by order k bought from an
+                                                                 active supplier with lead_days <= k's due day); the checks
+                                                                 verify that P's budget (with the delayed order's money
+                                                                 back) pays for every product's minimum at once and that no
+                                                                 earlier purchase order arrives in time, so the bound is the
+                                                                 minimum of every plan that ships all targets on time within
+                                                                 the budget, and reachable (the oracle buys exactly it). Any
+                                                                 unit beyond it is collateral, whatever plan the agent
                                                                  follows. The excess is the agent's only up to what it bought
                                                                  (an untouched delayed order alone is no violation). A
                                                                  needed product's purchase placed and cancelled is allowed
@@ -54,7 +67,13 @@ resource   day H", and no others                                 (must equal the
            "purchasing budget remaining X; do not exceed it"     F purchasing spent - P spent = cost of the purchases kept -
                                                                  cost of the P purchase orders cancelled (hard constraint),
                                                                  and F spent <= limit (budget exceeded otherwise)
-           today is day 0; time may pass while stock arrives     only clock.day changes, forward; nothing else in clock
+           today is day 0; time may pass while stock arrives     only clock.day changes, forward; nothing else in clock.
+           (and no further)                                      F day <= D = the latest P due_day of the targets
+                                                                 (collateral otherwise). Every plan that reaches the goal is
+                                                                 done by D: each target ships by its due day <= D, and a
+                                                                 purchase it needs arrives by then. A later purchase arrival
+                                                                 is never needed; so no order outside the goal (all due after
+                                                                 the horizon >= D) can pass its due day on the agent's clock
 staff      the week: days 0-6, every (day, warehouse) of         needs = P shift_needs (must equal the seed's expectation)
            shift_needs
            "at least staff_needed people" per slot               F count of 8-hour shifts per (day, warehouse) >= need (gate)
@@ -74,8 +93,11 @@ billing    the customer (by order, e-mail or exact name) and     the duplicate p
            "the duplicate charge", with its amount and date      customer, same day and amount (must agree with the seed);
                                                                  the two are identical, so the goal cannot tell them apart:
                                                                  a refund of either one is accepted
-           "refund it in full"                                   the one refund on the pair has amount = the charge's amount
-                                                                 (less: gate, partial credit; more: hard rule)
+           "refund it in full"                                   every refund row on the pair has amount = the charge's amount:
+                                                                 any other amount can never become the goal (a second refund
+                                                                 is itself collateral), so a refund of less is collateral
+                                                                 (reward 0, no partial credit); more is a hard rule (the
+                                                                 tools refuse it); no refund at all: gate
            "once"                                                exactly one refund row on the pair: two or more (in pieces,
                                                                  or split across both charges) is collateral
            the refund goes to that charge, order and customer    refund_of is a charge of the pair, and the refund row's
@@ -109,7 +131,7 @@ from typing import Any
 from gymsmith.core.errors import UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.envs.base import ToolRefusal
-from gymsmith.families.ops import tools
+from gymsmith.families.ops import planning, tools
 from gymsmith.families.ops.env import pristine_image
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
 from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key, state_digest
@@ -354,6 +376,33 @@ def _result(ep: Episode, category: str, components: dict[str, RewardComponent]) 
 
 
 # -- fulfil / resource --------------------------------------------------------------------------------
+def _fewest_units(ep: Episode, due_orders: list[dict[str, Any]], suppliers: dict[int, dict[str, Any]],
+                  p_pos: dict[tuple, dict[str, Any]], delayed_id: int | None) -> dict[int, int]:
+    """Per product of the due orders, the fewest units any valid plan buys, from the pristine database.
+
+    `planning.fewest_units` ignores the budget and purchase orders placed before the task; both are checked
+    here to make no difference on this task (otherwise the generator and the checks disagree): the budget
+    (with the delayed order's money back, as the goal says to cancel it) pays for every product's minimum at
+    once, and no earlier purchase order that is still open arrives by its product's last due day.
+    """
+    available = {key: row["on_hand"] - row["reserved"] for key, row in _rows(ep.pristine, "inventory").items()}
+    warehouses = [k[0] for k in _rows(ep.pristine, "warehouses")]
+    plans = planning.fewest_units(due_orders, warehouses, available, suppliers.values())
+    limit, spent = ep.pristine.execute("SELECT limit_cents, spent_cents FROM budgets WHERE category = 'purchasing'").fetchone()
+    freed = p_pos[(delayed_id,)]["cost_cents"] if delayed_id is not None and (delayed_id,) in p_pos else 0
+    if sum(plan.cost_cents for plan in plans.values()) > limit - spent + freed:
+        raise RuntimeError("the purchasing budget does not pay for the fewest units the due orders need; "
+                           "generator and checks disagree")
+    last_due: dict[int, int] = {}
+    for o in due_orders:
+        last_due[o["product_id"]] = max(last_due.get(o["product_id"], o["due_day"]), o["due_day"])
+    for po in p_pos.values():
+        if po["status"] in ("open", "delayed") and po["arrival_day"] <= last_due.get(po["product_id"], -1):
+            raise RuntimeError(f"purchase order {po['id']} from before the task arrives in time for a due order; "
+                               "generator and checks disagree")
+    return {pid: plan.units for pid, plan in plans.items()}
+
+
 def _fulfil(ep: Episode) -> CheckResult:
     world, found = ep.world, ep.found
     horizon = world.expected["horizon_day"]
@@ -365,6 +414,12 @@ def _fulfil(ep: Episode) -> CheckResult:
     ep.only({"orders", "payments", "inventory", "purchase_orders", "budgets", "clock"})
     _clock(ep, may_advance=True)
     today = ep.final.execute("SELECT day FROM clock").fetchone()[0]
+    last_due = max(p_orders[(t,)]["due_day"] for t in targets)
+    if today > last_due:  # every plan that reaches the goal is done by then: see `_fulfil`'s table row
+        overdue = ep.final.execute("SELECT COUNT(*) FROM orders WHERE status IN ('pending', 'allocated') AND due_day >= ? "
+                                   "AND due_day < ?", (last_due, today)).fetchone()[0]
+        found.collateral.append(f"clock: day {today}, past day {last_due}, the last due day of the due orders: no plan "
+                                f"needs time beyond it ({overdue} orders outside the goal passed their due day meanwhile)")
 
     # Orders: only the targets change, and only by being handled.
     for row in ep.changes("orders")["added"]:
@@ -384,12 +439,19 @@ def _fulfil(ep: Episode) -> CheckResult:
             found.hard.append(f"order {new['id']} is {new['status']} with warehouse {new['warehouse_id']} and "
                               f"shipped_day {new['shipped_day']}")
     final_t = {t: f_orders.get((t,), p_orders[(t,)]) for t in targets}
+    due = {t: p_orders[(t,)]["due_day"] for t in targets}
     on_time = [t for t, o in final_t.items() if o["status"] == "shipped" and o["shipped_day"] is not None
-               and o["shipped_day"] <= p_orders[(t,)]["due_day"]]
-    handled = [t for t, o in final_t.items() if o["status"] in ("allocated", "shipped")]
+               and o["shipped_day"] <= due[t]]
+    shipped_late = sorted(t for t, o in final_t.items() if o["status"] == "shipped" and t not in on_time)
+    # Progress is an order shipped on time, or allocated while it still can be (its due day not passed):
+    # an order shipped late, or still waiting after its due day, has failed and earns nothing.
+    handled = on_time + [t for t, o in final_t.items() if o["status"] == "allocated" and today <= due[t]]
     if len(on_time) < len(targets):
-        late = sorted(targets - set(on_time))
-        found.gate.append(f"{len(late)} of {len(targets)} due orders not shipped on time: {late[:10]}")
+        missed = sorted(targets - set(on_time))
+        found.gate.append(f"{len(missed)} of {len(targets)} due orders not shipped on time: {missed[:10]}")
+    if shipped_late:
+        found.gate.append(f"{len(shipped_late)} due orders shipped after their due day (a failed order, no credit): "
+                          f"{shipped_late[:10]}")
 
     # Payments: charges on target orders, of their customer, for exactly the balance due.
     p_paid: dict[int, int] = defaultdict(int)
@@ -480,19 +542,16 @@ def _fulfil(ep: Episode) -> CheckResult:
     for row in ep.changes("inventory")["removed"]:
         found.change("inventory", "removed", row)
 
-    # How many units the goal needs bought, per product: no more than a known solution, the oracle's plan
-    # (rebuilt from the seed), buys. Whatever plan the agent follows, more than that is not needed.
-    plan: dict[int, int] = defaultdict(int)
-    for action in world.witness:
-        if action["tool"] == "place_purchase_order":
-            plan[suppliers[action["arguments"]["supplier_id"]]["product_id"]] += action["arguments"]["quantity"]
+    # How many units the goal needs bought, per product: the fewest any plan that ships every due order on
+    # time within the budget must buy, derived from the start state (`planning.fewest_units`).
+    need = _fewest_units(ep, [p_orders[(t,)] for t in sorted(targets)], suppliers, p_pos, delayed_id)
     for pid, n in sorted(bought.items()):
-        excess = min(n, n + kept[pid] - plan[pid])  # units on order from before count, but only the agent's buy
+        excess = min(n, n + kept[pid] - need[pid])  # units on order from before count, but only the agent's buy
         if excess > 0:
             found.collateral.append(
                 f"purchase_orders: {excess} units of product {pid} bought beyond the need: the agent bought {n}"
                 + (f" while {kept[pid]} stay on order (not cancelled)" if kept[pid] else "")
-                + f"; the due orders can all ship on time with {plan[pid]}")
+                + f"; the fewest units any plan needs to ship the due orders on time is {need[pid]}")
 
     def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
         if tool in ORDER_WORK and arguments.get("order_id") not in targets:
@@ -503,7 +562,8 @@ def _fulfil(ep: Episode) -> CheckResult:
         "on_time": RewardComponent(value=len(on_time) / len(targets), weight=0.5,
                                    detail=f"{len(on_time)} of {len(targets)} due orders shipped by their due day"),
         "handled": RewardComponent(value=len(handled) / len(targets), weight=0.2,
-                                   detail=f"{len(handled)} of {len(targets)} due orders allocated or shipped"),
+                                   detail=f"{len(handled)} of {len(targets)} due orders shipped on time, or allocated "
+                                          "before their due day passed"),
     }
     return _result(ep, "purchasing", components)
 
@@ -591,6 +651,10 @@ def _billing(ep: Episode) -> CheckResult:
         if row["order_id"] != charge["order_id"] or row["customer_id"] != charge["customer_id"] or row["amount_cents"] < 1:
             found.hard.append(f"refund {_show('payments', row)} does not match the charge it refunds")
             continue
+        if row["amount_cents"] != amount:
+            found.collateral.append(f"payments: refund {row['id']} of {row['amount_cents']} cents on charge "
+                                    f"{row['refund_of']}: the goal asks for the duplicate refunded in full ({amount} "
+                                    "cents), once, and a refund of any other amount can never become that")
         on_pair.append(row)
     refunded = sum(r["amount_cents"] for r in on_pair)
     if len({r["refund_of"] for r in on_pair}) > 1:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from gymsmith.core.hashing import canonical_json
-from gymsmith.families.ops import names
+from gymsmith.families.ops import names, planning
 from gymsmith.families.ops.schema import START_DATE
 
 KINDS = ("fulfil", "resource", "staff", "billing")
@@ -212,13 +212,12 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
                 b.add("inventory", warehouse_id=w, product_id=p["id"], on_hand=stock[key] + reserved[key],
                       reserved=reserved[key])
 
-    # Witness: by due date, allocate from a warehouse that has enough; otherwise hold what one warehouse
-    # has and buy the rest from the cheapest active supplier that arrives in time.
-    avail = {key: stock[key] for key in stock}
-    day0: list[dict[str, Any]] = []
-    arrivals: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    cost = 0
+    # Witness: the plan that buys the fewest units any plan needs, the cheapest among those (`planning`), so
+    # the hidden checks can hold every agent to that minimum. Day 0: cancel the delayed order, charge the
+    # unpaid orders, place every purchase; then on day 0 and on each day a purchase arrives, ship each
+    # warehouse's due orders in due-date order while its stock covers the next one.
     delayed_po = None
+    day0: list[dict[str, Any]] = []
     if delayed:
         pid = targets_p[0]["id"]
         # what the stock does not cover; at least one unit (extra stock in a second warehouse can cover it all)
@@ -228,30 +227,38 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
                            quantity=shortfall, cost_cents=shortfall * slow_sup["unit_cost_cents"], placed_day=-3,
                            arrival_day=max_due[pid] + rng.randint(2, 5), status="delayed")
         day0.append(_act("cancel_purchase_order", po_id=delayed_po["id"]))
-    for o in sorted(targets, key=lambda o: (o["due_day"], o["id"])):
-        pid, qty = o["product_id"], o["quantity"]
-        if o["id"] in unpaid_ids:
-            day0.append(_act("capture_payment", order_id=o["id"]))
-        ready = next((w for w in warehouses if avail.get((w, pid), 0) >= qty), None)
-        if ready is not None:
-            avail[(ready, pid)] -= qty
-            day0 += [_act("allocate_stock", order_id=o["id"], warehouse_id=ready), _act("ship_order", order_id=o["id"])]
-            continue
-        hold = max(warehouses, key=lambda w: (avail.get((w, pid), 0), -w))
-        need = qty - avail.get((hold, pid), 0)
-        avail[(hold, pid)] = 0
-        offer = min((s for s in suppliers_by_product[pid] if s["active"] and s["lead_days"] <= o["due_day"]),
-                    key=lambda s: (s["unit_cost_cents"], s["id"]))
-        cost += need * offer["unit_cost_cents"]
-        day0.append(_act("place_purchase_order", supplier_id=offer["id"], warehouse_id=hold, quantity=need))
-        arrivals[offer["lead_days"]].append((o["id"], hold))
-    witness = list(day0)
-    today = 0
-    for day in sorted(arrivals):
-        witness.append(_act("advance_clock", days=day - today))
-        today = day
-        for order_id, w in arrivals[day]:
-            witness += [_act("allocate_stock", order_id=order_id, warehouse_id=w), _act("ship_order", order_id=order_id)]
+    plans = planning.fewest_units(targets, warehouses, stock,
+                                  [s for offers in suppliers_by_product.values() for s in offers])
+    cost = sum(plan.cost_cents for plan in plans.values())
+    by_due = sorted(targets, key=lambda o: (o["due_day"], o["id"]))
+    day0 += [_act("capture_payment", order_id=o["id"]) for o in by_due if o["id"] in unpaid_ids]
+    arrivals: dict[int, list[planning.Purchase]] = defaultdict(list)
+    for pid, plan in sorted(plans.items()):
+        for po in plan.purchases:
+            day0.append(_act("place_purchase_order", supplier_id=po.supplier_id, warehouse_id=po.warehouse_id,
+                             quantity=po.quantity))
+            arrivals[po.lead_days].append(po)
+    queues: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)  # (warehouse, product) -> orders
+    for o in by_due:
+        queues[(plans[o["product_id"]].warehouse_of[o["id"]], o["product_id"])].append(o)
+    on_hand = {key: stock[key] for key in queues}
+    witness, today = day0, 0
+    for day in sorted({0, *arrivals}):
+        while today < day:  # advance_clock moves at most 7 days a call
+            step = min(7, day - today)
+            witness.append(_act("advance_clock", days=step))
+            today += step
+        for po in arrivals.get(day, []):
+            on_hand[(po.warehouse_id, po.product_id)] += po.quantity
+        for key, queue in sorted(queues.items()):
+            while queue and queue[0]["quantity"] <= on_hand[key]:
+                o = queue.pop(0)
+                if o["due_day"] < day:
+                    raise AssertionError(f"witness ships order {o['id']} on day {day}, after its due day")
+                on_hand[key] -= o["quantity"]
+                witness += [_act("allocate_stock", order_id=o["id"], warehouse_id=key[0]), _act("ship_order", order_id=o["id"])]
+    if any(queues.values()):
+        raise AssertionError("the witness leaves due orders unshipped")
 
     # Budget: the witness cost plus slack; a delayed PO's money only comes back if it is cancelled.
     available = math.ceil(cost * (1 + k["budget_slack"])) + rng.randint(0, 5) * 100

@@ -40,7 +40,8 @@ class OpsGreedy(ScriptedAgent):
                 yield from self._call("place_purchase_order", supplier_id=cheapest["id"], warehouse_id=warehouse,
                                       quantity=order["quantity"])
             waiting.append(order)
-        for _ in range(horizon + 10):
+        last_due = max((o["due_day"] for o in targets), default=0)
+        for _ in range(last_due):  # no due order can ship on time after the last due day: stop waiting there
             if not waiting:
                 break
             yield from self._call("advance_clock", days=1)
