@@ -76,7 +76,7 @@ def start_files(task: TaskSpec) -> dict[str, str]:
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"))
+          (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link that leads nowhere (a loop)"))
 
 
 def _special(mode: int) -> str:
