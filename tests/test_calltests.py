@@ -257,3 +257,45 @@ def test_values_built_to_collide_in_hash_tables_are_refused_in_linear_time():
     assert read_stream(many.encode(), [1]).reason == "too many values"
     ok = ('{"test": 0}\n' + json.dumps({"slot": 0, "v": {"s": [{"i": str(k)} for k in range(40_000)]}}) + '\n{"done": 0, "ok": true}\n')
     assert read_stream(ok.encode(), [1]).status is StreamStatus.OK
+
+
+SCAN = '''
+def double(x):
+    import base64, re
+    wanted = [MARK.encode(), base64.b64encode(('{"slot":0,"v":"' + MARK).encode())[:40]]
+    found = 0
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("r") or "[v" in line:
+                continue
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(lo)
+                chunk = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found += sum(chunk.count(w) for w in wanted)
+    return 2 * x + found
+'''
+
+
+def test_no_result_of_an_earlier_job_is_in_the_memory_a_driver_starts_with(runner, reference):
+    """Driver processes are forked from the server: if results passed through its memory, a later rollout's code
+    could read the previous job's stream (the reference's, or a correct sample's) and replay it (a red-team
+    agent did, accepted at 0.90). The server splices results in the kernel, so they never do. The scanner
+    counts the marker in its own memory; the count must not grow when the job before it emitted the marker."""
+    import secrets
+
+    mark = "R" + secrets.token_hex(16)
+    scanner = MODULE + f"\nMARK = '{mark[:10]}' + '{mark[10:]}'\n" + SCAN
+    leaker = MODULE.replace("    return [a, b]", f"    return [a, b] if a != 1 else ['{mark[:10]}' + '{mark[10:]}', b]")
+
+    def count() -> int:
+        record = runner.observe({"mod.py": scanner}, [SUITE]).groups[0].stream.tests[0]
+        return record.slots[0] - 42
+
+    runner.observe({"mod.py": MODULE}, [SUITE])
+    before = count()
+    runner.observe({"mod.py": leaker}, [SUITE])  # its stream carries the marker
+    assert count() == before

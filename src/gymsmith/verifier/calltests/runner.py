@@ -10,14 +10,14 @@ cross, which `wire.read_stream` decodes strictly.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import json
 import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox.base import Limits
 from gymsmith.verifier.calltests.compiler import CompiledSuite
 from gymsmith.verifier.calltests.judge import outcome
@@ -57,6 +57,58 @@ class CallRunner(WarmServer):
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s)
 
+    @staticmethod
+    def _pump(stream, sink) -> None:
+        """The server's stdout as frames: a header line, plus `n` raw bytes for a data frame. Data frames go to
+        the queue as (group, bytes); other headers as their text line."""
+        while True:
+            header = stream.readline()
+            if not header:
+                break
+            try:
+                frame = json.loads(header)
+            except ValueError:
+                frame = None
+            if isinstance(frame, dict) and set(frame) == {"frame", "n"} and type(frame["n"]) is int and 0 < frame["n"] <= 1 << 20:
+                data = stream.read(frame["n"])
+                if len(data) < frame["n"]:
+                    break
+                sink.put((frame["frame"], data))
+            else:
+                sink.put(header.decode(errors="replace"))
+        sink.put(None)
+
+    def _exchange(self, message: dict, timeout: float, groups: int) -> tuple[dict | None, list[bytearray]]:
+        """Send a job; collect its data frames per group until its reply line. (None, ...) if the server died or
+        went silent (it is restarted for the next job)."""
+        data = [bytearray() for _ in range(groups)]
+        try:
+            self._proc.stdin.write((json.dumps(message) + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:
+            self._stop()
+            raise VerifierError("the call-check server is gone") from None
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self._read(max(0.0, deadline - time.monotonic()))
+            if item is None:
+                self._stop()
+                return None, data
+            if isinstance(item, tuple):
+                index, chunk = item
+                if type(index) is int and 0 <= index < groups and len(data[index]) <= MAX_BYTES_PER_GROUP:
+                    data[index] += chunk
+                continue
+            try:
+                reply = json.loads(item)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict) or reply.get("id") != message["id"]:
+                self._stop()
+                return None, data
+            self.runs += 1
+            return reply, data
+
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
                 group_timeout_s: float = 2.0) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite.
@@ -73,7 +125,7 @@ class CallRunner(WarmServer):
                 request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
                            "max_bytes": MAX_BYTES_PER_GROUP,
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests]} for s in suites]}
-                reply = self.request(request, deadline_s + 15)
+                reply, data = self._exchange(request, deadline_s + 15, len(suites))
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
         duration = round(time.perf_counter() - started, 6)
@@ -82,15 +134,15 @@ class CallRunner(WarmServer):
         if reply is None or not isinstance(reply.get("groups"), list) or len(reply["groups"]) != len(suites):
             return Observation(groups=lost, duration_s=duration)
         groups = []
-        for raw, per_test in zip(reply["groups"], slots):
-            try:
-                data = base64.b64decode(raw.get("data", ""), validate=True)
-            except (binascii.Error, ValueError, AttributeError):
-                data = b"\xff"  # undecodable: malformed
+        for raw, per_test, received in zip(reply["groups"], slots, data):
+            raw = raw if isinstance(raw, dict) else {}
             status = raw.get("status") if raw.get("status") in (GroupStatus.EXITED, GroupStatus.TIMEOUT, GroupStatus.OVERFLOW) else GroupStatus.LOST
+            if len(received) > MAX_BYTES_PER_GROUP:
+                status = GroupStatus.OVERFLOW
+            chunk = bytes(received)
             if status == GroupStatus.TIMEOUT:  # keep the tests that finished before the hang
-                data = data[:data.rfind(b"\n") + 1]
-            stream = read_stream(data, per_test) if status != GroupStatus.OVERFLOW else \
+                chunk = chunk[:chunk.rfind(b"\n") + 1]
+            stream = read_stream(chunk, per_test) if status != GroupStatus.OVERFLOW else \
                 Stream(StreamStatus.MALFORMED, {}, reason="flooded (more than the channel's limit)")
             code = raw.get("exit")
             groups.append(ObservedGroup(status, code if type(code) is int else None, stream))

@@ -5,15 +5,15 @@ It reads jobs as JSON lines on stdin:
      "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304}
 For each group it forks a child that imports the driver (and so the code under test) and runs its
 tests in order, writing observations on a private pipe (the format is in `wire.py`). The server itself
-never imports or calls the code under test, and never interprets what the child wrote: it relays the
-raw bytes, base64-encoded, with how the child ended:
-    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>, "data": "<base64>"}]}
+never imports or calls the code under test, and never reads what the child wrote: it splices the bytes,
+in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw
+bytes), so no result ever lies in the memory later children are forked from. Then, how each child ended:
+    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}]}
 After each group every other process in the sandbox is killed, so nothing a group started can write
 into the next one. The server is non-dumpable (no ptrace, no /proc/<pid>/mem for the children) and,
 as pid 1 of the namespace, cannot be killed by them.
 """
 
-import base64
 import gc
 import json
 import os
@@ -134,9 +134,34 @@ def child(group, job_dir, w):
 
 
 
-def run_group(group, job, deadline):
+MIDDLE = []  # a pipe the relay moves bytes through, made once
+
+
+def emit(message):
+    """One frame on stdout: a JSON header line, then `n` raw bytes when the header says so."""
+    line = (json.dumps(message) + "\n").encode()
+    while line:
+        line = line[os.write(1, line):]
+
+
+def relay(r, index, budget):
+    """Move what the child wrote from its pipe to stdout, in frames, without the bytes ever entering this
+    process's memory (splice moves them between pipes in the kernel): the heap every later job's process is
+    forked from holds no result of an earlier job (the reference's, or another rollout's). Returns the bytes
+    moved, or -1 at end of input."""
+    n = os.splice(r, MIDDLE[1], min(65536, budget))
+    if n == 0:
+        return -1
+    emit({"frame": index, "n": n})
+    left = n
+    while left:
+        left -= os.splice(MIDDLE[0], 1, left)
+    return n
+
+
+def run_group(index, group, job, deadline):
     if time.monotonic() >= deadline:  # the job's time is spent: the group does not start
-        return {"status": "timeout", "exit": None, "data": ""}
+        return {"status": "timeout", "exit": None}
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -147,8 +172,8 @@ def run_group(group, job, deadline):
             os._exit(70)
     os.close(w)
     limit = min(deadline, time.monotonic() + float(job.get("group_timeout", 2.0)))
-    max_bytes = int(job.get("max_bytes", 4 << 20))
-    chunks, size, status, code = [], 0, None, None
+    budget = int(job.get("max_bytes", 4 << 20))
+    status, code = None, None
     while status is None:
         left = limit - time.monotonic()
         if left <= 0:
@@ -156,14 +181,13 @@ def run_group(group, job, deadline):
             break
         ready, _, _ = select.select([r], [], [], min(left, 0.05))
         if ready:
-            data = os.read(r, 1 << 16)
-            if not data:  # every writer closed the pipe: the child (and anything it started) is done writing
-                break
-            chunks.append(data)
-            size += len(data)
-            if size > max_bytes:
+            if budget <= 0:
                 status = "overflow"
                 break
+            moved = relay(r, index, budget)
+            if moved < 0:  # every writer closed the pipe: the child (and anything it started) is done writing
+                break
+            budget -= moved
         elif code is None:
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -180,28 +204,25 @@ def run_group(group, job, deadline):
         except ChildProcessError:
             code = None
     kill_others()
-    return {"status": status or "exited", "exit": code, "data": base64.b64encode(b"".join(chunks)[:max_bytes]).decode()}
+    return {"status": status or "exited", "exit": code}
 
 
 def main():
     set_dumpable(False)
     gc.freeze()
     sys.dont_write_bytecode = True
-    out = sys.stdout
     if not world_works():
-        out.write(json.dumps({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc)"}) + "\n")
-        out.flush()
+        emit({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc, net)"})
         return
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
+    MIDDLE[:] = os.pipe()
+    emit({"ready": True})
     for line in sys.stdin:
         if not line.strip():
             continue
         job = json.loads(line)
         deadline = time.monotonic() + float(job.get("deadline", 5.0))
-        groups = [run_group(g, job, deadline) for g in job["groups"]]
-        out.write(json.dumps({"id": job["id"], "groups": groups}) + "\n")
-        out.flush()
+        groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]
+        emit({"id": job["id"], "groups": groups})
 
 
 if __name__ == "__main__":
