@@ -107,6 +107,11 @@ class CallRunner(WarmServer):
                 self._stop()
                 return None, data
             self.runs += 1
+            cpu = reply.get("cpu")
+            if isinstance(cpu, int | float) and cpu > self.limits.cpu_s / 2:
+                # its CPU limit would end it in some later job (a rollout's flood of tiny writes costs it CPU):
+                # a fresh server before that can happen to another rollout's verification
+                self._stop()
             return reply, data
 
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,

@@ -8,7 +8,7 @@ tests in order, writing observations on a private pipe (the format is in `wire.p
 never imports or calls the code under test, and never reads what the child wrote: it splices the bytes,
 in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw
 bytes), so no result ever lies in the memory later children are forked from. Then, how each child ended:
-    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}]}
+    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}], "cpu": <its own CPU s>}
 After each group every other process in the sandbox is killed, so nothing a group started can write
 into the next one. The server is non-dumpable (no ptrace, no /proc/<pid>/mem for the children) and,
 as pid 1 of the namespace, cannot be killed by them.
@@ -17,6 +17,7 @@ as pid 1 of the namespace, cannot be killed by them.
 import gc
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -222,7 +223,8 @@ def main():
         job = json.loads(line)
         deadline = time.monotonic() + float(job.get("deadline", 5.0))
         groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]
-        emit({"id": job["id"], "groups": groups})
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        emit({"id": job["id"], "groups": groups, "cpu": usage.ru_utime + usage.ru_stime})
 
 
 if __name__ == "__main__":
