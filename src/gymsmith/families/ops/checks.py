@@ -68,7 +68,7 @@ resource   day H", and no others                                 (must equal the
                                                                  cost of the P purchase orders cancelled (hard constraint),
                                                                  and F spent <= limit (budget exceeded otherwise)
            today is day 0; time may pass while stock arrives     only clock.day changes, forward; nothing else in clock.
-           (and no further)                                      F day <= D = the latest P due_day of the targets
+           (only as far as the goal needs)                       F day <= D = the latest P due_day of the targets
                                                                  (collateral otherwise). Every plan that reaches the goal is
                                                                  done by D: each target ships by its due day <= D, and a
                                                                  purchase it needs arrives by then. A later purchase arrival
