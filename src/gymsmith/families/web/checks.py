@@ -3,10 +3,20 @@
 The checks rebuild the pristine database from the seed. From it they re-derive every entity the goal
 names, then compare the whole final database with it, row by row:
 - The goal's change must be there, exactly as stated. What is missing is a gate failure, and partial
-  credit stays.
+  credit stays, measured as progress from the start (below).
 - Nothing else may have changed, and every change must have been made by the agent's account. Anything
   else is a violation: one is enough to reject the state and zero the reward, however much of the goal
   was done.
+- A write the site cannot undo that leaves the goal unreachable (a refund with another reason than the
+  stated one, a reply with another text, the ticket to answer closed before its reply) is a violation too,
+  never partial credit: no later action can reach the goal from there.
+
+Partial credit (every component of every kind) is *progress from the start* and *does no harm*:
+- it counts only what had to change, i.e. whose pristine value differs from the one the goal states, and
+  now equals it, over how much had to change. A field that already held the stated value earns nothing,
+  touched or not, so doing nothing, or changing anything else, scores 0;
+- a field changed to a value the goal does not state forfeits the component (damage is not progress);
+  where the change cannot be undone, it is a violation (above).
 
 Terms used below:
 - *pristine* is the start database rebuilt from the seed; *final* is the database the rollout left.
@@ -18,19 +28,22 @@ Terms used below:
 | goal kind | what the goal states | the check that re-derives it |
 |---|---|---|
 | address | the customer's name *X* and the day *D* they placed the order | pristine: the customer named X has exactly one order placed on D, and it is the task's order |
-| address | address line 1, postcode, city and country, each a stated string | final: that order's `ship_line1`, `ship_postcode`, `ship_city` and `ship_country` equal them; credit for each field right, gate on all |
+| address | address line 1, postcode, city and country, each a stated string | final: that order's `ship_line1`, `ship_postcode`, `ship_city` and `ship_country` equal them; gate on all |
 | address | "no second address line" | final: that order's `ship_line2` is `""` (the fifth field) |
+| address | (partial credit) | of the five fields, those whose pristine value differs from the stated one (at least one, else the generator is broken): the share that now equals it; 0 if any of the five ends at a value that is neither its pristine one nor the stated one |
 | address | only that order's shipping address changes | final vs pristine: none of the order's other columns changed; no other order, and no row of any other table, changed, was added or was removed (violations) |
 | refund | customer *X*, order *#N* | pristine: order N exists and belongs to the customer named X |
 | refund | "charged twice", "the later of the two identical charges" | pristine: order N has exactly two captured charges of equal amount; the later one (by date, then id) is the task's charge |
 | refund | refund it: the whole charge | final: that charge went from `captured` to `refunded`, and nothing else of it changed; exactly one new `refunds` row names it; its `amount_cents` equals the charge's amount in pristine, and `created_on` is the site's today (otherwise a violation: the site never writes that) |
-| refund | reason "Duplicate charge" | final: the refund's `reason` is `duplicate`, the site's value for that label; a wrong reason is a gate failure |
+| refund | reason "Duplicate charge" | final: the refund's `reason` is `duplicate`, the site's value for that label. Another reason is a violation: the charge is refunded and cannot be refunded again, so the goal is out of reach |
+| refund | (partial credit) | none: the refund is one irreversible write, right (accepted) or wrong (a violation) |
 | refund | "Do not refund anything else" | no other charge changed and no other `refunds` row was added (violations) |
 | tickets | tag *T*, status open, "opened before *D*" | pristine: the tickets with tag T, status `open` and `opened_on` < D (strictly) are exactly the task's set |
 | tickets | close every one of them | final: each went from `open` to `closed`, and nothing else of it changed; credit for each one closed, gate on all |
 | tickets | "the most recently opened of them" | pristine: the set's latest `opened_on` belongs to one ticket only, the task's reply target |
 | tickets | reply to it "with exactly this text" | final: exactly one new message on that ticket, with `body` equal to the text and `sent_on` the site's today; gate on it. A reply with other text, a second reply, or a message on any other ticket is a violation |
-| tickets | "Before closing [it], reply" | audit: the reply's row comes before the close's row of that ticket (violation otherwise) |
+| tickets | "Before closing [it], reply" | audit: the reply's row comes before the close's row of that ticket. Closed first, or closed with no reply at all, is a violation: a closed ticket takes no reply, so the goal is out of reach |
+| tickets | (partial credit) | each ticket of the set (all open in pristine) that is now closed, and the reply (none in pristine); anything else a ticket or message could become is a violation |
 | tickets | nothing else | no other ticket changed and no other message was added (violations) |
 | every kind | the agent works as `support` (the login the goal gives) | audit: every new row's actor is `support`; a new `refunds.created_by` or `messages.author` is `support`; any other account is a violation |
 | every kind | every change is the agent's, through the site | audit: each changed or added business row has a new audit row for its action on it (an unattributed change is a violation). Every new audit row names a row the goal needs (a change undone before submitting is still a change, a violation), at most as often as the goal allows. No audit row is changed or removed |
@@ -68,7 +81,7 @@ class Needs:
 
     tables: set[str]  # the business tables the kind judged itself, row by row
     audit: dict[Key, int | None]  # audit rows the goal needs: (action, target) -> how many at most (None: any number)
-    before: list[tuple[Key, Key]] = field(default_factory=list)  # (a, b): a's first audit row must come before b's
+    before: list[tuple[Key, Key]] = field(default_factory=list)  # (a, b): b only after a (b is irreversible and rules a out)
 
 
 def _derived(pristine: sqlite3.Connection, what: str, sql: str, args: tuple, expected: list[Any]) -> list[tuple]:
@@ -98,6 +111,17 @@ def _judge(out: Outcome, diff: Diff, table: str, changes: dict[int, set[str]] | 
     return ok
 
 
+def _row(conn: sqlite3.Connection, table: str, rid: int) -> dict[str, Any]:
+    cur = conn.execute(f"SELECT * FROM {table} WHERE id = ?", (rid,))
+    return dict(zip([c[0] for c in cur.description], cur.fetchone()))
+
+
+def _progress(done: int, needed: int, damaged: list[str]) -> float:
+    """Partial credit: the share of what had to change (start value differs from the goal's) that now matches; 0 once
+    anything was changed to a value the goal does not state (do no harm: damage is not progress)."""
+    return 0.0 if damaged else done / needed
+
+
 def _address(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Outcome) -> Needs:
     oid, want = x["order_id"], x["address"]
     _derived(pristine, f"the order {x['customer']} placed on {x['placed_on']}",
@@ -105,13 +129,22 @@ def _address(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: O
              (x["customer"], x["placed_on"]), [oid])
     if want["ship_line2"] != "" or len(want) != 5:
         raise RuntimeError(f"the goal says 'no second address line' and five fields; the task expects {want}")
-    new = _judge(out, diff, "orders", {oid: set(want)}).get(oid)
+    start = _row(pristine, "orders", oid)
+    needed = [k for k in want if start[k] != want[k]]  # progress is measured on these only
+    if not needed:
+        raise RuntimeError(f"order {oid} already has the address the goal asks for: the generator made a goal with nothing to do")
+    end = _judge(out, diff, "orders", {oid: set(want)}).get(oid) or start
     out.violations += [f"orders: row {r['id']} added" for r in diff.get("orders", {}).get("added", [])]
-    right = [k for k in want if new is not None and new[k] == want[k]]
-    if len(right) < len(want):
-        out.gate.append(f"order {oid}: address fields wrong or unchanged: {sorted(set(want) - set(right))}")
-    out.components["address"] = RewardComponent(value=len(right) / len(want), weight=0.8,
-                                                detail=f"{len(right)} of {len(want)} address fields of order {oid} as asked")
+    wrong = sorted(k for k in want if end[k] != want[k])
+    damaged = sorted(k for k in wrong if end[k] != start[k])  # changed, but not to what the goal states
+    done = [k for k in needed if end[k] == want[k]]
+    if wrong:
+        out.gate.append(f"order {oid}: address fields not as asked: {wrong}"
+                        + (f" (changed to values the goal does not state: {damaged})" if damaged else ""))
+    progress = _progress(len(done), len(needed), damaged)
+    out.components["address"] = RewardComponent(
+        value=progress, weight=0.8, detail=f"{len(done)} of the {len(needed)} address fields of order {oid} that had to change now as asked"
+        + (f"; no credit: {damaged} changed to values the goal does not state" if damaged else ""))
     return Needs(tables={"orders"}, audit={("order.address", oid): None})  # each save that changed it is a row
 
 
@@ -150,8 +183,9 @@ def _refund(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Ou
     reason_ok = done and refund["reason"] == x["reason"]
     if not done:
         out.gate.append(f"charge {cid} (the later of the two identical charges of order #{oid}) was not refunded")
-    elif not reason_ok:
-        out.gate.append(f"charge {cid} was refunded with reason {refund['reason']!r}, not {x['reason']!r}")
+    elif not reason_ok:  # a refund is written once: the goal can no longer be reached, so it is not partial progress
+        out.violations.append(f"charge {cid} was refunded with reason {refund['reason']!r}; the goal states {x['reason']!r}, "
+                              "and a refund cannot be redone")
     out.components["refunded"] = RewardComponent(value=1.0 if done else 0.0, weight=0.6, detail=f"duplicate charge {cid} refunded: {done}")
     out.components["reason"] = RewardComponent(value=1.0 if reason_ok else 0.0, weight=0.2, detail="reason recorded as asked")
     return Needs(tables={"charges", "refunds"}, audit={("charge.refund", cid): 1})
@@ -227,8 +261,11 @@ def _who_and_order(out: Outcome, diff: Diff, needs: Needs) -> None:
                        for k, n in needs.audit.items() if n is not None and counts[k] > n]
     out.violations += [f"{change} with no audit row: a change the site did not make for any account"
                        for key, change in _changes_to_attribute(diff) if not counts[key]]
-    out.violations += [f"{b[0]} on row {b[1]} came before {a[0]} on it; the goal asks for {a[0]} first"
-                       for a, b in needs.before if a in first and b in first and first[b] < first[a]]
+    # b cannot be undone and a is not possible after it (a closed ticket takes no reply): b without a before it
+    # leaves the goal unreachable, a violation rather than partial progress
+    out.violations += [f"{b[0]} on row {b[1]} came before {a[0]} on it; the goal asks for {a[0]} first" if a in first else
+                       f"{b[0]} on row {b[1]} with no {a[0]} before it; the goal asks for {a[0]} first, and it is no longer possible"
+                       for a, b in needs.before if b in first and (a not in first or first[b] < first[a])]
 
 
 _BY_KIND = {"address": _address, "refund": _refund, "tickets": _tickets}
