@@ -28,12 +28,14 @@ from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, COUNTRIES, TAGS, TODAY
 
 PAGE_SIZE = 10
+SQLITE_INT = range(-2**63, 2**63)  # a path id outside it is no row (SQLite cannot even be asked: OverflowError, a 500)
 REASONS = (("duplicate", "Duplicate charge"), ("customer_request", "Customer request"), ("fraud", "Fraud"))
 POSTCODE = {"United States": (r"\d{5}", "12345"), "Germany": (r"\d{5}", "12345"), "France": (r"\d{5}", "12345"),
             "Netherlands": (r"\d{4} ?[A-Z]{2}", "1234 AB"), "United Kingdom": (r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}", "LS1 4AB")}
@@ -148,6 +150,10 @@ def create_app(site: Site) -> FastAPI:
         heading = {404: "Page not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
         return error(request, exc.status_code, heading, f"{request.method} {request.url.path} is not available here.")
 
+    @app.exception_handler(RequestValidationError)
+    async def bad_path(request: Request, exc: RequestValidationError) -> HTMLResponse:  # e.g. /orders/abc: no such page
+        return error(request, 404, "Page not found", f"{request.method} {request.url.path} is not available here.")
+
     # -- session ----------------------------------------------------------------------------------
     @app.get("/login")
     async def login_page(request: Request, next: str = "/") -> Response:
@@ -199,6 +205,8 @@ def create_app(site: Site) -> FastAPI:
                       page_url=lambda p: "/orders?" + urlencode({**({"q": term} if term else {}), "page": p}))
 
     def order_row(oid: int) -> sqlite3.Row | None:
+        if oid not in SQLITE_INT:
+            return None
         return site.one("SELECT o.*, c.name, c.email FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = ?", oid)
 
     @app.get("/orders/{oid}")
@@ -253,6 +261,8 @@ def create_app(site: Site) -> FastAPI:
         return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+updated.", 303)
 
     def charge_of(oid: int, cid: int) -> sqlite3.Row | None:
+        if oid not in SQLITE_INT or cid not in SQLITE_INT:
+            return None
         return site.one("SELECT * FROM charges WHERE id = ? AND order_id = ?", cid, oid)
 
     @app.get("/orders/{oid}/charges/{cid}/refund")
@@ -314,6 +324,8 @@ def create_app(site: Site) -> FastAPI:
                       total=len(rows), page_url=lambda p: "/tickets?" + urlencode({**filters, "page": p}))
 
     def ticket_row(tid: int) -> sqlite3.Row | None:
+        if tid not in SQLITE_INT:
+            return None
         return site.one("SELECT t.*, c.name FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE t.id = ?", tid)
 
     def ticket_page(request: Request, t: sqlite3.Row, status: int = 200, error_text: str = "") -> Response:
