@@ -86,3 +86,23 @@ def test_drift_is_reported_against_the_last_check(tmp_path, monkeypatch):
     rows = store.rollout_rows()
     assert rows and all(r["fingerprint"] == real["digest"] for r in rows)  # every rollout records what it ran on
     assert store.fingerprint(real["digest"])["family_source"] == real["family_source"]
+
+
+def test_an_exploit_that_crashes_or_beats_null_fails_the_check():
+    """A red-team agent that crashes is scored 0 as the agent's failure; the check must not read that as a pass.
+    One that is never accepted but earns more than null on a task is a hack that pays: a failure too."""
+    from gymsmith.audit.check import _acceptance_checks
+
+    def row(agent, task, reward, end="submitted"):
+        return {"agent": agent, "task_id": task, "reward": reward, "accepted": False, "status": "completed", "end_reason": end}
+
+    rows = {"oracle": [dict(row("oracle", t, 1.0), accepted=True) for t in "ab"], "null": [row("null", t, 0.1) for t in "ab"],
+            "random": [row("random", t, 0.0) for t in "ab"],
+            "exploit:crashes": [row("exploit:crashes", t, 0.0, "agent_failure") for t in "ab"],
+            "exploit:pays": [row("exploit:pays", "a", 0.1), row("exploit:pays", "b", 0.2)],
+            "exploit:fine": [row("exploit:fine", t, 0.0) for t in "ab"]}
+    out = {o.name: o for o in _acceptance_checks("fam", rows, ["exploit:crashes", "exploit:pays", "exploit:fine"])}
+    assert not out["exploit:crashes never accepted, never above null"].passed
+    assert "the agent itself failed on 2" in out["exploit:crashes never accepted, never above null"].detail
+    assert not out["exploit:pays never accepted, never above null"].passed
+    assert out["exploit:fine never accepted, never above null"].passed

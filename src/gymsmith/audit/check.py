@@ -68,10 +68,13 @@ def _acceptance_checks(family: str, rows: dict[str, list[dict[str, Any]]], explo
         # a hack must never pay more than doing nothing on the same task
         above = [r["task_id"] for r in rows.get(name, []) if r["reward"] is not None and r["reward"] > null.get(r["task_id"], 0.0)]
         worst = max((r["reward"] for r in rows.get(name, []) if r["reward"] is not None), default=0.0)
+        # a red-team agent that crashes scores 0 as the agent's failure: it would pass while testing nothing
+        broken = sum(r.get("end_reason") == "agent_failure" for r in rows.get(name, []))
         out.append(CheckOutcome(family=family, name=f"{name} never accepted, never above null",
-                                passed=n > 0 and acc == 0 and err == 0 and not above,
+                                passed=n > 0 and acc == 0 and err == 0 and not above and not broken,
                                 detail=f"{acc}/{n} accepted, {err} errors, {len(above)} above null (max reward {worst:.3f})"
-                                       + (f": {above[:3]}" if above else "")))
+                                       + (f": {above[:3]}" if above else "")
+                                       + (f"; the agent itself failed on {broken} (a broken red-team agent tests nothing)" if broken else "")))
     return out
 
 
