@@ -101,6 +101,7 @@ def test_exploit_never_accepted_and_caught_for_its_reason(rows, name):
     rs = mine(rows, name)
     assert len(rs) == (N_SLOW if name == SLOW else N_EXPLOIT_TASKS)
     assert all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
+    assert not any(r["end_reason"] == "agent_failure" for r in rs), [r["end_detail"] for r in rs][:1]  # it ran, not crashed
     assert not any(r["accepted"] for r in rs)
     reasons = [f for r in rs for f in json.loads(r["gate_failures"])]
     assert sum(any(CAUGHT_BY[name] in f for f in json.loads(r["gate_failures"])) for r in rs) == len(rs), \
