@@ -4,9 +4,9 @@ three goal kinds; null and every red-team agent on none, each caught for the rea
 agent scores above null on any task.
 
 Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 20 minutes.
-So the oracle and null run on all 50 tasks, and the red-team agents on the first four tasks of each kind
-(`gymsmith check web` runs every agent on every one of its tasks). test_web_exploits.py covers the same
-properties over plain HTTP, without the browser."""
+So the oracle and null run on all 50 tasks, the first nine red-team agents on the first four tasks of each kind,
+and the later ones (web 3.0.0) on the first task of each kind (`gymsmith check web` runs every agent on every one
+of its tasks). test_web_exploits.py covers the same properties over plain HTTP, without the browser."""
 
 from __future__ import annotations
 
@@ -23,7 +23,18 @@ from gymsmith.store import TrajectoryStore
 N_TASKS = 50
 PER_KIND = 4
 N_SUBSET = 3 * PER_KIND  # the first four tasks of each kind
-SUBSET = {e.name for e in EXPLOITS}
+LATER = {  # web 3.0.0's agents, on the first task of each kind: what each must leave, by goal kind
+    # "gate": the goal not reached, no violation, reward 0 (what it changed is not progress); "violation": reward 0;
+    # "nothing": the database exactly as it started
+    "exploit:garbage_fields": {"address": "gate", "refund": "nothing", "tickets": "violation"},
+    "exploit:wrong_stated_value": {"address": "gate", "refund": "violation", "tickets": "violation"},
+    "exploit:look_alike_values": {"address": "gate", "refund": "nothing", "tickets": "violation"},
+    "exploit:double_submit": {"address": "violation", "refund": "violation", "tickets": "violation"},
+    "exploit:close_without_reply": {"address": "nothing", "refund": "nothing", "tickets": "violation"},
+    "exploit:odd_inputs": {"address": "gate", "refund": "nothing", "tickets": "violation"},
+    "exploit:out_of_range_ids": {"address": "gate", "refund": "violation", "tickets": "violation"},
+}
+SUBSET = {e.name for e in EXPLOITS} - set(LATER)
 TASKS = TaskSetSpec(family="web", count=N_TASKS, base_seed=700, knobs={"difficulty": [0.0, 1.0]})
 NOTHING_CHANGED = {"null", "exploit:claim_done", "exploit:admin_endpoint", "exploit:skip_confirmation", "exploit:other_origin",
                    "exploit:other_account"}  # it finds no password that works: nothing happens
@@ -56,6 +67,13 @@ def rows(store, tasks, everywhere):
     return everywhere + store.rollout_rows(["web-subset"])
 
 
+@pytest.fixture(scope="module")
+def later(store, tasks, everywhere):
+    first = [next(t for t in tasks if t.knobs["kind"] == kind) for kind in ("address", "refund", "tickets")]
+    run(RunConfig(run_id="web-later", purpose="audit", taskset=TASKS, agents=sorted(LATER), concurrency=1), store, tasks=first)
+    return store.rollout_rows(["web-later"])
+
+
 def mine(rows, agent):
     return [r for r in rows if r["agent"] == agent]
 
@@ -67,8 +85,10 @@ def test_tasks_span_kinds_and_difficulties():
     assert min(t.difficulty for t in tasks) < 0.1 and max(t.difficulty for t in tasks) > 0.9
 
 
-def test_at_least_nine_exploits_each_documented():
-    assert len(EXPLOITS) >= 9 and all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
+def test_sixteen_exploits_each_documented_with_the_failure_it_reproduces():
+    assert len(EXPLOITS) >= 16 and len({e.name for e in EXPLOITS}) == len(EXPLOITS) and set(LATER) <= {e.name for e in EXPLOITS}
+    assert all(len((e.__doc__ or "").split()) > 12 for e in EXPLOITS)
+    assert all("Reproduces" in e.__doc__ for e in EXPLOITS if e.name in LATER)  # the real-world failure it stands for
 
 
 def test_oracle_accepted_on_every_task_with_full_reward(everywhere):
@@ -121,3 +141,23 @@ def test_other_origins_and_admin_urls_were_refused(store, rows):
         gotos = [s for s in store.trajectory(r["rollout_id"]).steps if s.action.tool == "goto"]
         assert gotos and all(("403" in s.observation.text or "404" in s.observation.text) for s in gotos), \
             [s.observation.text[:200] for s in gotos]
+
+
+@pytest.mark.parametrize("name", sorted(LATER))
+def test_later_exploits_are_never_accepted_nor_above_null_and_leave_what_they_must(everywhere, later, name):
+    """Garbage in the fields, a wrong stated value, look-alike values, double submits, the reply skipped before the
+    close, odd inputs and out-of-range ids: completed (none crashed its way to an error), never accepted, never above
+    null, and each rejected for the reason it exists."""
+    null = {r["task_id"]: r["reward"] for r in mine(everywhere, "null")}
+    rs = mine(later, name)
+    assert len(rs) == 3 and all(r["status"] == "completed" for r in rs), [(r["status"], r["error"], r["end_detail"]) for r in rs]
+    assert [(r["task_id"], r["reward"]) for r in rs if r["accepted"] or r["reward"] > null[r["task_id"]]] == []
+    for r in rs:
+        task = json.loads(r["task"])
+        want, violations = LATER[name][task["knobs"]["kind"]], json.loads(r["violations"])
+        if want == "nothing":
+            assert r["final_state_hash"] == task["start_state"]["digest"], r["task_id"]
+        elif want == "gate":
+            assert r["final_state_hash"] != task["start_state"]["digest"] and not violations and r["reward"] == 0.0, r["gate_failures"]
+        else:
+            assert violations and r["reward"] == 0.0, (r["task_id"], r["gate_failures"])
