@@ -345,9 +345,24 @@ def audit_hacking(store: str = _STORE, run: list[str] = typer.Option([], help="R
 
 @audit_app.command("reward")
 @_guard
-def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted.")) -> None:
-    """How well the shaped reward predicts hidden acceptance, per family; warns on high shaping without acceptance."""
+def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+                 ladder: Optional[str] = typer.Option(None, "--ladder", metavar="FAMILY", help="Run the reward ladder "
+                                                      "of FAMILY instead: partial oracles, null, trivial, random and every "
+                                                      "red-team agent on --count tasks; exit 1 when it fails."),
+                 count: int = typer.Option(30, min=1, help="Tasks for --ladder."),
+                 seed: int = typer.Option(0, help="Base seed of the --ladder tasks."),
+                 concurrency: int = typer.Option(2, min=1, max=64, help="Parallel rollouts for --ladder."),
+                 policy: str = _POLICY,
+                 markdown: bool = typer.Option(False, "--markdown", help="Print the --ladder tables as Markdown."),
+                 as_json: bool = typer.Option(False, "--json", help="Print the --ladder report as JSON.")) -> None:
+    """How well the shaped reward predicts hidden acceptance, per family; warns on high shaping without acceptance.
+    With --ladder FAMILY: does the reward rise with real progress, and pay nothing for none (docs/reward.md)?"""
     from gymsmith.audit.reward import reward_validation
+
+    if ladder is not None:
+        _ladder(ladder, TrajectoryStore(store), count=count, seed=seed, concurrency=concurrency, policy=policy,
+                markdown=markdown, as_json=as_json)
+        return
 
     for v in reward_validation(TrajectoryStore(store), run or None):
         table = Table("shaped reward", "rollouts", "acceptance",
@@ -359,6 +374,42 @@ def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Ru
         if v.warning:
             console.print(f"[yellow]warning[/] ({v.family}): {v.warning}")
 
+
+
+def _ladder(family: str, store: TrajectoryStore, *, count: int, seed: int, concurrency: int, policy: str,
+            markdown: bool, as_json: bool) -> None:
+    from gymsmith.audit.ladder import ladder_agents, run_ladder, to_markdown
+    from gymsmith.verifier.policies import get_policy
+
+    get_policy(policy)
+    agents = ladder_agents(family)
+    if not as_json:
+        console.print(f"reward ladder of {family}: {len(agents)} agents on {count} tasks ({len(agents) * count} rollouts) ...")
+    report = run_ladder(family, store, count=count, base_seed=seed, concurrency=concurrency, policy=policy, agents=agents)
+    if as_json:
+        print(report.model_dump_json(indent=2))
+    elif markdown:
+        print(to_markdown(report))
+    else:
+        f = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+        table = Table("rung", "sub-goals done", "mean reward", "accepted",
+                      title=f"{family} reward ladder: {report.tasks} tasks, Spearman {f(report.spearman)}, strictly "
+                            f"increasing on {report.strictly_increasing}/{report.tasks}")
+        for r in report.rungs:
+            table.add_row(f"oracle@{r.level}", f"{r.done:.2f}", f(r.mean_reward), f"{r.accepted}/{r.rollouts}")
+        console.print(table)
+        others = Table("agent", "mean reward", "max reward", "accepted", "tasks above null", title="agents doing no "
+                       "real work (null, trivial, red team) and references (random, greedy)")
+        for a in report.agents:
+            others.add_row(a.agent, f(a.mean_reward), f(a.max_reward), f"{a.accepted}/{a.rollouts}", str(a.above_null))
+        console.print(others)
+        for line in report.failures:
+            console.print(f"[red]FAIL[/] {line}")
+        for line in report.examples[:3]:
+            console.print(f"  e.g. {line}")
+        console.print(f"{'PASS' if report.passed else 'FAIL'}; rollouts in run {report.run_id}")
+    if not report.passed:
+        raise typer.Exit(1)
 
 @app.command()
 @_guard

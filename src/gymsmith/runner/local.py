@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,9 +131,24 @@ ProgressCallback = Callable[[int, int, "Trajectory | RolloutOutcome | None"], No
 WorkItem = tuple[TaskSpec, str, int]  # (task, agent name, episode seed)
 
 
+PARTIAL_ORACLE = re.compile(r"^oracle@(\d{1,3})$")
+
+
+def partial_fraction(agent: str) -> float | None:
+    """`oracle@K` (K a percentage, 0-100) names the oracle stopped after K% of its sub-goals (for families with
+    `partial_oracle`, used by the reward ladder); returns K/100, or None for any other name."""
+    m = PARTIAL_ORACLE.match(agent)
+    return int(m.group(1)) / 100 if m and int(m.group(1)) <= 100 else None
+
+
 def agent_factories(config: RunConfig, family: Family) -> dict[str, Callable[[], Agent]]:
-    """The family's agents plus `model` when an endpoint is configured. Raises ValueError for unknown agents."""
+    """The family's agents, `oracle@K` partial oracles where the family has them, and `model` when an endpoint
+    is configured. Raises ValueError for unknown agents."""
     factories = dict(family.agents())
+    for name in config.agents:
+        fraction = partial_fraction(name)
+        if fraction is not None and hasattr(family, "partial_oracle"):
+            factories[name] = functools.partial(family.partial_oracle, fraction)
     if config.model is not None:
         model_config = config.model
         factories["model"] = lambda: ModelAgent(model_config, system_prompt=getattr(family, "system_prompt", None))

@@ -14,6 +14,7 @@ from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.env import CodeEnvironment
 from gymsmith.families.code.exploits import EXPLOITS
 from gymsmith.families.code.generator import generate_code_task
+from gymsmith.families.code.ladder import CodeTrivial, PartialCodeOracle, work_units
 from gymsmith.families.code.mutate import OPERATORS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.repo import pristine_repo
@@ -42,6 +43,7 @@ class CodeFamily:
     name = "code"
     version = "1.1.0"
     checks_module = "gymsmith.families.code.checks"
+    ladder_knobs = {"difficulty": [0.5, 1.0]}  # the reward ladder on multi-bug tasks (2-3 bugs): more than one sub-goal
     system_prompt = ("You are a careful software engineer working in a sandboxed repository through tools. Read the "
                      "failing tests and the code, find the root cause, make the smallest change that fixes it, run the "
                      "tests, and call submit.\n\nTask:\n{goal}")
@@ -89,4 +91,13 @@ class CodeFamily:
         return CodeEnvironment()
 
     def agents(self) -> Mapping[str, Callable[[], Agent]]:
-        return {"oracle": CodeOracle, "random": RandomAgent, "null": NullAgent, **{e.name: e for e in EXPLOITS}}
+        return {"oracle": CodeOracle, "random": RandomAgent, "null": NullAgent, "trivial": CodeTrivial,
+                **{e.name: e for e in EXPLOITS}}
+
+    def work_units(self, task: TaskSpec) -> int:
+        """Sub-goals of `task`: its bugs (see `code.ladder`)."""
+        return work_units(task)
+
+    def partial_oracle(self, fraction: float) -> Agent:
+        """The oracle fixing `round(fraction * work_units)` of the bugs."""
+        return PartialCodeOracle(fraction)

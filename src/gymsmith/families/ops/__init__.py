@@ -14,6 +14,7 @@ from gymsmith.families.ops.env import OpsEnvironment, pristine_image
 from gymsmith.families.ops.exploits import EXPLOITS
 from gymsmith.families.ops.generator import KINDS, choose_kind, generate_world
 from gymsmith.families.ops.greedy import OpsGreedy
+from gymsmith.families.ops.ladder import OpsTrivial, PartialOpsOracle, work_units
 from gymsmith.families.ops.oracle import OpsOracle
 from gymsmith.families.ops.tools import TOOL_SPECS
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
@@ -75,4 +76,12 @@ class OpsFamily:
 
     def agents(self) -> Mapping[str, Callable[[], Agent]]:
         return {"oracle": OpsOracle, "greedy": OpsGreedy, "random": RandomAgent, "null": NullAgent,
-                **{e.name: e for e in EXPLOITS}}
+                "trivial": OpsTrivial, **{e.name: e for e in EXPLOITS}}
+
+    def work_units(self, task: TaskSpec) -> int:
+        """Sub-goals of the oracle's plan for `task` (see `ops.ladder`)."""
+        return work_units(task)
+
+    def partial_oracle(self, fraction: float) -> Agent:
+        """The oracle stopped after `round(fraction * work_units)` sub-goals."""
+        return PartialOpsOracle(fraction)

@@ -72,8 +72,21 @@ class WebFamily:
 
     def agents(self) -> Mapping[str, Callable[[], Agent]]:
         from gymsmith.families.web.exploits import EXPLOITS
+        from gymsmith.families.web.ladder import WebTrivial
         from gymsmith.families.web.oracle import WebOracle
 
         # random submits with a 10% chance per step (~10 steps): each of its steps is a browser action
         return {"oracle": WebOracle, "random": partial(RandomAgent, submit_probability=0.1), "null": NullAgent,
-                **{e.name: e for e in EXPLOITS}}
+                "trivial": WebTrivial, **{e.name: e for e in EXPLOITS}}
+
+    def work_units(self, task: TaskSpec) -> int:
+        """Sub-goals of `task` (see `web.ladder`)."""
+        from gymsmith.families.web.ladder import work_units
+
+        return work_units(task)
+
+    def partial_oracle(self, fraction: float) -> Agent:
+        """The oracle through the UI, stopped after `round(fraction * work_units)` sub-goals."""
+        from gymsmith.families.web.ladder import PartialWebOracle
+
+        return PartialWebOracle(fraction)
