@@ -154,8 +154,9 @@ def print_summary(rows: list[SummaryRow], title: str) -> None:
 
 
 def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, backend: str = "local",
-            address: Optional[str] = None) -> TrajectoryStore:
-    """Run `config` into the store with a progress bar; print the summary. Shared by run, eval and demo."""
+            address: Optional[str] = None, tasks: Optional[list] = None) -> TrajectoryStore:
+    """Run `config` (or only `tasks` of it) into the store with a progress bar; print the summary of the whole
+    run. Shared by run, eval and demo."""
     store = TrajectoryStore(store_path)
     columns = (TextColumn(f"[bold]{config.run_id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[last]}"))
@@ -174,9 +175,9 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
         if backend == "ray":
             from gymsmith.runner.ray_backend import run_on_ray
 
-            run_on_ray(config, store, address=address, progress=report, collect=False, on_actor_death=died)
+            run_on_ray(config, store, address=address, progress=report, collect=False, on_actor_death=died, tasks=tasks)
         elif backend == "local":
-            run_config(config, store, progress=report, collect=False, on_worker_death=died)
+            run_config(config, store, progress=report, collect=False, on_worker_death=died, tasks=tasks)
         else:
             raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
     print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")
@@ -186,7 +187,8 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
 def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
-                 model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None) -> None:
+                 model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
+                 paired_heldout: int = 0) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -196,8 +198,52 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                        taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
-                       concurrency=concurrency, max_steps=max_steps, policy=policy)
+                       concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout)
     execute(config, store, backend=backend, address=address)
+
+
+_PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy", "model_url",
+               "model_name", "model_key_env", "step_rewards")
+
+
+def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, store: str, concurrency: int, backend: str,
+                  address: Optional[str]) -> None:
+    """`gymsmith eval FAMILY --pair RUN`: add `count` held-out tasks to training run RUN, with its agents, seeds,
+    knobs, limits and policy (read from the stored run config), under the same run id."""
+    sources = {n: ctx.get_parameter_source(n) for n in _PAIR_FIXED}  # typer vendors click: compare enum names
+    given = [f"--{n.replace('_', '-')}" for n, src in sources.items() if src is not None and src.name == "COMMANDLINE"]
+    if given:
+        raise ValueError(f"--pair {run_id} takes agents, seeds, knobs, limits and policy from that run; "
+                         f"drop {', '.join(given)}")
+    s = TrajectoryStore(store)
+    stored = _stored_config(s, run_id)
+    if stored is None:
+        known = ", ".join(r.run_id for r in s.runs() if r.purpose == "train")[-400:] or "none"
+        raise GymsmithError(f"--pair {run_id!r}: no such run in {store}; training runs there: {known}")
+    try:
+        config = RunConfig.model_validate(stored)
+    except ValidationError as exc:
+        raise GymsmithError(f"--pair {run_id!r}: its stored config is not a run config this gymsmith reads "
+                            f"({exc.error_count()} errors); make a new paired run with gymsmith run --with-heldout") from None
+    if config.purpose != "train":
+        raise GymsmithError(f"--pair {run_id!r} is an {config.purpose} run; pair a training run (purpose train), "
+                            "whose rollouts are all train tasks")
+    if config.taskset.family != family:
+        raise GymsmithError(f"--pair {run_id!r} ran family {config.taskset.family!r}, not {family!r}: "
+                            f"use gymsmith eval {config.taskset.family} --pair {run_id}")
+    config = config.model_copy(update={"paired_heldout": count, "concurrency": concurrency})
+    store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()))
+    store_.close()
+
+
+def _stored_config(store: TrajectoryStore, run_id: str) -> Optional[dict[str, Any]]:
+    from sqlalchemy import select
+
+    from gymsmith.store.schema import runs
+
+    with store.engine.connect() as conn:
+        body = conn.execute(select(runs.c.config).where(runs.c.run_id == run_id)).scalar()
+    return None if body is None else json.loads(body)
 
 
 _AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names ('model' needs --model-url).")
@@ -224,20 +270,27 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
         seeds: int = _SEEDS, run_id: Optional[str] = _RUN_ID, store: str = _STORE, difficulty: str = _DIFFICULTY,
         knob: list[str] = _KNOB, base_seed: int = 0, concurrency: int = _CONCURRENCY, max_steps: int = _MAX_STEPS,
         policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
-        model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
-    """Run agents on train-split tasks (held-out tasks are only reachable through `eval`)."""
+        model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
+        with_heldout: int = typer.Option(0, min=0, help="Also evaluate on this many held-out tasks of the same task "
+                                         "set, in the same run id (for `gymsmith audit divergence`).")) -> None:
+    """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout)."""
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env, backend, address)
+                 policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout)
 
 
 @app.command("eval")
 @_guard
-def eval_(family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."), agents: str = _AGENTS,
+def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."),
+          agents: str = _AGENTS,
           seeds: int = _SEEDS, run_id: Optional[str] = _RUN_ID, store: str = _STORE, difficulty: str = _DIFFICULTY,
           knob: list[str] = _KNOB, base_seed: int = 0, concurrency: int = _CONCURRENCY, max_steps: int = _MAX_STEPS,
           policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
-          model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS) -> None:
-    """Evaluate agents on held-out tasks only."""
+          model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
+          pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
+                                             "agents and config (for `gymsmith audit divergence`).")) -> None:
+    """Evaluate agents on held-out tasks only (with --pair, inside an existing training run)."""
+    if pair is not None:
+        return _pair_command(ctx, family, pair, count, store, concurrency, backend, address)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address)
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
-from gymsmith.core.types import EndReason, Reward, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.rollout import run_rollout
@@ -33,9 +33,14 @@ class RunConfig(BaseModel):
     """A run: which tasks, which agents, how many episode seeds, and the limits."""
 
     run_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
-    purpose: Literal["train", "eval", "audit"] = Field(default="train", description="train: train split only; eval: "
-                                                        "held-out only; audit: the environment's own checks, any split.")
+    purpose: Literal["train", "eval", "audit"] = Field(default="train", description="train: train split only (plus "
+                                                        "its `paired_heldout` sample, evaluated only); eval: held-out only; "
+                                                        "audit: the environment's own checks, any split.")
     taskset: TaskSetSpec
+    paired_heldout: int = Field(default=0, ge=0, le=1_000_000, description="A train run only: this many held-out tasks "
+                                "of the same task set (family, knobs, base seed, held-out fraction) run in the same run "
+                                "id with the same agents and limits, so train vs held-out divergence can be measured "
+                                "within one run. Their rollouts are stored with split 'heldout'; nothing trains on them.")
     agents: list[str] = Field(min_length=1)
     seeds: int = Field(default=1, ge=1, le=1000, description="Episode seeds per (task, agent): 0..seeds-1.")
     max_steps: int = Field(default=300, ge=1)
@@ -66,6 +71,13 @@ class RunConfig(BaseModel):
         get_policy(value)
         return value
 
+    def heldout_taskset(self) -> TaskSetSpec | None:
+        """The task set of the paired held-out sample: `taskset` with split 'heldout' and `paired_heldout` tasks
+        (so the same family, knobs and base seed: real held-out tasks of the same difficulty); None without one."""
+        if not self.paired_heldout:
+            return None
+        return self.taskset.model_copy(update={"split": "heldout", "count": self.paired_heldout})
+
 
 class SummaryRow(BaseModel):
     split: str
@@ -87,6 +99,28 @@ def check_split_policy(config: RunConfig) -> None:
                                "held-out tasks are for evaluation (gymsmith eval)")
     if config.purpose == "eval" and split != "heldout":
         raise SplitPolicyError(f"an eval run uses split 'heldout', not {split!r}")
+    if config.paired_heldout and config.purpose != "train":
+        raise SplitPolicyError(f"paired_heldout pairs a training run with a held-out sample; a {config.purpose} run "
+                               "has none (an eval run is held-out already)")
+
+
+def check_given_tasks(config: RunConfig, tasks: list[TaskSpec]) -> None:
+    """A training run handed its tasks: every held-out one among them must belong to the run's paired held-out
+    sample (`RunConfig.heldout_taskset`), the one path by which held-out tasks enter a training run.
+
+    Raises SplitPolicyError naming the first task that does not."""
+    if config.purpose != "train":
+        return
+    fraction = config.taskset.heldout_fraction
+    held = [t for t in tasks if split_of(t.id, heldout_fraction=fraction) is Split.HELDOUT]
+    if not held:
+        return
+    paired = {t.id for t in build_taskset(config.heldout_taskset())} if config.paired_heldout else set()
+    stray = [t.id for t in held if t.id not in paired]
+    if stray:
+        raise SplitPolicyError(f"training run {config.run_id!r} was given held-out task {stray[0]!r} "
+                               f"({len(stray)} in all) outside its paired held-out sample; held-out tasks are for "
+                               "evaluation (gymsmith eval, or gymsmith run --with-heldout N)")
 
 
 def _bin(difficulty: float) -> str:
@@ -269,11 +303,18 @@ class RunPlan:
 def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | None = None) -> RunPlan:
     """Validate `config`, record the run, and list the rollouts not yet stored. Shared by every backend.
 
+    The tasks are `tasks` when given (see `check_given_tasks`), else the task set followed by its paired held-out
+    sample (`RunConfig.paired_heldout`).
     Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError, ValueError before anything runs.
     """
     check_split_policy(config)
     agent_factories(config, get_family(config.taskset.family))
-    tasks = tasks if tasks is not None else build_taskset(config.taskset)
+    if tasks is None:
+        tasks = build_taskset(config.taskset)
+        if config.paired_heldout:
+            tasks = tasks + build_taskset(config.heldout_taskset())
+    else:
+        check_given_tasks(config, tasks)
     store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
     store.record_fingerprint(environment_fingerprint(config.taskset.family))  # local workers share this code
     done = store.completed_keys(config.run_id)
