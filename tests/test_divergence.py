@@ -28,7 +28,9 @@ def test_alarm_when_heldout_falls_while_train_rises(tmp_path):
     last = report.periods[-1]
     assert last.gap_low < last.gap < last.gap_high and last.gap > 0.5
     svg = write_plot(report, tmp_path / "div.svg").read_text()
-    assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "ALARM" in svg
+    # train, held-out and the gap as lines, the gap's interval as a band, the threshold line, and the status
+    assert svg.startswith("<svg") and svg.count("<polyline") == 3 and 'class="ci"' in svg and "ALARM" in svg
+    assert 'class="threshold"' in svg and report.status.value == "alarm"
 
 
 def test_quiet_when_both_move_together():
@@ -63,8 +65,11 @@ def test_cli_on_a_real_store(tmp_path):
                                     timeout=300, env=env)
     for cmd, rid in (("run", "t1"), ("eval", "e1")):
         assert cli(cmd, "ops", "--count", "20", "--agents", "greedy", "--run-id", rid, "--store", db).returncode == 0
+    # a train run and a separate eval run: every window of 20 rollouts holds one split, so nothing is measured,
+    # and that is said (status insufficient, exit 3), never shown as a pass
     out = cli("audit", "divergence", "--store", db, "--by", "n:20", "--plot", str(tmp_path / "p.svg"))
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "ok:" in out.stdout and (tmp_path / "p.svg").exists()
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "insufficient:" in out.stdout and "ok:" not in out.stdout and (tmp_path / "p.svg").exists()
+    assert "not enough data" in (tmp_path / "p.svg").read_text()
     rew = cli("audit", "reward", "--store", db)
     assert rew.returncode == 0 and "Spearman" in rew.stdout

@@ -358,25 +358,50 @@ def audit_diversity(store: str = _STORE, run: list[str] = typer.Option([], help=
 def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
                      by: str = typer.Option("run", help="Period: run, day or n:SIZE (every SIZE rollouts)."),
                      threshold: float = typer.Option(0.10, help="Gap (train minus held-out reward) that raises the alarm."),
-                     plot: Optional[Path] = typer.Option(None, help="Write an SVG plot here.")) -> None:
-    """Train vs held-out reward per period, the gap with a bootstrap 95% interval; exit 1 on the alarm."""
-    from gymsmith.audit.divergence import divergence, write_plot
+                     family: Optional[str] = typer.Option(None, help="Only this family (default: each family on its own)."),
+                     agent: Optional[str] = typer.Option(None, help="Only this agent (default: each agent on its own)."),
+                     include_checks: bool = typer.Option(False, help="Also read the runs `gymsmith check` made "
+                                                         "(left out unless named with --run)."),
+                     plot: Optional[Path] = typer.Option(None, help="Write an SVG plot here (one per family and agent: "
+                                                         "NAME-FAMILY-AGENT.svg when there are several)."),
+                     as_json: bool = typer.Option(False, "--json", help="Print the reports as JSON.")) -> None:
+    """Train vs held-out reward per period for each (family, agent), the gap with a bootstrap 95% interval, and a
+    status: ok, alarm, one_period (one gap, no trend yet) or insufficient (nothing measured).
+    Exit 1 on an alarm, else 3 if any group measured nothing, else 0."""
+    from rich.markup import escape
 
-    report = divergence(TrajectoryStore(store).rollout_rows(run or None), by=by, threshold=threshold)
-    table = Table("period", "train n", "held-out n", "train reward", "held-out reward", "gap", "95% CI", title="divergence")
+    from gymsmith.audit.divergence import divergence_groups, exit_code, select_rows, write_plot
+
+    rows, skipped = select_rows(TrajectoryStore(store), run or None, include_checks=include_checks)
+    reports = divergence_groups(rows, by=by, threshold=threshold, family=family, agent=agent)
+    if as_json:
+        sys.stdout.write(json.dumps({"reports": [r.model_dump(mode="json") for r in reports],
+                                     "left_out_check_runs": skipped}, indent=2) + "\n")
+        raise typer.Exit(exit_code(reports))
     fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    for p in report.periods:
-        ci = "—" if p.gap_low is None else f"{p.gap_low:+.3f}..{p.gap_high:+.3f}"
-        table.add_row(p.label, str(p.train_n), str(p.heldout_n), fmt(p.train_reward), fmt(p.heldout_reward),
-                      "—" if p.gap is None else f"{p.gap:+.3f}", ci)
-    console.print(table)
-    if plot:
-        console.print(f"plot: {write_plot(report, plot)}")
-    console.print(("[red]ALARM[/]: " if report.alarm else "ok: ") + report.reason)
-    if report.drift_warning:
-        console.print(f"[yellow]warning[/]: {report.drift_warning}")
-    if report.alarm:
-        raise typer.Exit(1)
+    colour = {"ok": "green", "alarm": "red", "one_period": "yellow", "insufficient": "yellow"}
+    for rep in reports:
+        table = Table("period", "train n", "held-out n", "train reward", "held-out reward", "gap", "95% CI",
+                      title=f"divergence: {rep.group} (by {rep.by})")
+        for p in rep.periods:
+            ci = "—" if p.gap_low is None else f"{p.gap_low:+.3f}..{p.gap_high:+.3f}"
+            table.add_row(p.label, str(p.train_n), str(p.heldout_n), fmt(p.train_reward), fmt(p.heldout_reward),
+                          "—" if p.gap is None else f"{p.gap:+.3f}", ci)
+        if rep.periods:
+            console.print(table)
+        status = rep.status.value
+        console.print(f"[{colour[status]}]{status}[/]{escape(rep.line()[len(status):])}", soft_wrap=True)
+        if rep.measured:
+            console.print(f"  {rep.reason}", soft_wrap=True)
+        if rep.drift_warning:
+            console.print(f"  [yellow]warning[/]: {rep.drift_warning}", soft_wrap=True)
+        if plot:
+            where = plot if len(reports) == 1 else plot.with_name(
+                f"{plot.stem}-{rep.family}-{rep.agent}{plot.suffix or '.svg'}".replace(":", "_").replace("/", "_"))
+            console.print(f"  plot: {write_plot(rep, where)}", soft_wrap=True)
+    if skipped:
+        console.print(f"left out {len(skipped)} run(s) made by gymsmith check (--include-checks to read them)")
+    raise typer.Exit(exit_code(reports))
 
 
 @audit_app.command("hacking")

@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from gymsmith.audit.divergence import divergence
+from gymsmith.audit.divergence import Status, divergence_groups, plot_svg
 from gymsmith.audit.diversity import diversity
 from gymsmith.audit.hacking import hacking_audit
 from gymsmith.core.types import Trajectory
@@ -20,7 +20,7 @@ from gymsmith.store.sql import TrajectoryStore
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f3f3f3}
-pre{white-space:pre-wrap;margin:0;font-size:12px}section{margin:1.5em 0}.err{color:#b00}.ok{color:#070}
+pre{white-space:pre-wrap;margin:0;font-size:12px}section{margin:1.5em 0}.err{color:#b00}.ok{color:#070}.warn{color:#a60}
 nav a{margin-right:1em}"""
 
 
@@ -69,6 +69,31 @@ def _trajectory_section(t: Trajectory) -> str:
             f'</pre></details>{comps}{steps}</section>')
 
 
+_STATUS_CLASS = {Status.OK: "ok", Status.ALARM: "err", Status.ONE_PERIOD: "warn", Status.INSUFFICIENT: "warn"}
+_STATUS_TEXT = {Status.OK: "ok", Status.ALARM: "ALARM", Status.ONE_PERIOD: "one period only (a gap, no trend yet)",
+                Status.INSUFFICIENT: "not enough data"}
+
+
+def _divergence_section(rows: list[dict]) -> str:
+    """Train vs held-out by run, for each (family, agent) on its own: a table of every group's periods, then per
+    group its status (never shown as ok unless it is) and its plot."""
+    reports = divergence_groups(rows, by="run")
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    table = _table(["family", "agent", "period", "train n", "held-out n", "train reward", "held-out reward", "gap", "95% CI"],
+                   [[d.family, d.agent, p.label, p.train_n, p.heldout_n, fmt(p.train_reward), fmt(p.heldout_reward),
+                     "—" if p.gap is None else f"{p.gap:+.3f}", "—" if p.gap_low is None else f"{p.gap_low:+.3f}..{p.gap_high:+.3f}"]
+                    for d in reports for p in d.periods], "divergence")
+    groups = "".join(
+        f'<div class="divergence-group" data-status="{d.status.value}"><h3>{_e(d.group)}</h3>'
+        f'<p class="{_STATUS_CLASS[d.status]}"><b>{_e(_STATUS_TEXT[d.status])}</b>: {_e(d.reason)}</p>'
+        + (f'<p class="err">{_e(d.drift_warning)}</p>' if d.drift_warning else "") + plot_svg(d) + "</div>"
+        for d in reports)
+    return ('<section id="divergence"><h2>Train vs held-out</h2><p>The gap is train minus held-out mean reward, by run, '
+            'for one family and one agent at a time, with a bootstrap 95% interval. A run holds both splits when made '
+            'with <code>gymsmith run FAMILY --with-heldout N</code> or <code>gymsmith eval FAMILY --pair RUN</code>.</p>'
+            + table + groups + "</section>")
+
+
 def write_report(store: TrajectoryStore, run_ids: list[str], path: str | Path, *, max_trajectories: int = 200) -> Path:
     """Write the report for `run_ids` to `path`; returns it. Trajectory sections are capped at
     `max_trajectories` (the first of each run, then by order), and the report says how many it left out."""
@@ -90,13 +115,7 @@ def write_report(store: TrajectoryStore, run_ids: list[str], path: str | Path, *
             groups[f"{r['split']} · {r['agent']}"].append(r["reward"])
     parts.append('<section id="distributions"><h2>Reward distributions</h2>' +
                  "".join(histogram_svg(v, k) for k, v in sorted(groups.items())) + "</section>")
-    div = divergence(rows, by="run")
-    div_rows = [[p.label, p.train_n, p.heldout_n, "—" if p.gap is None else f"{p.gap:+.3f}",
-                 "—" if p.gap_low is None else f"{p.gap_low:+.3f}..{p.gap_high:+.3f}"] for p in div.periods]
-    parts.append('<section id="divergence"><h2>Train vs held-out</h2>' +
-                 _table(["period", "train n", "held-out n", "gap", "95% CI"], div_rows) +
-                 f'<p class="{"err" if div.alarm else "ok"}">{"ALARM: " if div.alarm else ""}{_e(div.reason)}</p>' +
-                 (f'<p class="err">{_e(div.drift_warning)}</p>' if div.drift_warning else "") + "</section>")
+    parts.append(_divergence_section(rows))
     dv = diversity(store, run_ids)
     parts.append('<section id="diversity"><h2>Trajectory diversity</h2>' + _table(
         ["family", "agent", "tasks", "paths/task", "final states/task", "entropy (bits)", "warning"],
