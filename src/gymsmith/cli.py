@@ -415,7 +415,8 @@ def audit_hacking(store: str = _STORE, run: list[str] = typer.Option([], help="R
     flags = hacking_audit(TrajectoryStore(store), run or None, top_share=top)
     table = Table("score", "rollout", "agent", "reward", "reasons", title=f"reward-hacking audit: {len(flags)} flagged")
     for f in flags[:limit]:
-        table.add_row(f"{f.score:.1f}", f.rollout_id, f.agent, f"{f.reward:.2f}", "; ".join(f.reasons))
+        table.add_row(f"{f.score:.1f}", f.rollout_id, f.agent + (" (privileged)" if f.privileged else ""), f"{f.reward:.2f}",
+                      "; ".join(f.reasons))
     console.print(table)
     if flags:
         console.print(f"inspect one with: gymsmith replay {flags[0].rollout_id} --store {store}")

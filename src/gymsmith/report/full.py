@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gymsmith.audit.divergence import Status, divergence_groups, plot_svg
 from gymsmith.audit.diversity import diversity
-from gymsmith.audit.hacking import hacking_audit
+from gymsmith.audit.hacking import hacking_audit, is_privileged
 from gymsmith.core.types import Trajectory
 from gymsmith.runner.local import summarize
 from gymsmith.store.sql import TrajectoryStore
@@ -121,11 +121,15 @@ def write_report(store: TrajectoryStore, run_ids: list[str], path: str | Path, *
         ["family", "agent", "tasks", "paths/task", "final states/task", "entropy (bits)", "warning"],
         [[d.family, d.agent, d.tasks, f"{d.mean_distinct_paths:.2f}", f"{d.mean_distinct_final_states:.2f}",
           f"{d.mean_path_entropy_bits:.2f}", d.warning or ""] for d in dv]) + "</section>")
-    flags = hacking_audit(store, run_ids)
-    parts.append('<section id="flags"><h2>Reward-hacking flags</h2>' + _table(
+    flags = hacking_audit(store, run_ids, exclude_privileged=True)
+    privileged = sorted({r["agent"] for r in rows if is_privileged(r["agent"], r["family"])})
+    note = ("Privileged agents are left out of this ranking: they know the answer by construction (the oracle "
+            "rebuilds the witness from the seed, as the verifier does), so they show the tells without hacking. "
+            + (f"Left out here: {', '.join(privileged)}." if privileged else "None ran in these runs."))
+    parts.append('<section id="flags"><h2>Reward-hacking flags</h2>' + f'<p class="privileged-note">{_e(note)}</p>' + _table(
         ["score", "rollout", "agent", "reward", "reasons"],
         [[f"{f.score:.1f}", _Raw(f'<a href="#rollout-{_e(f.rollout_id)}">{_e(f.rollout_id)}</a>'), f.agent,
-          f"{f.reward:.2f}", "; ".join(f.reasons)] for f in flags[:50]]) + "</section>")
+          f"{f.reward:.2f}", "; ".join(f.reasons)] for f in flags[:50]], "flags") + "</section>")
     flagged = {f.rollout_id for f in flags[:50]}
     chosen = [r for r in rows if r["rollout_id"] in flagged]
     chosen += [r for r in rows if r["rollout_id"] not in flagged][: max(0, max_trajectories - len(chosen))]
