@@ -220,6 +220,15 @@ class Step(BaseModel):
     duration_ms: float = Field(description="Wall time the environment took for this step.")
     agent_info: dict[str, Any] | None = Field(default=None, description="What the agent reported for this step "
                                               "(a model agent: latency, token usage, retries).")
+    progress: float | None = Field(default=None, description="Step rewards only (`step_rewards=True`): V(s), the "
+                                   "reward value the verifier gives the state this step left, scored from a snapshot "
+                                   "like a final state; the last step's is the rollout's reward. None when step "
+                                   "rewards are off or this step's value could not be computed (`progress_error`).")
+    step_reward: float | None = Field(default=None, description="Step rewards only: `progress` minus the last known "
+                                      "value before it (the trajectory's `start_progress` for the first step), so "
+                                      "the step rewards sum to the final progress minus V(s0). None with `progress`.")
+    progress_error: str | None = Field(default=None, description="Why `progress` is None although step rewards were "
+                                       "on (a per-step verification that failed; the rollout went on).")
 
 
 class Trajectory(BaseModel):
@@ -250,5 +259,8 @@ class Trajectory(BaseModel):
                                     "store's fingerprints table): interpreter, packages, family source.")
     final_diff: str | None = Field(default=None, description="The final state as a unified diff against the start "
                                    "(families whose state is files, e.g. code); read by the audits.")
+    start_progress: float | None = Field(default=None, description="Step rewards only: V(s0), the verifier's reward "
+                                         "value for the start state, the baseline of the first step's `step_reward` "
+                                         "(None when step rewards are off or it could not be computed).")
     started_at: float = Field(description="Unix time the rollout started (wall clock, for the record only).")
     finished_at: float

@@ -14,7 +14,9 @@ from gymsmith.store.sql import TrajectoryStore
 
 STEP = pa.struct([("idx", pa.int32()), ("tool", pa.string()), ("arguments", pa.string()),
                   ("observation", pa.string()), ("error_kind", pa.string()), ("duration_ms", pa.float64()),
-                  ("agent_info", pa.string())])
+                  ("agent_info", pa.string()), ("progress", pa.float64()), ("step_reward", pa.float64()),
+                  ("progress_error", pa.string())])
+STEP_FIELDS = tuple(f.name for f in STEP)
 COMPONENT = pa.struct([("name", pa.string()), ("value", pa.float64()), ("weight", pa.float64())])
 SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()),
@@ -25,7 +27,7 @@ SCHEMA = pa.schema([
     ("end_detail", pa.string()), ("package_version", pa.string()),
     ("started_at", pa.float64()), ("finished_at", pa.float64()), ("gate_failures", pa.list_(pa.string())),
     ("violations", pa.list_(pa.string())),
-    ("final_diff", pa.string()),
+    ("final_diff", pa.string()), ("start_progress", pa.float64()),
     ("components", pa.list_(COMPONENT)), ("steps", pa.list_(STEP)),
 ])
 
@@ -43,7 +45,7 @@ def export_parquet(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
         for chunk in range(0, len(ids), 500):
             part = ids[chunk:chunk + 500]
             for s in conn.execute(select(steps).where(steps.c.rollout_id.in_(part)).order_by(steps.c.rollout_id, steps.c.idx)).mappings():
-                by_steps[s["rollout_id"]].append({k: s[k] for k in ("idx", "tool", "arguments", "observation", "error_kind", "duration_ms", "agent_info")})
+                by_steps[s["rollout_id"]].append({k: s[k] for k in STEP_FIELDS})
             for c in conn.execute(select(reward_components).where(reward_components.c.rollout_id.in_(part))).mappings():
                 by_comps[c["rollout_id"]].append({"name": c["name"], "value": c["value"], "weight": c["weight"]})
     records = []

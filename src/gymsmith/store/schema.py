@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7  # 7: steps.progress, step_reward, progress_error; rollouts.start_progress
 metadata = MetaData()
 
 runs = Table(
@@ -58,6 +58,7 @@ rollouts = Table(
     Column("gate_failures", Text, nullable=False),  # JSON list
     Column("violations", Text),  # JSON list: forbidden effects that zeroed the reward (schema 5)
     Column("final_diff", Text),  # unified diff of the final state against the start (file-based families)
+    Column("start_progress", Float),  # V(s0) with step rewards (schema 7; NULL without them and in older rows)
     UniqueConstraint("run_id", "task_id", "agent", "seed", name="one_rollout_per_key"),
     Index("rollouts_by_run", "run_id"),
     Index("rollouts_by_reward", "reward"),
@@ -73,6 +74,9 @@ steps = Table(
     Column("error_kind", String(32)),
     Column("duration_ms", Float, nullable=False),
     Column("agent_info", Text),  # JSON: a model agent's latency, token usage and retries for this step
+    Column("progress", Float),  # schema 7, with step rewards: V(s_t), the verifier's value of the state after it
+    Column("step_reward", Float),  # schema 7: progress minus the last known progress before it (or V(s0))
+    Column("progress_error", Text),  # schema 7: why progress is NULL although step rewards were on
 )
 
 reward_components = Table(

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 import gymsmith
 from gymsmith.core.errors import StoreError
@@ -20,7 +20,7 @@ from gymsmith.store.schema import fingerprints, metadata, reward_components, rol
 
 DEFAULT_STORE = "runs/gymsmith.db"
 MAX_TEXT_CHARS = {"tool": 64, "arguments": 300_000, "error": 20_000, "end_detail": 20_000, "final_diff": 1_000_000,
-                  "agent_info": 20_000}  # what one field of a stored rollout may hold (docs/episodes.md)
+                  "agent_info": 20_000, "progress_error": 2_000}  # what one field of a stored rollout may hold (docs/episodes.md)
 
 
 def _text(value: str | None, field: str) -> str | None:
@@ -122,13 +122,16 @@ class TrajectoryStore:
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
                    gate_failures=json.dumps(reward.gate_failures if reward else []),
-                   violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"))
+                   violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"),
+                   start_progress=t.start_progress)
         step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=_text(s.action.tool, "tool"),
                           arguments=_text(s.action.arguments_text(), "arguments"),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
                           duration_ms=s.duration_ms,
-                          agent_info=_json(s.agent_info, "agent_info") if s.agent_info is not None else None) for s in t.steps]
+                          agent_info=_json(s.agent_info, "agent_info") if s.agent_info is not None else None,
+                          progress=s.progress, step_reward=s.step_reward,
+                          progress_error=_text(s.progress_error, "progress_error")) for s in t.steps]
         comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
                      for n, c in (reward.components.items() if reward else ())]
         try:
@@ -191,7 +194,9 @@ class TrajectoryStore:
             trajectory_steps = [Step(index=s["idx"], action=_action(s["tool"], s["arguments"]),
                                      observation=Observation.model_validate_json(s["observation"]),
                                      duration_ms=s["duration_ms"],
-                                     agent_info=json.loads(s["agent_info"]) if s["agent_info"] else None)
+                                     agent_info=json.loads(s["agent_info"]) if s["agent_info"] else None,
+                                     progress=s["progress"], step_reward=s["step_reward"],
+                                     progress_error=s["progress_error"])
                                 for s in step_rows]
         reward = None
         if r["reward"] is not None:
@@ -204,7 +209,7 @@ class TrajectoryStore:
                           steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
                           end_reason=EndReason(r["end_reason"]) if r["end_reason"] else None, end_detail=r["end_detail"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
-                          fingerprint=r["fingerprint"], final_diff=r["final_diff"],
+                          fingerprint=r["fingerprint"], final_diff=r["final_diff"], start_progress=r["start_progress"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
 
     def task_of(self, rollout_id: str) -> TaskSpec:
@@ -256,11 +261,20 @@ def _upgrade(engine: Engine) -> None:
              ("rollouts", "fingerprint", "VARCHAR(32)"),  # schema 2 -> 3
              ("rollouts", "final_diff", "TEXT"),  # schema 3 -> 4
              ("rollouts", "violations", "TEXT"),  # schema 4 -> 5
-             ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT")}  # schema 5 -> 6
+             ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT"),  # schema 5 -> 6
+             ("steps", "progress", "FLOAT"), ("steps", "step_reward", "FLOAT"), ("steps", "progress_error", "TEXT"),
+             ("rollouts", "start_progress", "FLOAT")}  # schema 6 -> 7
+    def has(table: str, column: str) -> bool:
+        return column in {c["name"] for c in inspect(engine).get_columns(table)}
+
     for table, column, kind in sorted(added):
-        if column not in {c["name"] for c in inspect(engine).get_columns(table)}:
-            with engine.begin() as conn:
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+        if not has(table, column):
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+            except DBAPIError:
+                if not has(table, column):  # not another process upgrading the same store at the same moment
+                    raise
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
