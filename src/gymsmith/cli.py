@@ -188,7 +188,7 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
-                 paired_heldout: int = 0) -> None:
+                 paired_heldout: int = 0, step_rewards: bool = False) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -198,7 +198,8 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                        taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
-                       concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout)
+                       concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
+                       step_rewards=step_rewards)
     execute(config, store, backend=backend, address=address)
 
 
@@ -262,6 +263,8 @@ _KNOB = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable.")
 _CONCURRENCY = typer.Option(2, help="Rollouts at once (worker processes, or Ray actors).")
 _MAX_STEPS = typer.Option(300, help="Step limit per rollout.")
 _POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
+_STEP_REWARDS = typer.Option(False, "--step-rewards", help="Store each step's progress and step reward, valued by the "
+                             "verifier (one verification per step that changes the state; docs/trainers.md).")
 
 
 @app.command()
@@ -272,10 +275,12 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
         policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
         model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
         with_heldout: int = typer.Option(0, min=0, help="Also evaluate on this many held-out tasks of the same task "
-                                         "set, in the same run id (for `gymsmith audit divergence`).")) -> None:
+                                         "set, in the same run id (for `gymsmith audit divergence`)."),
+        step_rewards: bool = _STEP_REWARDS) -> None:
     """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout)."""
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout)
+                 policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout,
+                 step_rewards=step_rewards)
 
 
 @app.command("eval")
@@ -287,12 +292,13 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
           model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
-                                             "agents and config (for `gymsmith audit divergence`).")) -> None:
+                                             "agents and config (for `gymsmith audit divergence`)."),
+          step_rewards: bool = _STEP_REWARDS) -> None:
     """Evaluate agents on held-out tasks only (with --pair, inside an existing training run)."""
     if pair is not None:
         return _pair_command(ctx, family, pair, count, store, concurrency, backend, address)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env, backend, address)
+                 policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards)
 
 
 @app.command()
@@ -575,7 +581,7 @@ def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = Tru
 @_guard
 def export(parquet: Path = typer.Option(..., help="Output Parquet file."), store: str = DEFAULT_STORE,
            run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted.")) -> None:
-    """Export stored rollouts (steps and reward components nested) to Parquet."""
+    """Export stored rollouts (steps, with their progress and step rewards, and reward components nested) to Parquet."""
     from gymsmith.store import export_parquet  # pyarrow only when exporting
 
     n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)

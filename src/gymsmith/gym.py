@@ -11,6 +11,14 @@ or the step limit), then the verifier's reward under `policy`, with its componen
 come from the train split only. Observations longer than MAX_OBSERVATION characters are cut, and
 characters outside CHARSET are replaced by "?".
 
+With ``step_rewards=True`` (``gymnasium.make(id, step_rewards=True)``) every step's reward is instead the change
+in the verifier's value of the state, V(s_t) - V(s_{t-1}) (docs/trainers.md, "Per-step rewards"): the verifier
+values the start state at reset (``info["start_progress"]``) and the state after each step (``info["progress"]``,
+``info["step_reward"]``), and the last step's reward is the episode's reward minus the last value, so an episode's
+rewards sum to its final reward minus V(s0). It costs one verification per step that changes the state. A value
+that could not be computed is a reward of 0 with ``info["progress_error"]``; the next step's reward carries the
+change since the last known value.
+
 `step` never raises on a bad action (not JSON, not an object, an unknown tool, garbage or huge arguments):
 it is an error observation with reward 0, and `info["error"]` names its kind. When the episode ends,
 `info["end_reason"]` says why (submitted, step_limit, ungradable_state, environment_exception); an episode
@@ -33,6 +41,7 @@ from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, Split, 
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.verifier.progress import ProgressMeter
 from gymsmith.verifier.service import VerifierService
 
 CHARSET = "".join(chr(c) for c in (9, 10, 13, *range(32, 127), *range(0xA0, 0x250)))
@@ -50,9 +59,12 @@ class GymsmithEnv(gymnasium.Env[str, str]):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, family: str = "ops", *, difficulty: float | None = None, knobs: dict[str, Any] | None = None,
-                 policy: str = DEFAULT_POLICY, max_steps: int = 300, render_mode: str | None = None):
+                 policy: str = DEFAULT_POLICY, max_steps: int = 300, render_mode: str | None = None,
+                 step_rewards: bool = False):
         self.family = get_family(family)
         self.difficulty, self.knobs, self.policy, self.max_steps = difficulty, dict(knobs or {}), policy, max_steps
+        self.step_rewards = step_rewards
+        self._meter: ProgressMeter | None = None
         self.render_mode = render_mode
         self.observation_space = spaces.Text(min_length=0, max_length=MAX_OBSERVATION, charset=CHARSET)
         self.action_space = spaces.Text(min_length=0, max_length=MAX_ACTION, charset=CHARSET)
@@ -79,8 +91,16 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         observation = self._env.reset(task, seed=episode_seed)
         self._last = _clean(observation.text, MAX_OBSERVATION)
-        return self._last, {"task_id": task.id, "goal": task.goal, "tools": [t.to_openai() for t in task.tools],
-                            "difficulty": task.difficulty}
+        info = {"task_id": task.id, "goal": task.goal, "tools": [t.to_openai() for t in task.tools],
+                "difficulty": task.difficulty}
+        self._meter = None
+        if self.step_rewards:
+            self._meter = ProgressMeter(self._env, task, self._service(), policy=self.policy)
+            start = self._meter.start()
+            info["start_progress"] = start.progress
+            if start.error is not None:
+                info["progress_error"] = start.error
+        return self._last, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._task is None:
@@ -94,7 +114,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
             detail = f"{type(exc).__name__}: {clip(str(exc), 500)}"
             self._last = _clean(f"ERROR: the environment failed on this action ({detail}); the episode is over", MAX_OBSERVATION)
             verdict = Reward.rejected(policy=self.policy, reason=f"environment_exception: {detail}")
-            return self._last, 0.0, True, False, {"error": "environment_exception", **self._ended(EndReason.ENVIRONMENT_EXCEPTION, verdict)}
+            info = {"error": "environment_exception", **self._ended(EndReason.ENVIRONMENT_EXCEPTION, verdict)}
+            return self._last, self._closing(0.0, info), True, False, info
         self._last = _clean(result.observation.text, MAX_OBSERVATION)
         terminated = result.done
         truncated = not terminated and self._steps >= self.max_steps
@@ -102,17 +123,35 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         reward = 0.0
         if terminated or truncated:
             verdict, reason = self._verify()
-            reward = float(verdict.value)
             info.update(self._ended(EndReason.SUBMITTED if terminated else EndReason.STEP_LIMIT, verdict, reason))
+            reward = self._closing(0.0 if verdict.ungradable is not None else float(verdict.value), info)
+        elif self._meter is not None:
+            value = self._meter.step()
+            reward = value.step_reward if value.step_reward is not None else 0.0
+            info.update(progress=value.progress, step_reward=value.step_reward)
+            if value.error is not None:
+                info["progress_error"] = value.error
         return self._last, reward, terminated, truncated, info
+
+    def _closing(self, value: float, info: dict[str, Any]) -> float:
+        """The last step's reward for an episode worth `value`: `value` itself, or with step rewards its change from
+        the last known value (`value` when none is known)."""
+        if self._meter is None:
+            return value
+        closing = self._meter.settle(value)
+        info.update(progress=value, step_reward=closing.step_reward if closing.step_reward is not None else value)
+        return info["step_reward"]
+
+    def _service(self) -> VerifierService:
+        if self._verifier is None:
+            self._verifier = VerifierService()
+        return self._verifier
 
     def _verify(self) -> tuple[Reward, EndReason | None]:
         """The verdict on the final state, and the end reason when it is a failure (None otherwise)."""
-        if self._verifier is None:
-            self._verifier = VerifierService()
         try:
             with tempfile.TemporaryDirectory(prefix="gymsmith-gym-") as tmp:
-                verdict = self._verifier.verify(self._task, self._env.final_state(Path(tmp)), policy=self.policy)
+                verdict = self._service().verify(self._task, self._env.final_state(Path(tmp)), policy=self.policy)
         except Exception as exc:
             if is_infrastructure(exc):
                 raise

@@ -7,7 +7,9 @@
   signature TRL's GRPOTrainer calls (dataset columns arrive as keyword lists). Each completion's tool calls
   are executed in a fresh environment of its task, then submitted and scored by the verifier.
 - `MultiTurnRollout`: for trainers that drive their own generation: `messages()` to prompt, `act(reply)`
-  to execute the model's tool calls and get tool messages back, `reward()` at the end.
+  to execute the model's tool calls and get tool messages back, `reward()` at the end. With
+  `step_rewards=True`, also a reward per executed call (`step_rewards`, `progress`, `start_progress`): the change
+  in the verifier's value of the state (docs/trainers.md, "Per-step rewards").
 
 A bad completion never raises (malformed tool calls, garbage JSON, huge or deeply nested arguments): each
 bad call is an error observation, and a completion the adapters cannot execute at all scores 0 with the
@@ -30,6 +32,7 @@ from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, TaskSpe
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.verifier.progress import ProgressMeter, StepValue, value_of
 from gymsmith.verifier.service import VerifierService
 
 DATASET_SCHEMA = pa.schema([
@@ -136,10 +139,16 @@ def tool_calls_of(completion: Any) -> list[Action]:
 
 
 class MultiTurnRollout:
-    """One episode driven by the trainer's own generation loop."""
+    """One episode driven by the trainer's own generation loop.
+
+    With `step_rewards=True` the verifier values the start state (`start_progress`, V(s0)) and the state after
+    each executed call: `progress[i]` is V(s_i) and `step_rewards[i]` its change from the last known value (None
+    where it could not be computed; `progress_errors[i]` says why). `reward()` appends the closing entry (the
+    submit it makes, or the call the environment failed on) or settles the last one, so that the step rewards sum
+    to the episode's reward minus V(s0). Each changed state costs one verification."""
 
     def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
-                 verifier: VerifierService | None = None, max_steps: int = 300):
+                 verifier: VerifierService | None = None, max_steps: int = 300, step_rewards: bool = False):
         self.task, self.policy, self.max_steps = task, policy, max_steps
         self.env = get_family(task.family).make_env()
         try:
@@ -153,6 +162,13 @@ class MultiTurnRollout:
         self._reward: Reward | None = None
         self.end_reason: EndReason | None = None  # set by reward(): why the episode ended
         self.failure: str | None = None  # the environment's exception on the model's input, if one ended it
+        self.progress: list[float | None] = []
+        self.step_rewards: list[float | None] = []
+        self.progress_errors: list[str | None] = []
+        self.start_progress: float | None = None
+        self._meter = ProgressMeter(self.env, task, self.verifier, policy=policy) if step_rewards else None
+        if self._meter is not None:
+            self.start_progress = self._meter.start().progress
 
     def messages(self) -> list[dict[str, str]]:
         return prompt_messages(self.task, self.first.text)
@@ -178,8 +194,15 @@ class MultiTurnRollout:
                 break
             self.steps += 1
             self.done = result.done
+            if self._meter is not None and not self.done:  # the submit's value is the final verification's
+                self._record(self._meter.step())
             out.append({"role": "tool", "tool_call_id": f"call_{self.steps}", "content": result.observation.text})
         return out
+
+    def _record(self, value: StepValue) -> None:
+        self.progress.append(value.progress)
+        self.step_rewards.append(value.step_reward)
+        self.progress_errors.append(value.error)
 
     def reward(self) -> Reward:
         """Submit if the model did not, and score. Call once, at the end. A failed episode (the environment
@@ -188,6 +211,8 @@ class MultiTurnRollout:
         if self._reward is None:
             try:
                 self._reward = self._score()
+                if self._meter is not None:
+                    self._record(self._meter.settle(value_of(self._reward)))
             finally:
                 self.close()
         return self._reward

@@ -47,6 +47,10 @@ class RunConfig(BaseModel):
     time_limit_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
+    step_rewards: bool = Field(default=False, description="Also value the start state and the state after every "
+                               "step with the verifier, storing each step's progress V(s_t) and step reward "
+                               "V(s_t) - V(s_t-1) (docs/trainers.md, 'Per-step rewards'); costs one verification "
+                               "per step that changes the state.")
     processes: bool | None = Field(default=None, description="Run rollouts in worker processes; default: when "
                                    "concurrency > 1 (environments are CPU-bound Python, threads would share one core).")
     model: ModelAgentConfig | None = Field(default=None, description="Endpoint for the agent named 'model'.")
@@ -227,7 +231,8 @@ class RolloutWorker:
             try:
                 trajectory = run_rollout(env=self.env, agent=agent, task=task, split=split, seed=seed,
                                          run_id=c.run_id, verifier=self.verifier, policy=c.policy,
-                                         max_steps=c.max_steps, time_limit_s=c.time_limit_s)
+                                         max_steps=c.max_steps, time_limit_s=c.time_limit_s,
+                                         step_rewards=c.step_rewards)
             finally:
                 if hasattr(agent, "close"):
                     agent.close()

@@ -15,6 +15,12 @@ Who failed decides how a rollout ends (docs/episodes.md); the rule, in order:
 4. A final state that cannot be graded (`FinalState.ungradable`, or checks raising UngradableState):
    reward 0 from the verifier, end reason UNGRADABLE_STATE; the status says whether the agent had submitted.
 5. Otherwise SUBMITTED (COMPLETED), STEP_LIMIT or TIME_LIMIT (TRUNCATED), scored by the verifier.
+
+With `step_rewards`, the verifier also values the start state and the state after every step
+(`gymsmith.verifier.progress`): each step gets `progress` V(s_t) and `step_reward` V(s_t) - V(s_{t-1}), the
+rollout `start_progress` V(s0). The last step's progress is the final verification's reward value, so the step
+rewards sum to reward - V(s0). A per-step verification that fails is logged with its step (`progress_error`)
+and never ends the rollout, and the time spent valuing states does not count against `time_limit_s`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from gymsmith.core.errors import VerifierError, is_infrastructure
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import Action, EndReason, Observation, Reward, RolloutStatus, Split, Step, TaskSpec, Trajectory
 from gymsmith.envs.base import Environment, bounded_action, clip, preview, scrub
+from gymsmith.verifier.progress import ProgressMeter, step_rewards as _step_rewards
 from gymsmith.verifier.service import VerifierService
 
 MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
@@ -61,12 +68,14 @@ class _Ended(Exception):
 
 
 def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
-                verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float) -> Trajectory:
+                verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float,
+                step_rewards: bool = False) -> Trajectory:
     """Run `agent` on `task` and return the trajectory, classified by the rule in the module docstring.
 
     Never raises for agent behaviour. The reward is None exactly when the status is ERROR, and every
     trajectory has an `end_reason`. Stored actions are bounded (`envs.base.bounded_action`), and so are
-    observations (by the environment).
+    observations (by the environment). With `step_rewards`, every step carries its progress and step reward
+    (module docstring); without, they are None and no state but the final one is verified.
     """
     started = time.time()
     base = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
@@ -74,12 +83,16 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
                 seed=seed, agent=agent.name, package_version=gymsmith.__version__)
     steps: list[Step] = []
     first = Observation(text="")
+    meter = ProgressMeter(env, task, verifier, policy=policy) if step_rewards else None
 
     def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
                error: str | None = None, final_hash: str | None = None, final_diff: str | None = None) -> Trajectory:
+        if meter is not None:
+            _settle(meter, steps, reward if reason in _VERIFIED else None, value_last=status is not RolloutStatus.ERROR)
         return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status, error=error,
                           end_reason=reason, end_detail=detail, invalid_actions=getattr(env, "invalid_actions", 0),
-                          final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time())
+                          final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time(),
+                          start_progress=meter.start_value if meter is not None else None)
 
     def infrastructure(exc: BaseException, where: str) -> Trajectory:
         prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{where}: "
@@ -90,8 +103,10 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
         first = env.reset(task, seed=seed)
     except Exception as exc:  # nothing of the agent's yet: the environment could not start
         return infrastructure(exc, "environment reset")
+    if meter is not None:
+        meter.start()
     try:
-        done, reason = _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s)
+        done, reason = _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s, meter)
     except _Ended as ended:
         return _failed(env, ended, record, policy)
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
@@ -117,9 +132,10 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
 
 
 def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, seed: int, steps: list[Step],
-          started: float, max_steps: int, time_limit_s: float) -> tuple[bool, EndReason]:
+          started: float, max_steps: int, time_limit_s: float, meter: ProgressMeter | None) -> tuple[bool, EndReason]:
     """The agent-environment loop; returns (submitted, end reason), or raises _Ended for a failure, or an
-    infrastructure exception."""
+    infrastructure exception. With a `meter`, each step's state is valued, except a last step's (submit or the
+    step limit), whose value is the final verification's."""
     try:
         agent.reset(task, first, seed=seed)
     except Exception as exc:
@@ -128,7 +144,7 @@ def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, se
     while True:
         if len(steps) >= max_steps:
             return False, EndReason.STEP_LIMIT
-        if time.time() - started >= time_limit_s:
+        if time.time() - started - (meter.seconds if meter is not None else 0.0) >= time_limit_s:
             return False, EndReason.TIME_LIMIT
         try:
             action = agent.act(observation)
@@ -147,6 +163,8 @@ def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, se
         steps.append(Step(index=len(steps), action=bounded_action(action), observation=result.observation,
                           duration_ms=round((time.perf_counter() - t0) * 1000, 3),
                           agent_info=getattr(agent, "step_info", None)))
+        if meter is not None and not result.done and len(steps) < max_steps:
+            steps[-1].progress, steps[-1].progress_error = meter.value()
         observation = result.observation
         if result.done:
             return True, EndReason.SUBMITTED
@@ -167,3 +185,28 @@ def _failed(env: Environment, ended: _Ended, record, policy: str, *, status: Rol
         final_hash = None
     reward = Reward.rejected(policy=policy, reason=f"{ended.reason.value}: {clip(ended.detail, 300)}")
     return record(status, ended.reason, reward=reward, detail=ended.detail, final_hash=final_hash)
+
+
+# the end reasons whose reward is the final verification's verdict on the state after the last step
+_VERIFIED = frozenset({EndReason.SUBMITTED, EndReason.STEP_LIMIT, EndReason.TIME_LIMIT, EndReason.UNGRADABLE_STATE})
+
+
+def _settle(meter: ProgressMeter, steps: list[Step], final: Reward | None, *, value_last: bool) -> None:
+    """Give the last step the final verification's value (the authority on that state) or, without one (the
+    rollout ended in the agent's failure or an environment exception), value it now if it was not and
+    `value_last` (not after an infrastructure error); then every step's reward.
+
+    A rollout ended by the agent's failure or an environment exception is scored 0 whatever its progress: its
+    step rewards sum to V(last state) - V(s0), and the reward differs from that by the failure's penalty."""
+    if steps:
+        last = steps[-1]
+        if final is not None:
+            last.progress = 0.0 if final.ungradable is not None else float(final.value)
+            last.progress_error = None
+        elif value_last and last.progress is None and last.progress_error is None:
+            last.progress, last.progress_error = meter.value()
+        if meter.start_error is not None:
+            steps[0].progress_error = f"start state: {meter.start_error}" + (
+                f"; {steps[0].progress_error}" if steps[0].progress_error else "")
+    for step, reward in zip(steps, _step_rewards(meter.start_value, [s.progress for s in steps])):
+        step.step_reward = reward

@@ -1,0 +1,127 @@
+"""Per-step progress: V(s), the verifier's reward value for the state the environment is in now.
+
+Potential-based shaping with the verifier as the potential (docs/trainers.md, "Per-step rewards"). V(s) is the
+`Reward.value` the verifier service would give if the episode ended in state s: the environment's snapshot of s
+(`Environment.final_state`, exactly as for a final state), the same verifier processes and hidden checks, the
+same reward policy. The step reward of step t is V(s_t) - V(s_{t-1}), so the step rewards of an episode sum to
+V(s_T) - V(s_0). Nothing the agent wrote is read here: the value is the verifier's verdict on the snapshot.
+
+- A state the verifier cannot grade (`Reward.ungradable`, a rejection) is worth 0 at that step.
+- A value that cannot be computed (the snapshot or the verification failed) is None with the reason, never an
+  exception: the episode goes on, and the next known value's step reward carries the change since the last
+  known one, so the sum is kept. The final verification, done by the caller, stays authoritative.
+- A state is verified once: values are kept by the environment's state digest (`Environment.state_hash`, the
+  digest the store records as `final_state_hash`), so a step that changed nothing costs a hash, not a verification.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gymsmith.core.types import Reward, TaskSpec
+from gymsmith.envs.base import Environment, clip, scrub
+from gymsmith.verifier.service import VerifierService
+
+MAX_PROGRESS_ERROR_CHARS = 1_000  # a failed per-step verification's reason, as stored with the step
+
+
+@dataclass(frozen=True)
+class StepValue:
+    """The value of the state after one step: `progress` V(s_t), `step_reward` its change from the last known
+    value (None without one), and `error` when V(s_t) could not be computed (progress and step reward None)."""
+
+    progress: float | None
+    step_reward: float | None
+    error: str | None = None
+
+
+def value_of(reward: Reward) -> float:
+    """V(s) for the verifier's verdict on s: its value, 0 for a state it cannot grade."""
+    return 0.0 if reward.ungradable is not None else float(reward.value)
+
+
+def step_rewards(start: float | None, progress: Sequence[float | None]) -> list[float | None]:
+    """Each step's reward: its progress minus the last known progress before it (`start`, V(s0), for the first).
+
+    None where the progress is None, or where no value is known before it. So the known step rewards sum to the
+    last known progress minus `start` (when `start` is known), whatever failed in between."""
+    last, out = start, []
+    for p in progress:
+        if p is None:
+            out.append(None)
+            continue
+        out.append(None if last is None else p - last)
+        last = p
+    return out
+
+
+class ProgressMeter:
+    """Values the states of one episode of `task` in `env`, through `verifier` under `policy`.
+
+    `start()` once after reset (V(s0)), then `step()` after each step; `settle(value)` gives the final
+    verification's value for the state after the last step. Counters: `verifications` (calls to the verifier),
+    `reused` (states valued before, by digest), `failures`, and `seconds` spent valuing (snapshots included).
+    """
+
+    def __init__(self, env: Environment, task: TaskSpec, verifier: VerifierService, *, policy: str):
+        self.env, self.task, self.verifier, self.policy = env, task, verifier, policy
+        self.start_value: float | None = None
+        self.start_error: str | None = None
+        self.last: float | None = None  # the last known value: the baseline of the next step reward
+        self.verifications = self.reused = self.failures = 0
+        self.seconds = 0.0
+        self._known: dict[str, float] = {}
+
+    def start(self) -> StepValue:
+        """V(s0), the value of the state right after reset; the baseline of the first step reward."""
+        self.start_value, self.start_error = self.value()
+        self.last = self.start_value
+        return StepValue(self.start_value, None, self.start_error)
+
+    def step(self) -> StepValue:
+        """The value of the current state and its change from the last known value."""
+        progress, error = self.value()
+        return self._advance(progress, error)
+
+    def settle(self, value: float) -> StepValue:
+        """The step value of the last step when its state's value is known from the final verification."""
+        return self._advance(value, None)
+
+    def _advance(self, progress: float | None, error: str | None) -> StepValue:
+        if progress is None:
+            return StepValue(None, None, error)
+        reward = None if self.last is None else progress - self.last
+        self.last = progress
+        return StepValue(progress, reward, None)
+
+    def value(self) -> tuple[float | None, str | None]:
+        """(V(current state), None), or (None, why) when it could not be computed. Never raises an Exception."""
+        t0 = time.perf_counter()
+        try:
+            digest = self.env.state_hash()
+            if digest in self._known:
+                self.reused += 1
+                return self._known[digest], None
+            with tempfile.TemporaryDirectory(prefix="gymsmith-progress-") as tmp:
+                snapshot = self.env.final_state(Path(tmp))
+                self.verifications += 1
+                verdict = self.verifier.verify(self.task, snapshot, policy=self.policy)
+        except Exception as exc:  # noqa: BLE001 - a failed per-step value is logged with the step, never fatal
+            self.failures += 1
+            return None, _describe(exc)
+        finally:
+            self.seconds += time.perf_counter() - t0
+        value = self._known[digest] = value_of(verdict)
+        return value, None
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose str() raises
+        message = ""
+    return clip(scrub(f"{type(exc).__name__}: {message}"), MAX_PROGRESS_ERROR_CHARS)
