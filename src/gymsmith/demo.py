@@ -56,13 +56,12 @@ def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Pat
     all_rows, notes, ok = [], [], True
     for spec in demo_families(train_tasks, heldout_tasks):
         started = time.time()
-        train = RunConfig(run_id=f"demo-{spec.family}-train-{stamp}", purpose="train", agents=spec.agents,
+        # one run with its held-out pair, so train vs held-out divergence is measured within it
+        train = RunConfig(run_id=f"demo-{spec.family}-{stamp}", purpose="train", agents=spec.agents,
+                          paired_heldout=spec.heldout_tasks,
                           taskset=TaskSetSpec(family=spec.family, count=spec.train_tasks, split="train", knobs=knobs))
-        heldout = RunConfig(run_id=f"demo-{spec.family}-eval-{stamp}", purpose="eval", agents=spec.agents,
-                            taskset=TaskSetSpec(family=spec.family, count=spec.heldout_tasks, split="heldout", knobs=knobs))
         s = execute(train, store)
-        execute(heldout, store)
-        rows = s.rollout_rows([train.run_id, heldout.run_id])
+        rows = s.rollout_rows([train.run_id])
         print_summary(summarize(rows, by_bin=True), f"{spec.family}: by split, agent and difficulty bin")
         scored = [r for r in rows if r["status"] != "error"]
         overall = {a: sum(bool(r["accepted"]) for r in scored if r["agent"] == a) / max(1, sum(r["agent"] == a for r in scored))
@@ -70,7 +69,10 @@ def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Pat
         errors = len(rows) - len(scored)
         console.print(f"{spec.family} acceptance over all tasks: " + ", ".join(f"{a} {overall[a]:.0%}" for a in spec.agents)
                       + f"  ({len(rows)} rollouts, {errors} errors, {time.time() - started:.0f} s)")
+        null_rewards = [r["reward"] for r in scored if r["agent"] == "null"]
         checks = expectations(spec.family, overall) + [(f"{spec.family}: no infrastructure errors", errors == 0)]
+        if null_rewards:
+            checks.append((f"{spec.family}: doing nothing earns nothing (null reward 0 on every task)", max(null_rewards) == 0.0))
         for claim, held in checks:
             console.print(f"  [{'green' if held else 'red'}]{'PASS' if held else 'FAIL'}[/] {claim}")
         notes += [f"{claim}: {'holds' if held else 'FAILS'}" for claim, held in checks]

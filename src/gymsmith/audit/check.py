@@ -1,7 +1,8 @@
 """`gymsmith check`: is a family still working? Each check is a small function over one audit run.
 
 oracle accepted on every task · null never · random rarely · every exploit never, and never above null on
-the same task · the same seeded
+the same task · the reward ladder (`audit.ladder`: partial oracles strictly increasing, null and trivial
+earn nothing) · the same seeded
 rollout twice is identical (else a diff) · reset restores the pristine state exactly · the greedy
 agent's reward falls with difficulty. Results are stored, so a family's health has a history.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import insert, select
 
+from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
@@ -24,6 +26,7 @@ from gymsmith.runner.rollout import run_rollout
 from gymsmith.registry.fingerprint import environment_fingerprint, fingerprint_diff
 from gymsmith.store.schema import check_fingerprints, check_results
 from gymsmith.store.sql import TrajectoryStore
+from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
 
 RANDOM_ACCEPTANCE_MAX = 0.10
@@ -89,6 +92,23 @@ def _monotone(family: str, rows: list[dict[str, Any]], bins: int = 3) -> CheckOu
                         detail="mean reward by difficulty bin: " + ", ".join(f"{m:.3f}" for m in means))
 
 
+def _ladder(family: str, tasks: list[TaskSpec], rows: dict[str, list[dict[str, Any]]]) -> CheckOutcome:
+    """The reward ladder on the check's own rollouts (see `audit.ladder`)."""
+    from gymsmith.audit.ladder import evaluate
+
+    ladder_rows = [dict(r, agent="oracle@100") for r in rows.get("oracle", [])]
+    ladder_rows += [dict(r, agent="oracle@0") for r in rows.get("null", [])]
+    ladder_rows += [r for name, rs in rows.items() if name not in ("oracle",) for r in rs]
+    report = evaluate(family, tasks, ladder_rows)
+    rho = "—" if report.spearman is None else f"{report.spearman:.3f}"
+    return CheckOutcome(family=family, name="reward ladder: rises with every sub-goal, nothing for no work",
+                        passed=report.passed,
+                        detail=f"Spearman {rho}, strictly increasing on {report.strictly_increasing}/{report.tasks} tasks, "
+                               "mean reward by rung " + ", ".join(f"{r.level}%: {r.mean_reward:.3f}" for r in report.rungs
+                                                                  if r.mean_reward is not None)
+                               + ("; " + "; ".join(report.failures) if report.failures else ""))
+
+
 def _signature(t: Trajectory) -> list[str]:
     """What must repeat exactly: the reset observation, each action and observation, final state, reward."""
     lines = [f"reset: {t.reset_observation.model_dump_json()}"]
@@ -119,7 +139,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                     env = family.make_env()  # a fresh environment each time: nothing carried over
                     try:
                         runs.append(run_rollout(env=env, agent=family.agents()[agent](), task=task, split=Split.TRAIN,
-                                                seed=7, run_id="determinism", verifier=verifier, policy="shaped_gated",
+                                                seed=7, run_id="determinism", verifier=verifier, policy=DEFAULT_POLICY,
                                                 max_steps=300, time_limit_s=120))
                     finally:
                         env.close()
@@ -132,7 +152,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                 pristine = env.state_hash()
                 mover = "oracle" if "oracle" in family.agents() else "random"
                 t = run_rollout(env=env, agent=family.agents()[mover](), task=task, split=Split.TRAIN, seed=3,
-                                run_id="reset", verifier=verifier, policy="shaped_gated", max_steps=300, time_limit_s=60)
+                                run_id="reset", verifier=verifier, policy=DEFAULT_POLICY, max_steps=300, time_limit_s=60)
                 changed += t.final_state_hash not in (None, pristine)
                 env.reset(task, seed=0)
                 if env.state_hash() != pristine:
@@ -174,12 +194,14 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     family = get_family(family_name)
     available = family.agents()
     exploits = sorted(a for a in available if a.startswith("exploit:"))
-    wanted = [a for a in ("oracle", "null", "random", "greedy") if a in available] + exploits
+    wanted = [a for a in ("oracle", "null", "random", "greedy", "trivial") if a in available] + exploits
+    # the ladder's middle rungs; its ends are the oracle (oracle@100) and the null agent (oracle@0)
+    rungs = [f"oracle@{k}" for k in LEVELS[1:-1]] if hasattr(family, "partial_oracle") else []
     missing = [a for a in ("oracle", "null", "random") if a not in available]
     check_id = f"check-{family_name}-{time.strftime('%Y%m%d-%H%M%S')}-{content_hash(time.time_ns(), length=6)}"
     taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed)
     tasks = build_taskset(taskset)
-    config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted, concurrency=concurrency)
+    config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted + rungs, concurrency=concurrency)
     run(config, store, tasks=tasks, collect=False)
     rows = _by_agent(store.rollout_rows([check_id]))
     outcomes = _acceptance_checks(family_name, rows, exploits)
@@ -188,6 +210,8 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
                                      detail=f"{family_name} has no {a!r} agent; agents: {sorted(available)}"))
     if "greedy" in available:
         outcomes.append(_monotone(family_name, rows["greedy"]))
+    if rungs:
+        outcomes.append(_ladder(family_name, tasks, rows))
     det_agents = [a for a in ("random", "greedy") if a in available]
     outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents)
     outcomes.append(_drift(family_name, store))

@@ -126,7 +126,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gymsmith.core.errors import UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
@@ -140,6 +140,7 @@ from gymsmith.verifier.protocol import CheckResult
 IGNORED_TABLES = {"activity"}  # the log of calls: checked by replaying it, not as business state
 NEVER_CHANGE = ("warehouses", "customers", "products", "suppliers", "staff", "shift_needs")
 MAX_LISTED = 8  # reasons listed per kind of finding; the rest are counted
+PROGRESS_WEIGHT, ECONOMY_WEIGHT = 0.9, 0.1  # of the shaped reward (see `progress_components`)
 ORDER_WORK = {"allocate_stock", "release_allocation", "capture_payment", "ship_order"}
 TOOLS_BY_KIND = {  # the mutating tools each goal kind can need
     "fulfil": ORDER_WORK | {"place_purchase_order", "cancel_purchase_order", "advance_clock"},
@@ -351,33 +352,48 @@ def _clock(ep: Episode, may_advance: bool) -> None:
                                                                                    f": a {ep.world.kind} goal needs no time to pass"))
 
 
-def _budget_component(conn: sqlite3.Connection, category: str) -> RewardComponent:
-    limit, spent = conn.execute("SELECT limit_cents, spent_cents FROM budgets WHERE category = ?", (category,)).fetchone()
-    over = max(0, spent - limit)
-    value = 1.0 if not over else max(0.0, 1.0 - over / max(1, limit))
-    return RewardComponent(value=value, weight=0.1, detail=f"spent {spent} of {limit} cents")
+class Part(NamedTuple):
+    """One kind of sub-goal of the goal: `of` of them needed (none done at the start), `done` done now."""
+
+    name: str
+    done: float
+    of: int
+    detail: str
 
 
-def _result(ep: Episode, category: str, components: dict[str, RewardComponent]) -> CheckResult:
-    """The discipline components and the verdict: gate failures from the kind, every finding a violation."""
+def progress_components(parts: list[Part], economy: float | None = None, economy_detail: str = "") -> dict[str, RewardComponent]:
+    """Progress from the start state, with every sub-goal weighing the same (potential-based: what was true at
+    the start earns nothing, and the null agent scores 0).
+
+    A component per kind of sub-goal the goal needs (kinds with none are left out, never given free credit),
+    weighted by its share of the sub-goals; together PROGRESS_WEIGHT. `economy` (in [0, 1]: what the work
+    needed to cost over what it cost) earns ECONOMY_WEIGHT times the progress made, so waste scores below the
+    clean solution and never pays on its own.
+    """
+    parts = [p for p in parts if p.of > 0]
+    total = sum(p.of for p in parts)
+    out = {p.name: RewardComponent(value=round(min(1.0, p.done / p.of), 6), weight=round(PROGRESS_WEIGHT * p.of / total, 6),
+                                   detail=p.detail) for p in parts}
+    if economy is not None:
+        progress = sum(min(p.done, p.of) for p in parts) / total if total else 0.0
+        out["economy"] = RewardComponent(value=round(max(0.0, min(1.0, economy)) * progress, 6), weight=ECONOMY_WEIGHT,
+                                         detail=f"{economy_detail}; earned in proportion to the progress made")
+    return out
+
+
+def _result(ep: Episode, components: dict[str, RewardComponent]) -> CheckResult:
+    """The verdict: gate failures from the kind, every finding a violation (they zero the reward: no component
+    pays for keeping rules, which doing nothing keeps too)."""
     found = ep.found
     already = set(hard_violations(ep.pristine))  # not the agent's doing
     broken = [v for v in hard_violations(ep.final) if v not in already]
     found.hard = broken + found.hard
-    rule_findings = found.hard + found.actor
-    components |= {
-        "budget": _budget_component(ep.final, category),
-        "rules": RewardComponent(value=max(0.0, 1.0 - len(rule_findings) / 3), weight=0.1,
-                                 detail="; ".join(rule_findings[:3]) or "all hard constraints hold"),
-        "no_collateral": RewardComponent(value=max(0.0, 1.0 - len(found.collateral) / 5), weight=0.1,
-                                         detail="; ".join(found.collateral[:3]) or "nothing outside the goal changed"),
-    }
     return CheckResult(components=components, gate_failures=found.gate, violations=found.violations())
 
 
 # -- fulfil / resource --------------------------------------------------------------------------------
 def _fewest_units(ep: Episode, due_orders: list[dict[str, Any]], suppliers: dict[int, dict[str, Any]],
-                  p_pos: dict[tuple, dict[str, Any]], delayed_id: int | None) -> dict[int, int]:
+                  p_pos: dict[tuple, dict[str, Any]], delayed_id: int | None) -> dict[int, planning.ProductPlan]:
     """Per product of the due orders, the fewest units any valid plan buys, from the pristine database.
 
     `planning.fewest_units` ignores the budget and purchase orders placed before the task; both are checked
@@ -400,7 +416,7 @@ def _fewest_units(ep: Episode, due_orders: list[dict[str, Any]], suppliers: dict
         if po["status"] in ("open", "delayed") and po["arrival_day"] <= last_due.get(po["product_id"], -1):
             raise RuntimeError(f"purchase order {po['id']} from before the task arrives in time for a due order; "
                                "generator and checks disagree")
-    return {pid: plan.units for pid, plan in plans.items()}
+    return plans
 
 
 def _fulfil(ep: Episode) -> CheckResult:
@@ -479,6 +495,7 @@ def _fulfil(ep: Episode) -> CheckResult:
     p_pos, f_pos = _rows(ep.pristine, "purchase_orders"), _rows(ep.final, "purchase_orders")
     delayed_id = world.metadata.get("delayed_po_id")
     bought: dict[int, int] = defaultdict(int)  # product -> units the agent bought (not cancelled)
+    bought_cost: dict[int, int] = defaultdict(int)  # product -> what those units cost
     kept: dict[int, int] = defaultdict(int)  # product -> units on order from before the task, not cancelled
     received: dict[tuple[int, int], int] = defaultdict(int)
     spend = 0
@@ -498,6 +515,7 @@ def _fulfil(ep: Episode) -> CheckResult:
             found.change("purchase_orders", "added", row, f"no due order needs product {row['product_id']}")
         elif row["status"] != "cancelled":
             bought[row["product_id"]] += row["quantity"]
+            bought_cost[row["product_id"]] += row["cost_cents"]
     for row in ep.changes("purchase_orders")["removed"]:
         found.change("purchase_orders", "removed", row)
     for old, new in ep.changes("purchase_orders")["changed"]:
@@ -544,7 +562,8 @@ def _fulfil(ep: Episode) -> CheckResult:
 
     # How many units the goal needs bought, per product: the fewest any plan that ships every due order on
     # time within the budget must buy, derived from the start state (`planning.fewest_units`).
-    need = _fewest_units(ep, [p_orders[(t,)] for t in sorted(targets)], suppliers, p_pos, delayed_id)
+    plans = _fewest_units(ep, [p_orders[(t,)] for t in sorted(targets)], suppliers, p_pos, delayed_id)
+    need = {pid: plan.units for pid, plan in plans.items()}
     for pid, n in sorted(bought.items()):
         excess = min(n, n + kept[pid] - need[pid])  # units on order from before count, but only the agent's buy
         if excess > 0:
@@ -558,14 +577,32 @@ def _fulfil(ep: Episode) -> CheckResult:
             return f"order {arguments.get('order_id')} is not one of the due orders"
         return None
     _scope(ep, world.kind, in_scope)
-    components = {
-        "on_time": RewardComponent(value=len(on_time) / len(targets), weight=0.5,
-                                   detail=f"{len(on_time)} of {len(targets)} due orders shipped by their due day"),
-        "handled": RewardComponent(value=len(handled) / len(targets), weight=0.2,
-                                   detail=f"{len(handled)} of {len(targets)} due orders shipped on time, or allocated "
-                                          "before their due day passed"),
-    }
-    return _result(ep, "purchasing", components)
+    # Progress: the sub-goals of every plan that reaches the goal, none of them done at the start (targets are
+    # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
+    # plan buys (one sub-goal per purchase order of that plan), allocate and ship each target, cancel the
+    # delayed purchase order. Economy: the units bought at the plan's unit cost, over what they cost.
+    # A failed target (shipped late, or its due day passed unshipped) earns nothing for its payment either.
+    failed = set(shipped_late) | {t for t, o in final_t.items() if o["status"] != "shipped" and today > due[t]}
+    unpaid = [t for t in targets if p_orders[(t,)]["total_cents"] - p_paid[t] > 0]
+    paid = [t for t in unpaid if p_paid[t] + charged[t] >= p_orders[(t,)]["total_cents"] and t not in failed]
+    units_needed = sum(need.values())
+    units_got = sum(min(bought[pid], n) for pid, n in need.items())
+    purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
+    cancelled = delayed_id is not None and f_pos.get((delayed_id,), {}).get("status") == "cancelled"
+    at_plan_cost = sum(plans[pid].cost_cents * bought[pid] / plans[pid].units for pid in bought
+                       if pid in plans and plans[pid].units)
+    spent = sum(bought_cost.values())
+    parts = [Part("shipped", len(on_time), len(targets), f"{len(on_time)} of {len(targets)} due orders shipped by their due day"),
+             Part("allocated", len(handled), len(targets), f"{len(handled)} of {len(targets)} due orders shipped on time, "
+                                                           "or allocated before their due day passed"),
+             Part("paid", len(paid), len(unpaid), f"{len(paid)} of {len(unpaid)} unpaid due orders paid in full"),
+             Part("stocked", purchase_goals * units_got / units_needed if units_needed else 0, purchase_goals,
+                  f"{units_got} of the {units_needed} units the due orders need bought"),
+             Part("resourced", float(cancelled), int(delayed_id is not None), f"delayed purchase order cancelled: {cancelled}")]
+    components = progress_components(parts, economy=at_plan_cost / spent if spent else 1.0,
+                                     economy_detail=f"units bought cost {spent} cents, {round(at_plan_cost)} at the "
+                                                    "cheapest plan's prices")
+    return _result(ep, components)
 
 
 # -- staff --------------------------------------------------------------------------------------------
@@ -622,9 +659,20 @@ def _staff(ep: Episode) -> CheckResult:
             return "removes a shift that was in the roster before the task"
         return None
     _scope(ep, "staff", in_scope)
-    components = {"coverage": RewardComponent(value=covered / required if required else 1.0, weight=0.7,
-                                              detail=f"{covered} of {required} required shifts covered")}
-    return _result(ep, "labour", components)
+    # Progress: the shifts still missing at the start, now covered; what was covered before earns nothing.
+    # Economy: the witness roster's cost per shift, over what the shifts added cost.
+    covered_before = sum(min(start_count[slot], c) for slot, c in needs.items())
+    wages = {sid: s["hourly_cents"] * SHIFT_HOURS for sid, s in staff.items()}
+    witness = [a["arguments"] for a in world.witness if a["tool"] == "assign_shift"]
+    per_shift = sum(wages[a["staff_id"]] for a in witness) / len(witness) if witness else 0.0
+    n_added = sum(len(rows) for rows in added.values())
+    components = progress_components(
+        [Part("coverage", covered - covered_before, required - covered_before,
+              f"{covered - covered_before} of the {required - covered_before} missing shifts covered "
+              f"({covered_before} of {required} were covered at the start)")],
+        economy=per_shift * n_added / spend if spend else 1.0,
+        economy_detail=f"shifts added cost {spend} cents, {round(per_shift * n_added)} at the witness roster's cost per shift")
+    return _result(ep, components)
 
 
 # -- billing ------------------------------------------------------------------------------------------
@@ -670,9 +718,9 @@ def _billing(ep: Episode) -> CheckResult:
     def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
         return None if arguments.get("payment_id") in pair else "not the duplicate charge"
     _scope(ep, "billing", in_scope)
-    components = {"duplicate_refunded": RewardComponent(value=min(refunded, amount) / amount, weight=0.7,
-                                                        detail=f"{refunded} of {amount} cents refunded on the duplicate")}
-    return _result(ep, "purchasing", components)
+    components = progress_components([Part("duplicate_refunded", min(refunded, amount) / amount, 1,
+                                           f"{refunded} of {amount} cents refunded on the duplicate")])
+    return _result(ep, components)
 
 
 _BY_KIND = {"fulfil": _fulfil, "resource": _fulfil, "staff": _staff, "billing": _billing}
