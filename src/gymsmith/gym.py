@@ -1,7 +1,7 @@
 """Gymnasium adapter: every family as a Gymnasium environment with text observations and JSON tool-call actions.
 
     import gymnasium, gymsmith.gym            # importing registers gymsmith/<family>-v<major> for each family
-    env = gymnasium.make("gymsmith/ops-v1")   # or, without the import: gymnasium.make("gymsmith.gym:gymsmith/ops-v1")
+    env = gymnasium.make("gymsmith/ops-v3")   # or, without the import: gymnasium.make("gymsmith.gym:gymsmith/ops-v3")
     obs, info = env.reset(seed=0)             # info["tools"]: the OpenAI function specs
     obs, reward, terminated, truncated, info = env.step('{"tool": "get_status", "arguments": {}}')
 
