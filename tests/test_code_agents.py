@@ -1,7 +1,11 @@
-"""The code family is solvable and not trivially gameable: the oracle is accepted on every one of 100 generated
+"""The code family is solvable and not trivially gameable: the oracle is accepted on every one of 50 generated
 tasks, null on none and scores 0, and every red-team agent is never accepted, caught for the reason it exists,
 and never scores above null. The red-team agents run on a 20-task subset here (`gymsmith check code` runs them
-at full size). Real sandboxes, real verifier processes, real git."""
+at full size). Real sandboxes, real verifier processes, real git.
+
+Sizes: the oracle and null run on 50 tasks (was 100: the first 50 already put a bug in each of the 13 module
+templates, use all 7 mutation operators and span difficulty 0-1, and the oracle never failed on the other 50);
+the red-team agents on the first 20 of them, the sleeper on the first 12 (its rollouts wait out a deadline)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
-N_TASKS = 100
+N_TASKS = 50  # oracle and null: every module template buggy at least once, every mutation operator (see above)
 N_EXPLOIT_TASKS = 20
 SLOW = "exploit:sleep_until_timeout"  # every one of its rollouts waits out the verifier's deadline
 N_SLOW = 12
