@@ -41,11 +41,17 @@ def test_passing_only_the_shown_test_earns_nothing():
 
 def test_breaking_what_worked_in_a_module_forfeits_its_progress():
     assert score(set(P2P + A[:3]) - {A[3]}) == 0.0  # a fixed, but one of a's passing tests broken
-    assert score(set(P2P + F2P) - {A[3]}) == 0.5     # b still counts
+    assert score(set(P2P + F2P) - {A[3]}) == 0.5 - 1 / 8  # b still counts; the broken test costs its share of all 8
+
+
+def test_wrecking_an_unfixed_buggy_module_is_damage_too():
+    """Found by red-teaming: fixing a and wrecking the still-buggy b (its passing tests now fail) used to
+    score as much as fixing a alone, since only modules without failing tests were checked for damage."""
+    assert score(set(P2P + A[:3]) - set(B[2:])) == 0.5 - 2 / 8 < score(set(P2P + A[:3]))
 
 
 def test_collateral_damage_elsewhere_is_subtracted():
-    assert score(set(P2P + F2P) - {C[0]}) == 1.0 - 1 / 3  # one of the three passing tests of module c broken
+    assert score(set(P2P + F2P) - {C[0]}) == 1.0 - 1 / 8  # one of the 8 passing tests (module c's) broken
     assert score(set(A[:3]) | set(A[3:])) == 0.0           # everything else broken: floored at 0
 
 

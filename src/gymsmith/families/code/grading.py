@@ -20,10 +20,11 @@ start every FAIL_TO_PASS test fails by construction):
   pass — the agent saw the visible ones' inputs and expected values, so passing those (or hidden tests on
   the same inputs) proves nothing on its own; the caller says which tests were shown (`visible`) — counted
   only while none of that module's PASS_TO_PASS tests fails; averaged over the buggy modules, minus the
-  share of the other modules' PASS_TO_PASS tests broken, floored at 0. What worked is worth nothing by
+  share of all PASS_TO_PASS tests broken (any module), floored at 0. What worked is worth nothing by
   itself, and breaking it forfeits the progress it was traded for.
-- `edit_economy` (0.1): lines the reference fix needs / source lines changed (halved for changes outside
-  the source), times the hidden FAIL_TO_PASS share: economy earns only alongside progress.
+- `edit_economy` (0.1, or half the smallest step of progress if less, so more of the fix always scores
+  more): lines the reference fix needs / source lines changed (halved for changes outside the source),
+  times the progress: economy earns only alongside progress.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def progress(r: GradeReport) -> float:
     Per test file with failing tests (one per bug): the share of its unanswered hidden FAIL_TO_PASS tests that
     pass — counted only while every PASS_TO_PASS test of that file still passes (do no harm: otherwise wrecking
     a module, every function raising say, would buy the tests that expect an exception). The files' mean, minus
-    the share of the other files' PASS_TO_PASS tests broken (collateral damage), floored at 0.
+    the share of all PASS_TO_PASS tests broken (collateral damage, in any file: an unfixed buggy module
+    wrecked is damage too), floored at 0.
     """
     files = sorted({_file(t) for t in r.f2p_passed + r.f2p_failed})
     if not files:
@@ -117,8 +119,17 @@ def progress(r: GradeReport) -> float:
         # with no unanswered hidden test (rare: see checks.answered_tests), a file's progress is all or nothing
         fixed = _share(hidden_passed, hidden_failed) if hidden_passed or hidden_failed else float(not mine(r.f2p_failed))
         per_file.append(0.0 if mine(r.p2p_failed) else fixed)
-    others = lambda tests: [t for t in tests if _file(t) not in files]  # noqa: E731
-    return max(0.0, sum(per_file) / len(per_file) - _share(others(r.p2p_failed), others(r.p2p_passed)))
+    # damage anywhere costs: a broken test of an unfixed buggy module too (else wrecking it was free)
+    return max(0.0, sum(per_file) / len(per_file) - _share(r.p2p_failed, r.p2p_passed))
+
+
+def economy_weight(r: GradeReport) -> float:
+    """WEIGHTS['edit_economy'], or half the smallest step of progress if that is less (one more hidden test
+    passing in the file with the most), so that doing strictly more of the fix always scores more."""
+    files = sorted({_file(t) for t in r.f2p_passed + r.f2p_failed})
+    hidden = [sum(_file(t) == f for t in r.hidden_f2p_passed + r.hidden_f2p_failed) for f in files]
+    step = WEIGHTS["fail_to_pass"] / (len(files) * max([1, *hidden])) if files else WEIGHTS["fail_to_pass"]
+    return round(min(WEIGHTS["edit_economy"], step / 2), 6)
 
 
 def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
@@ -133,7 +144,7 @@ def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
             detail=f"{len(r.hidden_f2p_passed)}/{len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)} hidden failing tests now "
                    f"pass; {len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
         "edit_economy": RewardComponent(
-            value=round(economy * done, 6), weight=WEIGHTS["edit_economy"],
+            value=round(economy * done, 6), weight=economy_weight(r),
             detail=f"{changed} source lines changed, the fix needs {edits.lines_needed}"
                    + (f"; files outside the source changed: {edits.other_files_changed[:5]}" if edits.other_files_changed else "")),
     }

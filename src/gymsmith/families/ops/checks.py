@@ -121,6 +121,7 @@ every kind the actor: who made each change                       ops has no acco
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections import defaultdict
@@ -221,6 +222,7 @@ class Findings:
     hard: list[str] = field(default_factory=list)
     actor: list[str] = field(default_factory=list)
     budget: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
 
     def change(self, table: str, kind: str, row: dict[str, Any], why: str = "") -> None:
         self.collateral.append(f"{table}: {kind} {_show(table, row)}" + (f": {why}" if why else ""))
@@ -228,7 +230,8 @@ class Findings:
     def violations(self) -> list[str]:
         out: list[str] = []
         for prefix, items in (("actor: ", self.actor), ("hard constraint: ", self.hard),
-                              ("collateral change: ", self.collateral), ("", self.budget)):
+                              ("collateral change: ", self.collateral), ("", self.budget),
+                              ("goal out of reach: ", self.unreachable)):
             out += [prefix + m for m in items[:MAX_LISTED]]
             if len(items) > MAX_LISTED:
                 out.append(f"{prefix}... and {len(items) - MAX_LISTED} more")
@@ -367,16 +370,20 @@ def progress_components(parts: list[Part], economy: float | None = None, economy
 
     A component per kind of sub-goal the goal needs (kinds with none are left out, never given free credit),
     weighted by its share of the sub-goals; together PROGRESS_WEIGHT. `economy` (in [0, 1]: what the work
-    needed to cost over what it cost) earns ECONOMY_WEIGHT times the progress made, so waste scores below the
-    clean solution and never pays on its own.
+    needed to cost over what it cost) is multiplied by the progress made, so waste scores below the clean
+    solution and never pays on its own; it weighs ECONOMY_WEIGHT, or half a sub-goal if that is less, so
+    doing strictly more of the goal always scores more.
     """
     parts = [p for p in parts if p.of > 0]
     total = sum(p.of for p in parts)
     out = {p.name: RewardComponent(value=round(min(1.0, p.done / p.of), 6), weight=round(PROGRESS_WEIGHT * p.of / total, 6),
                                    detail=p.detail) for p in parts}
-    if economy is not None:
-        progress = sum(min(p.done, p.of) for p in parts) / total if total else 0.0
-        out["economy"] = RewardComponent(value=round(max(0.0, min(1.0, economy)) * progress, 6), weight=ECONOMY_WEIGHT,
+    if economy is not None and total:
+        progress = sum(min(p.done, p.of) for p in parts) / total
+        # never worth a sub-goal: economy's whole range weighs at most half of one, so doing strictly more of
+        # the goal always scores more, however dearly (found by red-teaming: 0.1 outweighed a sub-goal of 25+)
+        out["economy"] = RewardComponent(value=round(max(0.0, min(1.0, economy)) * progress, 6),
+                                         weight=round(min(ECONOMY_WEIGHT, PROGRESS_WEIGHT / (2 * total)), 6),
                                          detail=f"{economy_detail}; earned in proportion to the progress made")
     return out
 
@@ -496,6 +503,11 @@ def _fulfil(ep: Episode) -> CheckResult:
     delayed_id = world.metadata.get("delayed_po_id")
     bought: dict[int, int] = defaultdict(int)  # product -> units the agent bought (not cancelled)
     bought_cost: dict[int, int] = defaultdict(int)  # product -> what those units cost
+    in_time: dict[int, int] = defaultdict(int)  # product -> those of them arriving by its last due day
+    last_due_of: dict[int, int] = {}
+    for t in targets:
+        o = p_orders[(t,)]
+        last_due_of[o["product_id"]] = max(last_due_of.get(o["product_id"], -1), o["due_day"])
     kept: dict[int, int] = defaultdict(int)  # product -> units on order from before the task, not cancelled
     received: dict[tuple[int, int], int] = defaultdict(int)
     spend = 0
@@ -516,6 +528,8 @@ def _fulfil(ep: Episode) -> CheckResult:
         elif row["status"] != "cancelled":
             bought[row["product_id"]] += row["quantity"]
             bought_cost[row["product_id"]] += row["cost_cents"]
+            if row["arrival_day"] <= last_due_of.get(row["product_id"], -1):  # can still serve a due order
+                in_time[row["product_id"]] += row["quantity"]
     for row in ep.changes("purchase_orders")["removed"]:
         found.change("purchase_orders", "removed", row)
     for old, new in ep.changes("purchase_orders")["changed"]:
@@ -577,6 +591,8 @@ def _fulfil(ep: Episode) -> CheckResult:
             return f"order {arguments.get('order_id')} is not one of the due orders"
         return None
     _scope(ep, world.kind, in_scope)
+    if not found.violations() and not shipped_late and len(on_time) < len(targets):
+        _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought)
     # Progress: the sub-goals of every plan that reaches the goal, none of them done at the start (targets are
     # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
     # plan buys (one sub-goal per purchase order of that plan), allocate and ship each target, cancel the
@@ -586,7 +602,7 @@ def _fulfil(ep: Episode) -> CheckResult:
     unpaid = [t for t in targets if p_orders[(t,)]["total_cents"] - p_paid[t] > 0]
     paid = [t for t in unpaid if p_paid[t] + charged[t] >= p_orders[(t,)]["total_cents"] and t not in failed]
     units_needed = sum(need.values())
-    units_got = sum(min(bought[pid], n) for pid, n in need.items())
+    units_got = sum(min(in_time[pid], n) for pid, n in need.items())  # a unit that arrives too late is no progress
     purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
     cancelled = delayed_id is not None and f_pos.get((delayed_id,), {}).get("status") == "cancelled"
     at_plan_cost = sum(plans[pid].cost_cents * bought[pid] / plans[pid].units for pid in bought
@@ -603,6 +619,68 @@ def _fulfil(ep: Episode) -> CheckResult:
                                      economy_detail=f"units bought cost {spent} cents, {round(at_plan_cost)} at the "
                                                     "cheapest plan's prices")
     return _result(ep, components)
+
+
+def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, today: int, suppliers: dict[int, dict[str, Any]],
+               p_pos: dict, f_pos: dict, delayed_id: int | None, need: dict[int, int], bought: dict[int, int]) -> None:
+    """Can the goal still be reached from the final state? Partial credit is progress toward a goal that can be
+    reached; a state from which no plan ships every open due order on time, within the purchase bound and the
+    budget, is a dead end (buying what arrives too late, stock received or shipped where the orders cannot use
+    it, money spent so the rest cannot be bought), and a violation.
+
+    Every open due order (not shipped; none has failed, or the caller does not ask) may be re-allocated
+    (what it holds counts as free stock). Each of the agent's open purchase orders may be kept (its units
+    arrive on its day) or cancelled (units and money back); the delayed order of a resource task is cancelled
+    (the goal says so). Per product, the cheapest such choice plus `planning.units_still_needed` must buy no
+    more than the bound leaves (`need` minus what the agent bought and keeps) and, over all products, cost no
+    more than the budget leaves once those cancellations return their money.
+    """
+    open_orders = [f_orders.get((t,), p_orders[(t,)]) for t in sorted(targets)]
+    open_orders = [o for o in open_orders if o["status"] != "shipped"]
+    products = {o["product_id"] for o in open_orders}
+    stock: dict[tuple[int, int], int] = defaultdict(int)
+    for (w, pid), row in _rows(ep.final, "inventory").items():
+        stock[(w, pid)] += row["on_hand"] - row["reserved"]
+    for o in open_orders:
+        if o["status"] == "allocated":
+            stock[(o["warehouse_id"], o["product_id"])] += o["quantity"]
+    fixed, optional = [], defaultdict(list)  # incoming purchase orders: from before the task / the agent's
+    for (po_id,), po in f_pos.items():
+        if po["status"] not in ("open", "delayed") or po_id == delayed_id:
+            continue
+        if (po_id,) in p_pos:
+            fixed.append((po["warehouse_id"], po["product_id"], po["quantity"], po["arrival_day"]))
+        else:
+            optional[po["product_id"]].append(po)
+    limit, spent = ep.final.execute("SELECT limit_cents, spent_cents FROM budgets WHERE category = 'purchasing'").fetchone()
+    money = limit - spent + sum(po["cost_cents"] for pos in optional.values() for po in pos)
+    if delayed_id is not None and f_pos.get((delayed_id,), p_pos.get((delayed_id,), {})).get("status") in ("open", "delayed"):
+        money += f_pos.get((delayed_id,), p_pos[(delayed_id,)])["cost_cents"]
+    warehouses = [k[0] for k in _rows(ep.final, "warehouses")]
+    dead, cost = [], 0
+    for pid in sorted(products):
+        mine = [o for o in open_orders if o["product_id"] == pid]
+        received = bought.get(pid, 0) - sum(po["quantity"] for po in optional[pid])
+        best = None
+        for keep in itertools.product((False, True), repeat=len(optional[pid])):
+            kept = [po for po, k in zip(optional[pid], keep) if k]
+            incoming = fixed + [(po["warehouse_id"], pid, po["quantity"], po["arrival_day"]) for po in kept]
+            plan = planning.units_still_needed(mine, warehouses, today, stock, incoming, suppliers.values())[pid]
+            if plan is None or received + sum(po["quantity"] for po in kept) + plan[0] > need.get(pid, 0):
+                continue
+            total = plan[1] + sum(po["cost_cents"] for po in kept)
+            best = total if best is None else min(best, total)
+        if best is None:
+            dead.append(pid)
+        else:
+            cost += best
+    if dead:
+        ep.found.unreachable.append(f"no plan can still ship the open due orders of product(s) {dead} on time without "
+                                    f"buying beyond the fewest units the goal needs ({ {p: need.get(p, 0) for p in dead} }): "
+                                    "stock or purchases are where, or arrive when, these orders cannot use them")
+    elif cost > money:
+        ep.found.unreachable.append(f"the purchasing budget left ({money} cents, counting cancellations) cannot pay for the "
+                                    f"{cost} cents the open due orders still need")
 
 
 # -- staff --------------------------------------------------------------------------------------------

@@ -125,3 +125,65 @@ def fewest_units(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int],
             raise NoPlan(f"no assignment ships every due order of product {pid} on time")
         plans[pid] = ProductPlan(pid, best[0], best[1], {o["id"]: w for o, w in zip(mine, best[2])}, best[3])
     return plans
+
+
+def units_still_needed(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], today: int,
+                       stock_now: Mapping[tuple[int, int], int], incoming: Iterable[tuple[int, int, int, int]],
+                       suppliers: Iterable[Mapping[str, Any]]) -> dict[int, tuple[int, int] | None]:
+    """From a state part-way through a task: per product of `orders` (the due orders not yet shipped), the
+    fewest units still to buy so that every one of them ships whole from one warehouse by its due day, and
+    their cost (cheapest among those); None for a product no plan can serve any more.
+
+    The model of `fewest_units`, from day `today` instead of day 0: `stock_now` is (warehouse, product) ->
+    units free now (on hand, minus what other customers' orders hold; what these orders hold themselves
+    counts as free, since an allocation can be released); `incoming` lists open purchase orders as
+    (warehouse, product, units, arrival day); a purchase placed now from an active supplier arrives on day
+    ``today + lead_days``. For one assignment, a warehouse's orders are taken by (due day, id); the units
+    that must be bought by order k's due day are ``max(0, demand of orders 1..k - stock now - units
+    arriving there by that day)``, the running maximum of which is what the assignment buys, each unit
+    from the cheapest supplier that arrives in time for the first order that needs it.
+    """
+    whs = sorted(set(warehouses))
+    by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for o in orders:
+        by_product[o["product_id"]].append(dict(o))
+    offers: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for s in suppliers:
+        if s["active"]:
+            offers[s["product_id"]].append(dict(s))
+    arriving: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for w, p, units, day in incoming:
+        arriving[(w, p)].append((day, units))
+    out: dict[int, tuple[int, int] | None] = {}
+    for pid in sorted(by_product):
+        mine = sorted(by_product[pid], key=lambda o: o["id"])
+        if len(whs) ** len(mine) > MAX_ASSIGNMENTS:
+            raise ValueError(f"product {pid} has {len(mine)} open due orders over {len(whs)} warehouses: too many "
+                             "assignments to search")
+        best: tuple[int, int] | None = None
+        for assignment in itertools.product(whs, repeat=len(mine)):
+            units = cost = 0
+            feasible = True
+            for w in whs:
+                here = sorted((o for o, a in zip(mine, assignment) if a == w), key=lambda o: (o["due_day"], o["id"]))
+                demand = bought = 0
+                for order in here:
+                    demand += order["quantity"]
+                    supply = max(0, stock_now.get((w, pid), 0)) + sum(u for d, u in arriving[(w, pid)] if d <= order["due_day"])
+                    more = max(0, demand - supply) - bought
+                    if more <= 0:
+                        continue
+                    in_time = [s for s in offers[pid] if today + s["lead_days"] <= order["due_day"]]
+                    if not in_time:
+                        feasible = False
+                        break
+                    s = min(in_time, key=lambda s: (s["unit_cost_cents"], s["lead_days"], s["id"]))
+                    bought += more
+                    cost += more * s["unit_cost_cents"]
+                if not feasible:
+                    break
+                units += bought
+            if feasible and (best is None or (units, cost) < best):
+                best = (units, cost)
+        out[pid] = best
+    return out
