@@ -13,7 +13,10 @@ the reward 0 under every policy (`verifier.policies.apply_policy`):
 - ``hard constraint: ...``: a business rule broken, or records that do not add up (stock against orders and
   purchase orders, spend against purchase orders and shifts, refunds against charges);
 - ``<category> budget exceeded``;
-- ``actor: ...``: a change not made by the agent's own logged tool calls.
+- ``actor: ...``: a change not made by the agent's own logged tool calls;
+- ``goal out of reach: ...`` (fulfil/resource, not yet accepted): no plan can still ship the open due orders
+  on time within the fewest-units bound and the budget (`_reachable`): partial credit is progress toward a
+  goal that can still be reached, never toward a dead end.
 
 What each goal states, and the check that re-derives it
 =======================================================
