@@ -25,9 +25,11 @@ def test_check_passes_on_ops_from_the_command_line(tmp_path):
 
 
 def test_check_passes_on_code_from_the_command_line(tmp_path):
-    """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, determinism, reset."""
+    """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, the ladder,
+    determinism, reset. On one task (was three): this proves the command and its checks end to end; every agent
+    on many tasks is test_code_agents.py's work (50 tasks for the oracle, 20 for each exploit)."""
     db = tmp_path / "c.db"
-    check_from_the_command_line("code", 3, db)
+    check_from_the_command_line("code", 1, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}
     assert {"oracle accepted on every task", "exploit:patch_runner never accepted, never above null", "same seeded rollout twice is identical",
             "reset restores the pristine state"} <= names
@@ -36,9 +38,11 @@ def test_check_passes_on_code_from_the_command_line(tmp_path):
 
 
 def test_check_passes_on_web_from_the_command_line(tmp_path):
-    """The web family's regression suite in real Chromium: oracle, null, random, every exploit, determinism, reset."""
+    """The web family's regression suite in real Chromium: oracle, null, random, every exploit, the ladder,
+    determinism, reset. On one task (was two; each agent's rollout is a real browser session): this proves the
+    command and its checks end to end; every agent on every goal kind is test_web_agents.py's work."""
     db = tmp_path / "c.db"
-    check_from_the_command_line("web", 2, db)
+    check_from_the_command_line("web", 1, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "web")}
     assert {"oracle accepted on every task", "exploit:skip_confirmation never accepted, never above null", "exploit:over_broad never accepted, never above null",
             "same seeded rollout twice is identical", "reset restores the pristine state"} <= names
