@@ -14,9 +14,10 @@ the reward 0 under every policy (`verifier.policies.apply_policy`):
   purchase orders, spend against purchase orders and shifts, refunds against charges);
 - ``<category> budget exceeded``;
 - ``actor: ...``: a change not made by the agent's own logged tool calls;
-- ``goal out of reach: ...`` (fulfil/resource, not yet accepted): no plan can still ship the open due orders
-  on time within the fewest-units bound and the budget (`_reachable`): partial credit is progress toward a
-  goal that can still be reached, never toward a dead end.
+- ``goal out of reach: ...`` (fulfil/resource, not yet accepted): a due order shipped late or unshipped past
+  its due day, or no plan can still ship the open due orders on time within the fewest-units bound and the
+  budget (`_reachable`): partial credit is progress toward a goal that can still be reached, never toward a
+  dead end.
 
 What each goal states, and the check that re-derives it
 =======================================================
@@ -29,10 +30,11 @@ resource   day H", and no others                                 (must equal the
                                                                  order, and any logged call naming one (allocate, release,
                                                                  capture, ship), is collateral, even when undone later
            each shipped no later than its due date               F status shipped and shipped_day <= P due_day (gate). A
-                                                                 target shipped later has failed: it earns no `on_time` and
-                                                                 no `handled` credit (gate: "shipped after their due day");
-                                                                 `handled` counts a target shipped on time, or allocated
-                                                                 while F clock <= its due day (it can still ship on time)
+                                                                 target shipped later, or unshipped past its due day, has
+                                                                 failed: gate "shipped after their due day", and the goal
+                                                                 is out of reach (violation: reward 0); `allocated` counts
+                                                                 a target shipped on time, or allocated while F clock <= its
+                                                                 due day (it can still ship on time)
            a target row changes only by being handled            F order equals P but for status, warehouse_id, shipped_day;
                                                                  allocated/shipped rows name a warehouse (hard constraint)
            "fully paid" before shipping                          per shipped order: charges - refunds >= total (hard rule);
@@ -594,7 +596,14 @@ def _fulfil(ep: Episode) -> CheckResult:
             return f"order {arguments.get('order_id')} is not one of the due orders"
         return None
     _scope(ep, world.kind, in_scope)
-    if not found.violations() and not shipped_late and len(on_time) < len(targets):
+    # A due order shipped late, or still unshipped after its due day, can never ship on time (the clock only
+    # moves forward): the goal is out of reach, and nothing done toward it is progress (found by red-teaming:
+    # letting one order lapse kept ~0.4 for the others).
+    lapsed = sorted(set(shipped_late) | {t for t, o in final_t.items() if o["status"] != "shipped" and today > due[t]})
+    if lapsed:
+        found.unreachable.append(f"due order(s) {lapsed[:10]} can no longer ship by their due day (shipped late, or "
+                                 f"still unshipped on day {today})")
+    elif not found.violations() and len(on_time) < len(targets):
         _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought)
     # Progress: the sub-goals of every plan that reaches the goal, none of them done at the start (targets are
     # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
