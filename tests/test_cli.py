@@ -66,10 +66,10 @@ def test_training_runs_cannot_select_heldout_tasks():
 
 
 def test_demo_runs_end_to_end(tmp_path):
-    """`gymsmith demo` at a fifth of its default size, 20 train + 5 held-out tasks (was 40 + 10): ops 25 tasks,
-    code 3 and web 2 (the demo gives code a tenth and web a twentieth, at least one per split). Enough for every
-    claim it prints to be checked (greedy is accepted on some ops tasks, not all); the families' properties at
-    size are test_ops_agents.py's, test_code_agents.py's and test_web_agents.py's work."""
+    """`gymsmith demo` at a tenth of its default size (200 + 50): 20 train + 5 held-out tasks (was 40 + 10), so
+    ops 25 tasks, code 3 and web 2 (the demo gives code a tenth and web a twentieth, at least one per split).
+    Enough for every claim it prints to be checked (greedy is accepted on some ops tasks, not all); the families'
+    properties at size are test_ops_agents.py's, test_code_agents.py's and test_web_agents.py's work."""
     out = gymsmith("demo", "--train-tasks", "20", "--heldout-tasks", "5", "--store", str(tmp_path / "d.db"),
                    "--out", str(tmp_path / "demo.html"))
     assert out.returncode == 0, out.stdout + out.stderr
