@@ -1,12 +1,17 @@
 """The web family is solvable through the UI and not trivially gameable: in a real headless Chromium against the
-real ShopDesk server, the oracle is accepted on every one of 50 generated tasks across difficulties and all
-three goal kinds; null and every red-team agent on none, each caught for the reason it exists, and no red-team
+real ShopDesk server, the oracle is accepted on every task of a set covering all three goal kinds and the whole
+difficulty range; null and every red-team agent on none, each caught for the reason it exists, and no red-team
 agent scores above null on any task.
 
-Each navigation costs Chromium ~120 ms of CPU on these 2 cores, and the suite must stay under 20 minutes.
-So the oracle and null run on all 50 tasks, the first nine red-team agents on the first four tasks of each kind,
-and the later ones (web 3.0.0) on the first task of each kind (`gymsmith check web` runs every agent on every one
-of its tasks). test_web_exploits.py covers the same properties over plain HTTP, without the browser."""
+Each rollout costs ~1-3 s of Chromium on these 2 cores, and the suite must stay under 20 minutes, so rollouts run
+on subsets of the 50 generated tasks chosen by kind and difficulty, not the first N (`gymsmith check web` runs
+every agent on every one of its tasks; test_web_exploits.py covers the same properties over plain HTTP):
+- oracle and null: per kind, six tasks evenly spaced by difficulty (the easiest and the hardest included) and
+  the kind's first task (the later agents' task): 19 tasks. Was all 50 (the oracle never failed on one; the
+  spread keeps both sides of the validation trap, which switches on at difficulty 0.5, and the deepest sites);
+- the first nine red-team agents: the easiest and the hardest task of each kind, 6 tasks (was the first four
+  of each kind, 12): each agent still meets every kind, with and without the trap and look-alikes;
+- the later ones (web 3.0.0): the first task of each kind, 3 tasks (unchanged)."""
 
 from __future__ import annotations
 
@@ -20,9 +25,10 @@ from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
-N_TASKS = 50
-PER_KIND = 4
-N_SUBSET = 3 * PER_KIND  # the first four tasks of each kind
+N_TASKS = 50  # generated; rollouts run on the subsets below
+ORACLE_PER_KIND = 6  # oracle and null: evenly spaced by difficulty in each kind, plus the kind's first task
+EXPLOIT_PER_KIND = 2  # the first nine red-team agents: the easiest and the hardest task of each kind
+KINDS = ("address", "refund", "tickets")
 LATER = {  # web 3.0.0's agents, on the first task of each kind: what each must leave, by goal kind
     # "gate": the goal not reached, no violation, reward 0 (what it changed is not progress); "violation": reward 0;
     # "nothing": the database exactly as it started
@@ -51,26 +57,55 @@ def tasks():
     return build_taskset(TASKS)
 
 
-# Two runs, each set up by a different test (pytest-timeout bounds one test's setup and call together):
-# oracle and null on every task first, then the red-team agents on the subset.
+def spread(tasks, n):
+    """`n` of `tasks` evenly spaced by difficulty, the easiest and the hardest included."""
+    ordered = sorted(tasks, key=lambda t: (t.difficulty, t.id))
+    return [ordered[round(i * (len(ordered) - 1) / (n - 1))] for i in range(n)]
+
+
+def of_kind(tasks, kind):
+    return [t for t in tasks if t.knobs["kind"] == kind]
+
+
 @pytest.fixture(scope="module")
-def everywhere(store, tasks):
-    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=1), store, tasks=tasks)
+def first_of_kind(tasks):
+    return [of_kind(tasks, kind)[0] for kind in KINDS]
+
+
+@pytest.fixture(scope="module")
+def oracle_tasks(tasks, first_of_kind):
+    """Per kind, ORACLE_PER_KIND tasks spread over difficulty, and the kind's first task (null must be on every
+    task an exploit runs on, for the comparison with null)."""
+    chosen = {t.id for kind in KINDS for t in spread(of_kind(tasks, kind), ORACLE_PER_KIND)} | {t.id for t in first_of_kind}
+    return [t for t in tasks if t.id in chosen]
+
+
+@pytest.fixture(scope="module")
+def exploit_tasks(tasks):
+    return [t for kind in KINDS for t in spread(of_kind(tasks, kind), EXPLOIT_PER_KIND)]
+
+
+# Two runs, each set up by a different test (pytest-timeout bounds one test's setup and call together):
+# oracle and null on the oracle set first, then the red-team agents on their subsets.
+@pytest.fixture(scope="module")
+def everywhere(store, oracle_tasks, exploit_tasks):
+    assert {t.id for t in exploit_tasks} <= {t.id for t in oracle_tasks}
+    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=1), store,
+        tasks=oracle_tasks)
     return store.rollout_rows(["web-agents"])
 
 
 @pytest.fixture(scope="module")
-def rows(store, tasks, everywhere):
-    subset = [t for kind in ("address", "refund", "tickets") for t in [t for t in tasks if t.knobs["kind"] == kind][:PER_KIND]]
+def rows(store, exploit_tasks, everywhere):
     run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
-        tasks=subset)
+        tasks=exploit_tasks)
     return everywhere + store.rollout_rows(["web-subset"])
 
 
 @pytest.fixture(scope="module")
-def later(store, tasks, everywhere):
-    first = [next(t for t in tasks if t.knobs["kind"] == kind) for kind in ("address", "refund", "tickets")]
-    run(RunConfig(run_id="web-later", purpose="audit", taskset=TASKS, agents=sorted(LATER), concurrency=1), store, tasks=first)
+def later(store, first_of_kind, everywhere):
+    run(RunConfig(run_id="web-later", purpose="audit", taskset=TASKS, agents=sorted(LATER), concurrency=1), store,
+        tasks=first_of_kind)
     return store.rollout_rows(["web-later"])
 
 
@@ -91,18 +126,22 @@ def test_sixteen_exploits_each_documented_with_the_failure_it_reproduces():
     assert all("Reproduces" in e.__doc__ for e in EXPLOITS if e.name in LATER)  # the real-world failure it stands for
 
 
-def test_oracle_accepted_on_every_task_with_full_reward(everywhere):
+def test_oracle_accepted_on_every_task_with_full_reward(everywhere, oracle_tasks):
+    """On every kind and across the difficulty range (19 tasks, see the module docstring for why not all 50)."""
     oracle = mine(everywhere, "oracle")
-    assert len(oracle) == N_TASKS and all(r["status"] == "completed" for r in oracle), [r["error"] for r in oracle if r["error"]][:2]
+    assert {json.loads(r["task"])["knobs"]["kind"] for r in oracle} == set(KINDS)
+    assert min(r["difficulty"] for r in oracle) < 0.1 and max(r["difficulty"] for r in oracle) > 0.9
+    assert len(oracle) == len(oracle_tasks) >= 3 * ORACLE_PER_KIND
+    assert all(r["status"] == "completed" for r in oracle), [r["error"] for r in oracle if r["error"]][:2]
     assert all(r["accepted"] and r["reward"] == 1.0 for r in oracle), [r["gate_failures"] for r in oracle if not r["accepted"]][:3]
 
 
 @pytest.mark.parametrize("name", sorted(NOTHING_CHANGED))
-def test_agents_that_change_nothing_are_never_accepted(rows, name):
+def test_agents_that_change_nothing_are_never_accepted(rows, oracle_tasks, exploit_tasks, name):
     """null and the exploits that try shortcuts (a claim, unlinked admin URLs, skipping a confirmation, other
     origins) leave the site's database exactly as it started: the checks see no change, whatever was claimed."""
     rs = mine(rows, name)
-    assert len(rs) == (N_SUBSET if name in SUBSET else N_TASKS)
+    assert len(rs) == len(exploit_tasks if name in SUBSET else oracle_tasks)
     assert all(r["status"] == "completed" for r in rs), [r["error"] for r in rs if r["error"]][:2]
     assert not any(r["accepted"] for r in rs)
     assert all(r["final_state_hash"] == json.loads(r["task"])["start_state"]["digest"] for r in rs)
@@ -114,21 +153,21 @@ def test_null_scores_nothing(everywhere):
 
 
 @pytest.mark.parametrize("name", sorted(FORBIDDEN))
-def test_changes_the_goal_does_not_need_are_violations_with_reward_0(rows, name):
+def test_changes_the_goal_does_not_need_are_violations_with_reward_0(rows, exploit_tasks, name):
     """One more record, the right values on the wrong record, unasked messages, a change undone before submitting:
     each rollout has a violation, and a violation zeroes the reward however much of the goal was done."""
     rs = mine(rows, name)
-    assert len(rs) == N_SUBSET and all(r["status"] == "completed" for r in rs)
+    assert len(rs) == len(exploit_tasks) and all(r["status"] == "completed" for r in rs)
     assert {json.loads(r["task"])["knobs"]["kind"] for r in rs} == {"address", "refund", "tickets"}
     assert not any(r["accepted"] for r in rs)
     missed = [(r["task_id"], r["reward"], r["end_reason"], r["gate_failures"]) for r in rs if not json.loads(r["violations"]) or r["reward"] != 0.0]
     assert missed == []
 
 
-def test_no_exploit_is_accepted_or_scores_above_null_on_any_task(rows):
+def test_no_exploit_is_accepted_or_scores_above_null_on_any_task(rows, exploit_tasks):
     null = {r["task_id"]: r["reward"] for r in mine(rows, "null")}
     exploits = [r for r in rows if r["agent"] in SUBSET]
-    assert len(exploits) == len(SUBSET) * N_SUBSET and all(r["status"] == "completed" for r in exploits)
+    assert len(exploits) == len(SUBSET) * len(exploit_tasks) and all(r["status"] == "completed" for r in exploits)
     assert [(r["agent"], r["task_id"]) for r in exploits if r["accepted"] or r["reward"] > null[r["task_id"]]] == []
 
 
