@@ -25,7 +25,9 @@ class _Worker:
 
     def __init__(self, env: Mapping[str, str] | None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gymsmith.verifier.worker"],
+            # -P: the working directory is not put on sys.path, so a random.py, json.py or sitecustomize.py
+            # where gymsmith was started cannot replace what the verifier imports (issue 20)
+            [sys.executable, "-P", "-m", "gymsmith.verifier.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             env={**os.environ, **(env or {})}, start_new_session=True,
         )
