@@ -84,12 +84,14 @@ def test_demo_runs_end_to_end(tmp_path):
 
 
 def test_a_worker_dying_under_a_rollout_is_reported_and_the_run_completes(plugin_path, tmp_path):
-    """The plug-in family's `crash` agent kills the worker process it runs in, every time."""
+    """The plug-in family's `crash` agent kills the worker process it runs in, every time. The run completes
+    (the null agent's rollout is scored) and exits 1, naming the infrastructure error (no --tolerate-errors)."""
     db = str(tmp_path / "d.db")
     out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "run", "plugfam", "--count", "1", "--agents", "null,crash",
                           "--concurrency", "2", "--run-id", "d", "--store", db], capture_output=True, text=True, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "PYTHONPATH": str(plugin_path)})
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr
+    assert "1 of 2 rollouts of run d ended in an infrastructure error" in " ".join(out.stderr.split())
     assert "a worker died during crash (seed 0) on task" in out.stderr
     assert "(death 1 of this rollout): run again on a fresh worker" in out.stderr
     assert "(death 2 of this rollout): stored as an infrastructure error" in out.stderr

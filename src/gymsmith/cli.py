@@ -184,11 +184,29 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
     return store
 
 
+def fail_on_errors(store: TrajectoryStore, run_id: str, *, tolerate: bool) -> None:
+    """Exit 1 when any rollout of the run ended in an infrastructure error (it has no reward: a run whose every
+    rollout failed must not look like a success), naming the count and the first reason; with `tolerate`,
+    only warn."""
+    rows = store.rollout_rows([run_id])
+    errors = [r for r in rows if r["status"] == "error"]
+    if not errors:
+        return
+    first = (errors[0].get("error") or "no reason recorded").splitlines()[0][:300]
+    line = (f"{len(errors)} of {len(rows)} rollouts of run {run_id} ended in an infrastructure error (no reward); "
+            f"first: {first}")
+    if tolerate:
+        err.print(f"[yellow]warning:[/] {line}")
+        return
+    err.print(f"[red]error:[/] {line}. Pass --tolerate-errors to exit 0 anyway.")
+    raise typer.Exit(1)
+
+
 def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
-                 paired_heldout: int = 0, step_rewards: bool = False) -> None:
+                 paired_heldout: int = 0, step_rewards: bool = False, tolerate_errors: bool = False) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -200,7 +218,7 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
                        step_rewards=step_rewards)
-    execute(config, store, backend=backend, address=address)
+    fail_on_errors(execute(config, store, backend=backend, address=address), config.run_id, tolerate=tolerate_errors)
 
 
 _PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy", "model_url",
@@ -208,7 +226,7 @@ _PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "
 
 
 def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, store: str, concurrency: int, backend: str,
-                  address: Optional[str]) -> None:
+                  address: Optional[str], tolerate_errors: bool = False) -> None:
     """`gymsmith eval FAMILY --pair RUN`: add `count` held-out tasks to training run RUN, with its agents, seeds,
     knobs, limits and policy (read from the stored run config), under the same run id."""
     sources = {n: ctx.get_parameter_source(n) for n in _PAIR_FIXED}  # typer vendors click: compare enum names
@@ -234,7 +252,10 @@ def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, stor
                             f"use gymsmith eval {config.taskset.family} --pair {run_id}")
     config = config.model_copy(update={"paired_heldout": count, "concurrency": concurrency})
     store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()))
-    store_.close()
+    try:
+        fail_on_errors(store_, run_id, tolerate=tolerate_errors)
+    finally:
+        store_.close()
 
 
 def _stored_config(store: TrajectoryStore, run_id: str) -> Optional[dict[str, Any]]:
@@ -252,6 +273,8 @@ _MODEL_URL = typer.Option(None, help="OpenAI-compatible endpoint for the agent '
 _MODEL_NAME = typer.Option(None, help="Model name the endpoint serves.")
 _MODEL_KEY = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key ('' for none).")
 _BACKEND = typer.Option("local", help="local (worker processes on this machine) or ray.")
+_TOLERATE = typer.Option(False, "--tolerate-errors", help="Exit 0 even when rollouts ended in an infrastructure error "
+                         "(by default the run exits 1, naming how many and the first reason).")
 _ADDRESS = typer.Option(None, help="Ray cluster address; without it a local Ray instance is started.")
 
 
@@ -276,11 +299,12 @@ def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."
         model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
         with_heldout: int = typer.Option(0, min=0, help="Also evaluate on this many held-out tasks of the same task "
                                          "set, in the same run id (for `gymsmith audit divergence`)."),
-        step_rewards: bool = _STEP_REWARDS) -> None:
-    """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout)."""
+        step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE) -> None:
+    """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout).
+    Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors."""
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout,
-                 step_rewards=step_rewards)
+                 step_rewards=step_rewards, tolerate_errors=tolerate_errors)
 
 
 @app.command("eval")
@@ -293,12 +317,14 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
                                              "agents and config (for `gymsmith audit divergence`)."),
-          step_rewards: bool = _STEP_REWARDS) -> None:
-    """Evaluate agents on held-out tasks only (with --pair, inside an existing training run)."""
+          step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE) -> None:
+    """Evaluate agents on held-out tasks only (with --pair, inside an existing training run). Exits 1 when any
+    rollout ended in an infrastructure error, unless --tolerate-errors."""
     if pair is not None:
-        return _pair_command(ctx, family, pair, count, store, concurrency, backend, address)
+        return _pair_command(ctx, family, pair, count, store, concurrency, backend, address, tolerate_errors)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards)
+                 policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards,
+                 tolerate_errors=tolerate_errors)
 
 
 @app.command()
