@@ -53,3 +53,21 @@ def test_task_by_id_from_the_store(tmp_path):
     [t] = run(RunConfig(run_id="x", taskset=TaskSetSpec(family="ops", count=1), agents=["null"]), TrajectoryStore(db))
     init, listed, results = anyio.run(_drive, ["ops", "--task", t.task_id, "--store", db], [("submit", {})])
     assert results[0].structured_content["reward"]["accepted"] is False and listed.tools
+
+
+def test_an_oversized_bad_argument_is_not_echoed_back():
+    """Issue 20 item 6: a 100 kB bad argument was echoed three times (a 300 kB reply). The session's reply
+    (text and structured content) stays small whatever the argument's size; the session itself, no stdio."""
+    import json
+
+    from gymsmith.mcp_server import TaskSession
+    from gymsmith.registry import get_family
+
+    session = TaskSession(get_family("ops").generate(3))
+    try:
+        for name, arguments in (("get_record", {"entity": "x" * 100_000, "id": 1}), ("no_such_tool", {"a": "y" * 100_000})):
+            reply = session.call(name, arguments)
+            assert reply.is_error
+            assert len(reply.content[0].text) < 2_000 and len(json.dumps(reply.structured_content)) < 4_000
+    finally:
+        session.close()
