@@ -64,7 +64,10 @@ class NoPlan(ValueError):
 
 
 def _plan_for(assignment: tuple[int, ...], orders: list[dict[str, Any]], available: Mapping[tuple[int, int], int],
-              offers: list[dict[str, Any]], product_id: int) -> tuple[int, int, tuple[Purchase, ...]] | None:
+              offers: list[dict[str, Any]], product_id: int, today: int = 0,
+              arriving: Mapping[int, list[tuple[int, int]]] | None = None) -> tuple[int, int, tuple[Purchase, ...]] | None:
+    """(units, cost, purchases) of one assignment of `orders` to warehouses, or None if some order cannot be
+    served in time. `arriving`: warehouse -> (arrival day, units) of purchase orders already placed."""
     by_warehouse: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for order, w in zip(orders, assignment):
         by_warehouse[w].append(order)
@@ -72,13 +75,15 @@ def _plan_for(assignment: tuple[int, ...], orders: list[dict[str, Any]], availab
     bought: dict[tuple[int, int], int] = defaultdict(int)  # (supplier, warehouse) -> units
     for w in sorted(by_warehouse):
         stock = max(0, available.get((w, product_id), 0))
+        incoming = (arriving or {}).get(w, [])
         demand = shortfall = 0
         for order in sorted(by_warehouse[w], key=lambda o: (o["due_day"], o["id"])):
             demand += order["quantity"]
-            more = max(0, demand - stock) - shortfall
+            supply = stock + sum(n for day, n in incoming if day <= order["due_day"])
+            more = max(0, demand - supply) - shortfall
             if more <= 0:
                 continue
-            in_time = [s for s in offers if s["lead_days"] <= order["due_day"]]
+            in_time = [s for s in offers if today + s["lead_days"] <= order["due_day"]]
             if not in_time:
                 return None
             s = min(in_time, key=lambda s: (s["unit_cost_cents"], s["lead_days"], s["id"]))
@@ -92,6 +97,40 @@ def _plan_for(assignment: tuple[int, ...], orders: list[dict[str, Any]], availab
     return units, cost, purchases
 
 
+Best = tuple[int, int, tuple[int, ...], tuple[Purchase, ...]]  # units, cost, assignment, purchases
+
+
+def _search(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], available: Mapping[tuple[int, int], int],
+            suppliers: Iterable[Mapping[str, Any]], today: int = 0,
+            incoming: Iterable[tuple[int, int, int, int]] = ()) -> dict[int, tuple[list[dict[str, Any]], Best | None]]:
+    """Per product of `orders`: its orders (by id) and the assignment buying the fewest units, then the
+    cheapest (ties: the first in `itertools.product` order), or None when no assignment serves them all."""
+    whs = sorted(set(warehouses))
+    by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for o in orders:
+        by_product[o["product_id"]].append(dict(o))
+    offers: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for s in suppliers:
+        if s["active"]:
+            offers[s["product_id"]].append(dict(s))
+    arriving: dict[int, dict[int, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+    for w, p, units, day in incoming:
+        arriving[p][w].append((day, units))
+    out: dict[int, tuple[list[dict[str, Any]], Best | None]] = {}
+    for pid in sorted(by_product):
+        mine = sorted(by_product[pid], key=lambda o: o["id"])
+        if len(whs) ** len(mine) > MAX_ASSIGNMENTS:
+            raise ValueError(f"product {pid} has {len(mine)} due orders over {len(whs)} warehouses: too many "
+                             "assignments to search")
+        best: Best | None = None
+        for assignment in itertools.product(whs, repeat=len(mine)):
+            found = _plan_for(assignment, mine, available, offers[pid], pid, today, arriving[pid])
+            if found is not None and (best is None or found[:2] < best[:2]):
+                best = (found[0], found[1], assignment, found[2])
+        out[pid] = (mine, best)
+    return out
+
+
 def fewest_units(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int],
                  available: Mapping[tuple[int, int], int], suppliers: Iterable[Mapping[str, Any]]) -> dict[int, ProductPlan]:
     """Per product of `orders`, the plan buying the fewest units (then the cheapest) that ships them all on time.
@@ -102,25 +141,8 @@ def fewest_units(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int],
     ignored). Raises NoPlan when a product's orders cannot all ship on time, ValueError when a product
     has too many due orders for the exhaustive search.
     """
-    whs = sorted(set(warehouses))
-    by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for o in orders:
-        by_product[o["product_id"]].append(dict(o))
-    offers: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for s in suppliers:
-        if s["active"]:
-            offers[s["product_id"]].append(dict(s))
     plans: dict[int, ProductPlan] = {}
-    for pid in sorted(by_product):
-        mine = sorted(by_product[pid], key=lambda o: o["id"])
-        if len(whs) ** len(mine) > MAX_ASSIGNMENTS:
-            raise ValueError(f"product {pid} has {len(mine)} due orders over {len(whs)} warehouses: too many "
-                             "assignments to search")
-        best: tuple[int, int, tuple[int, ...], tuple[Purchase, ...]] | None = None
-        for assignment in itertools.product(whs, repeat=len(mine)):
-            found = _plan_for(assignment, mine, available, offers[pid], pid)
-            if found is not None and (best is None or found[:2] < best[:2]):
-                best = (found[0], found[1], assignment, found[2])
+    for pid, (mine, best) in _search(orders, warehouses, available, suppliers).items():
         if best is None:
             raise NoPlan(f"no assignment ships every due order of product {pid} on time")
         plans[pid] = ProductPlan(pid, best[0], best[1], {o["id"]: w for o, w in zip(mine, best[2])}, best[3])
@@ -143,47 +165,5 @@ def units_still_needed(orders: Iterable[Mapping[str, Any]], warehouses: Iterable
     arriving there by that day)``, the running maximum of which is what the assignment buys, each unit
     from the cheapest supplier that arrives in time for the first order that needs it.
     """
-    whs = sorted(set(warehouses))
-    by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for o in orders:
-        by_product[o["product_id"]].append(dict(o))
-    offers: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for s in suppliers:
-        if s["active"]:
-            offers[s["product_id"]].append(dict(s))
-    arriving: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for w, p, units, day in incoming:
-        arriving[(w, p)].append((day, units))
-    out: dict[int, tuple[int, int] | None] = {}
-    for pid in sorted(by_product):
-        mine = sorted(by_product[pid], key=lambda o: o["id"])
-        if len(whs) ** len(mine) > MAX_ASSIGNMENTS:
-            raise ValueError(f"product {pid} has {len(mine)} open due orders over {len(whs)} warehouses: too many "
-                             "assignments to search")
-        best: tuple[int, int] | None = None
-        for assignment in itertools.product(whs, repeat=len(mine)):
-            units = cost = 0
-            feasible = True
-            for w in whs:
-                here = sorted((o for o, a in zip(mine, assignment) if a == w), key=lambda o: (o["due_day"], o["id"]))
-                demand = bought = 0
-                for order in here:
-                    demand += order["quantity"]
-                    supply = max(0, stock_now.get((w, pid), 0)) + sum(u for d, u in arriving[(w, pid)] if d <= order["due_day"])
-                    more = max(0, demand - supply) - bought
-                    if more <= 0:
-                        continue
-                    in_time = [s for s in offers[pid] if today + s["lead_days"] <= order["due_day"]]
-                    if not in_time:
-                        feasible = False
-                        break
-                    s = min(in_time, key=lambda s: (s["unit_cost_cents"], s["lead_days"], s["id"]))
-                    bought += more
-                    cost += more * s["unit_cost_cents"]
-                if not feasible:
-                    break
-                units += bought
-            if feasible and (best is None or (units, cost) < best):
-                best = (units, cost)
-        out[pid] = best
-    return out
+    return {pid: None if best is None else best[:2]
+            for pid, (_, best) in _search(orders, warehouses, stock_now, suppliers, today, incoming).items()}
