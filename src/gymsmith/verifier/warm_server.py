@@ -68,6 +68,7 @@ class WarmServer:
     """A sandboxed `python -I <script>` that says {"ready": true} and then answers one JSON line per request."""
 
     script: Path  # set by subclasses: the server program, mounted read-only at SERVER_DIR
+    label = "the warm test runner"  # how errors name the server
 
     def __init__(self, *, limits: Limits, start_timeout_s: float = 30.0):
         self.limits, self.start_timeout_s = limits, start_timeout_s
@@ -117,15 +118,19 @@ class WarmServer:
         except queue.Empty:
             return None
 
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send one request and wait for its reply; None if the server died or did not answer in time
-        (it is stopped, and started again for the next request). Raises VerifierError if it cannot be reached."""
+    def _send(self, message: dict[str, Any]) -> None:
+        """Write one request line. Raises VerifierError (after stopping it) if the server cannot be reached."""
         try:
             self._proc.stdin.write((json.dumps(message) + "\n").encode())
             self._proc.stdin.flush()
         except OSError:
             self._stop()
-            raise VerifierError("the warm test runner is gone") from None
+            raise VerifierError(f"{self.label} is gone") from None
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Send one request and wait for its reply; None if the server died or did not answer in time
+        (it is stopped, and started again for the next request). Raises VerifierError if it cannot be reached."""
+        self._send(message)
         line = self._read(timeout)
         if line is None:
             self._stop()

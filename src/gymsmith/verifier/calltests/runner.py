@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox.base import Limits
 from gymsmith.verifier.calltests.compiler import CompiledSuite
 from gymsmith.verifier.calltests.judge import outcome
@@ -53,6 +52,7 @@ class CallRunner(WarmServer):
     """One sandboxed call-check server (`server.py`); runs are serialised (use several for parallelism)."""
 
     script = SERVER
+    label = "the call-check server"
 
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s)
@@ -82,12 +82,7 @@ class CallRunner(WarmServer):
         """Send a job; collect its data frames per group until its reply line. (None, ...) if the server died or
         went silent (it is restarted for the next job)."""
         data = [bytearray() for _ in range(groups)]
-        try:
-            self._proc.stdin.write((json.dumps(message) + "\n").encode())
-            self._proc.stdin.flush()
-        except OSError:
-            self._stop()
-            raise VerifierError("the call-check server is gone") from None
+        self._send(message)
         deadline = time.monotonic() + timeout
         while True:
             item = self._read(max(0.0, deadline - time.monotonic()))
