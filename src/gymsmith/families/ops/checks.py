@@ -609,10 +609,9 @@ def _fulfil(ep: Episode) -> CheckResult:
     # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
     # plan buys (one sub-goal per purchase order of that plan), allocate and ship each target, cancel the
     # delayed purchase order. Economy: the units bought at the plan's unit cost, over what they cost.
-    # A failed target (shipped late, or its due day passed unshipped) earns nothing for its payment either.
-    failed = set(shipped_late) | {t for t, o in final_t.items() if o["status"] != "shipped" and today > due[t]}
+    # A lapsed target (shipped late, or its due day passed unshipped) earns nothing for its payment either.
     unpaid = [t for t in targets if p_orders[(t,)]["total_cents"] - p_paid[t] > 0]
-    paid = [t for t in unpaid if p_paid[t] + charged[t] >= p_orders[(t,)]["total_cents"] and t not in failed]
+    paid = [t for t in unpaid if p_paid[t] + charged[t] >= p_orders[(t,)]["total_cents"] and t not in lapsed]
     units_needed = sum(need.values())
     units_got = sum(min(in_time[pid], n) for pid, n in need.items())  # a unit that arrives too late is no progress
     purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
