@@ -12,6 +12,7 @@ from gymsmith.agents.ladder import LEVELS, units_done
 from gymsmith.agents.scripted import Script, ScriptedAgent
 from gymsmith.audit.ladder import evaluate, ladder_taskset, run_ladder
 from gymsmith.core.types import Action, Split
+from gymsmith.families.ops.scripted import ScriptedAgent as OpsScriptedAgent
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
@@ -112,20 +113,16 @@ def test_web_ladder_on_each_goal_kind(tmp_path):
 
 
 # -- waste and collateral score strictly below the clean solution ------------------------------------
-class _OpsVariant(ScriptedAgent):
+class _OpsVariant(OpsScriptedAgent):
     """The ops oracle's witness, changed by `plan()`: a wasteful or collateral variant of the clean solution.
-    Retries simulated transient faults, as the oracle does."""
+    Retries simulated transient faults (`_call`), as the oracle does."""
 
     def script(self) -> Script:
         from gymsmith.families.ops.generator import generate_world
-        from gymsmith.families.ops.oracle import RETRYABLE
 
         self.world = generate_world(self.task.seed, self.task.knobs)
         for a in self.plan():
-            for _ in range(8):
-                obs = yield Action(tool=a["tool"], arguments=dict(a["arguments"]))
-                if obs.error is None or obs.error.kind not in RETRYABLE:
-                    break
+            yield from self._call(a["tool"], **a["arguments"])
 
     def plan(self):
         return self.world.witness

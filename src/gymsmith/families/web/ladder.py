@@ -22,10 +22,14 @@ from gymsmith.families.web.oracle import WebScriptedAgent
 from gymsmith.families.web.world import World, generate_world
 
 
+def _start_address(world: World) -> dict[str, str]:
+    """The goal order's shipping address at the start, field by field (the goal's `address` keys)."""
+    order = next(r for r in world.rows["orders"] if r["id"] == world.expected["order_id"])
+    return {f: order[f] for f in world.expected["address"]}
+
+
 def _address_units(world: World) -> list[dict[str, str]]:
-    x = world.expected
-    start = next(r for r in world.rows["orders"] if r["id"] == x["order_id"])
-    new = x["address"]
+    start, new = _start_address(world), world.expected["address"]
     units = [{f: new[f]} for f in ("ship_line1", "ship_line2", "ship_city") if start[f] != new[f]]
     if start["ship_country"] != new["ship_country"]:
         units.append({"ship_postcode": new["ship_postcode"], "ship_country": new["ship_country"]})
@@ -64,8 +68,7 @@ class PartialWebOracle(WebScriptedAgent):
             return
         x = self.world.expected
         if x["kind"] == "address":
-            start = next(r for r in self.world.rows["orders"] if r["id"] == x["order_id"])
-            address = {f: start[f] for f in x["address"]}
+            address = _start_address(self.world)
             for unit in keep:
                 address.update(unit)
             yield from self.change_address(x["order_id"], x["customer"], address)
@@ -96,8 +99,7 @@ class WebTrivial(WebScriptedAgent):
         yield from self.login()
         x = self.world.expected
         if x["kind"] == "address":
-            start = next(r for r in self.world.rows["orders"] if r["id"] == x["order_id"])
-            yield from self.change_address(x["order_id"], x["customer"], {f: start[f] for f in x["address"]})
+            yield from self.change_address(x["order_id"], x["customer"], _start_address(self.world))
         elif x["kind"] == "refund":
             yield from self.open_order(x["order_id"], str(x["order_id"]))
         else:
