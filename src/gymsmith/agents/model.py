@@ -57,16 +57,17 @@ class ModelAgent:
 
     name = "model"
 
-    def __init__(self, config: ModelAgentConfig, *, system_prompt: str | None = None):
+    def __init__(self, config: ModelAgentConfig, *, system_prompt: str | None = None, client: Any = None):
+        """`client`: an `httpx.AsyncClient` for `config.base_url` shared with other agents (the async rollout
+        engine's: one connection pool for all its rollouts). The agent is then driven with `act_async` on that
+        client's event loop and leaves the client open on `close`; without one it owns a client and a loop."""
         self.config = config
         self.template = config.system_prompt or system_prompt or DEFAULT_SYSTEM_PROMPT
-        self._loop = asyncio.new_event_loop()
-        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         import httpx  # here, not at module level: every rollout worker imports this module, few talk to a model
 
         self._httpx = httpx
-        self._client = httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s,
-                                         headers={"Authorization": f"Bearer {key}"} if key else {})
+        self._loop = None if client is not None else asyncio.new_event_loop()
+        self._client = client if client is not None else make_client(config)
         self.step_info: dict[str, Any] | None = None
 
     # -- agent protocol -------------------------------------------------------------------------
@@ -82,28 +83,46 @@ class ModelAgent:
         self.truncated_messages = 0
 
     def act(self, observation: Observation) -> Action:
+        if self._needs_reply(observation):
+            return self._take_reply(*self._loop.run_until_complete(self._complete()))
+        return self._next_call()
+
+    async def act_async(self, observation: Observation) -> Action:
+        """`act` for an agent made with a shared `client`: awaits the model on the running event loop."""
+        if self._needs_reply(observation):
+            return self._take_reply(*await self._complete())
+        return self._next_call()
+
+    def close(self) -> None:
+        if self._loop is None:  # the client is shared: its owner closes it
+            return
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.close()
+
+    def _needs_reply(self, observation: Observation) -> bool:
+        """Record `observation` as the answer to the last action; True when the model must be asked again."""
         if self.awaiting is not None:
             self._record_result(self.awaiting, observation)
             self.awaiting = None
         self.step_info = None
-        if not self.queue:
-            reply, info = self._loop.run_until_complete(self._complete())
-            self.step_info = info
-            self.messages.append(reply)
-            calls = reply.get("tool_calls") or []
-            if not calls:
-                self.awaiting = {"kind": "text"}
-                return Action(tool=NO_TOOL_CALL, arguments=reply.get("content") or "")
-            self.queue = list(calls)
-            info["tool_calls_in_reply"] = len(calls)
+        return not self.queue
+
+    def _take_reply(self, reply: dict[str, Any], info: dict[str, Any]) -> Action:
+        self.step_info = info
+        self.messages.append(reply)
+        calls = reply.get("tool_calls") or []
+        if not calls:
+            self.awaiting = {"kind": "text"}
+            return Action(tool=NO_TOOL_CALL, arguments=reply.get("content") or "")
+        self.queue = list(calls)
+        info["tool_calls_in_reply"] = len(calls)
+        return self._next_call()
+
+    def _next_call(self) -> Action:
         call = self.queue.pop(0)
         self.awaiting = {"kind": "tool", "id": call.get("id") or ""}
         function = call.get("function") or {}
         return Action(tool=str(function.get("name", "")), arguments=function.get("arguments") or "", call_id=call.get("id"))
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self._client.aclose())
-        self._loop.close()
 
     # -- conversation ---------------------------------------------------------------------------
     def _record_result(self, awaiting: dict[str, Any], observation: Observation) -> None:
@@ -158,6 +177,18 @@ class ModelAgent:
                 reply["tool_calls"] = message["tool_calls"]
             return reply, info
         raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
+
+
+def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> Any:
+    """An `httpx.AsyncClient` for `config`'s endpoint (its key, its per-call timeout); `connections` bounds its
+    pool (httpx's default, 100, when None)."""
+    import httpx
+
+    key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+    limits = httpx.Limits() if connections is None else httpx.Limits(max_connections=connections,
+                                                                      max_keepalive_connections=connections)
+    return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, limits=limits,
+                             headers={"Authorization": f"Bearer {key}"} if key else {})
 
 
 def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
