@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import shutil
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable
@@ -93,6 +95,12 @@ class RayRunner:
     this machine's) on first use and shut down by `close()`. Use as a context manager, or call `close()`:
     it stops the actors (and their verifier processes) and frees their CPUs for other Ray work.
 
+    The actors import nothing from the directory the driver runs in: Ray puts that directory first on every
+    worker's sys.path unless the job has a `working_dir`, so when this runner starts or joins Ray it gives the
+    job an empty one of its own (a `random.py` or `gymsmith.py` where `gymsmith run` started would otherwise
+    replace what the actors import). If Ray was initialized by the caller, the caller's `ray.init` decides:
+    pass ``runtime_env={"working_dir": ...}`` there for the same isolation.
+
     Not thread-safe: one run at a time per runner.
     """
 
@@ -101,6 +109,7 @@ class RayRunner:
         self.actors: list = []
         self._started_ray = False
         self._closed = False
+        self._working_dir: str | None = None
 
     def __enter__(self) -> "RayRunner":
         return self
@@ -115,7 +124,10 @@ class RayRunner:
             raise RuntimeError("this RayRunner is closed; make a new one")
         if not ray.is_initialized():
             init = dict(address=self.address) if self.address else dict(num_cpus=self.num_cpus)
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **init)
+            # an empty working_dir keeps the driver's working directory off the workers' sys.path (see above)
+            self._working_dir = tempfile.mkdtemp(prefix="gymsmith-ray-")
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                     runtime_env={"working_dir": self._working_dir}, **init)
             self._started_ray = True
         return ray
 
@@ -155,6 +167,8 @@ class RayRunner:
         self.actors = []
         if self._started_ray:
             ray.shutdown()
+        if self._working_dir:
+            shutil.rmtree(self._working_dir, ignore_errors=True)
 
     def run(self, config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
             tasks: list[TaskSpec] | None = None, collect: bool = True,
