@@ -332,13 +332,16 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
 def check(families: list[str] = typer.Argument(..., help="Families to check, e.g. ops."),
           size: int = typer.Option(40, help="Tasks per family (all splits, difficulty 0-1)."),
           store: str = _STORE, base_seed: int = 0, concurrency: int = _CONCURRENCY,
-          as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON.")) -> None:
-    """The environments' own regression suite; exits 1 if any check fails. Results are kept in the store."""
+          as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON."),
+          tolerate_errors: bool = typer.Option(False, "--tolerate-errors", help="Report rollouts that ended in an "
+                                               "infrastructure error as a warning, not a failed check.")) -> None:
+    """The environments' own regression suite; exits 1 if any check fails (a rollout ending in an infrastructure
+    error fails one, naming the count and the first reason). Results are kept in the store."""
     from gymsmith.audit.check import check_family, to_json
 
     s = TrajectoryStore(store)
     outcomes = [o for f in families for o in check_family(f, store=s, size=size, base_seed=base_seed,
-                                                          concurrency=concurrency)]
+                                                          concurrency=concurrency, tolerate_errors=tolerate_errors)]
     if as_json:
         sys.stdout.write(to_json(outcomes) + "\n")
     else:

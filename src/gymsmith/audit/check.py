@@ -4,7 +4,8 @@ oracle accepted on every task · null never · random rarely · every exploit ne
 the same task · the reward ladder (`audit.ladder`: partial oracles strictly increasing, null and trivial
 earn nothing) · the same seeded
 rollout twice is identical (else a diff) · reset restores the pristine state exactly · the greedy
-agent's reward falls with difficulty. Results are stored, so a family's health has a history.
+agent's reward falls with difficulty · no rollout ended in an infrastructure error (a check over rollouts
+that have no reward proves nothing). Results are stored, so a family's health has a history.
 """
 
 from __future__ import annotations
@@ -133,7 +134,19 @@ def first_difference(a: list[str], b: list[str]) -> str | None:
     return None
 
 
-def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list[str]) -> list[CheckOutcome]:
+def _infrastructure(family: str, errors: list[str], total: int, *, tolerate: bool) -> CheckOutcome:
+    """Fails when any of the check's `total` rollouts ended in an infrastructure error (`errors`: their reasons);
+    only a warning with `tolerate`."""
+    first = (errors[0].splitlines() or ["no reason recorded"])[0][:300] if errors else ""
+    return CheckOutcome(family=family, name="no rollout ended in an infrastructure error", passed=not errors,
+                        warning=bool(errors) and tolerate,
+                        detail=f"{len(errors)} of {total} rollouts ended in an infrastructure error (no reward)"
+                               + (f"; first: {first}" if errors else ""))
+
+
+def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list[str],
+                           errors: list[str] | None = None) -> list[CheckOutcome]:
+    """The determinism and reset checks; the reasons of their rollouts' infrastructure errors go to `errors`."""
     family = get_family(family_name)
     diffs, reset_failures, changed = [], [], 0
     with VerifierService() as verifier:
@@ -148,6 +161,8 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                                                 max_steps=300, time_limit_s=120))
                     finally:
                         env.close()
+                if errors is not None:
+                    errors += [r.error or "" for r in runs if r.status == "error"]
                 d = first_difference(_signature(runs[0]), _signature(runs[1]))
                 if d:
                     diffs.append(f"{task.id} / {agent}: {d}")
@@ -158,6 +173,8 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                 mover = "oracle" if "oracle" in family.agents() else "random"
                 t = run_rollout(env=env, agent=family.agents()[mover](), task=task, split=Split.TRAIN, seed=3,
                                 run_id="reset", verifier=verifier, policy=DEFAULT_POLICY, max_steps=300, time_limit_s=60)
+                if errors is not None and t.status == "error":
+                    errors.append(t.error or "")
                 changed += t.final_state_hash not in (None, pristine)
                 env.reset(task, seed=0)
                 if env.state_hash() != pristine:
@@ -190,8 +207,11 @@ def _drift(family: str, store: TrajectoryStore) -> CheckOutcome:
 
 
 def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, base_seed: int = 0,
-                 concurrency: int = 2, determinism_tasks: int = 4) -> list[CheckOutcome]:
+                 concurrency: int = 2, determinism_tasks: int = 4, tolerate_errors: bool = False) -> list[CheckOutcome]:
     """Run every check on `size` tasks of the family (all splits, difficulty 0-1); store and return the outcomes.
+
+    A rollout that ended in an infrastructure error fails the check "no rollout ended in an infrastructure
+    error" (its detail gives the count and the first reason); with `tolerate_errors` that outcome is a warning.
 
     Raises UnknownFamilyError for an unknown family. A check that cannot run (an agent the family lacks)
     fails with a detail saying so.
@@ -218,7 +238,11 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     if rungs:
         outcomes.append(_ladder(family_name, tasks, rows))
     det_agents = [a for a in ("random", "greedy") if a in available]
-    outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents)
+    errors = [r.get("error") or "" for rs in rows.values() for r in rs if r["status"] == "error"]
+    outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents, errors)
+    determinism_rollouts = len(tasks[:determinism_tasks]) * (2 * len(det_agents) + 1)
+    outcomes.append(_infrastructure(family_name, errors, sum(map(len, rows.values())) + determinism_rollouts,
+                                    tolerate=tolerate_errors))
     outcomes.append(_drift(family_name, store))
     now = time.time()
     with store.engine.begin() as conn:
