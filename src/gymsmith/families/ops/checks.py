@@ -137,7 +137,7 @@ from typing import Any, NamedTuple
 from gymsmith.core.errors import UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.envs.base import ToolRefusal
-from gymsmith.families.ops import planning, tools
+from gymsmith.families.ops import planning, rostering, tools
 from gymsmith.families.ops.env import pristine_image
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
 from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key, state_digest
@@ -509,6 +509,7 @@ def _fulfil(ep: Episode) -> CheckResult:
     bought: dict[int, int] = defaultdict(int)  # product -> units the agent bought (not cancelled)
     bought_cost: dict[int, int] = defaultdict(int)  # product -> what those units cost
     in_time: dict[int, int] = defaultdict(int)  # product -> those of them arriving by its last due day
+    open_in_time: dict[int, int] = defaultdict(int)  # product -> those of them still open (not received)
     last_due_of: dict[int, int] = {}
     for t in targets:
         o = p_orders[(t,)]
@@ -535,6 +536,8 @@ def _fulfil(ep: Episode) -> CheckResult:
             bought_cost[row["product_id"]] += row["cost_cents"]
             if row["arrival_day"] <= last_due_of.get(row["product_id"], -1):  # can still serve a due order
                 in_time[row["product_id"]] += row["quantity"]
+                if row["status"] == "open":
+                    open_in_time[row["product_id"]] += row["quantity"]
     for row in ep.changes("purchase_orders")["removed"]:
         found.change("purchase_orders", "removed", row)
     for old, new in ep.changes("purchase_orders")["changed"]:
@@ -603,8 +606,16 @@ def _fulfil(ep: Episode) -> CheckResult:
     if lapsed:
         found.unreachable.append(f"due order(s) {lapsed[:10]} can no longer ship by their due day (shipped late, or "
                                  f"still unshipped on day {today})")
-    elif not found.violations() and len(on_time) < len(targets):
-        _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought)
+    units_needed = sum(need.values())
+    purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
+    kept = None  # what a finishing plan keeps of unfinished steps (None: nothing is unfinished, or nothing counts)
+    if not lapsed and not found.violations() and len(on_time) < len(targets):
+        kept = _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought,
+                          last_due_of, purchase_goals / units_needed if units_needed else 0.0)
+        if kept is not None:  # allocations and open purchases no finishing plan keeps are no progress
+            handled = on_time + sorted(kept.allocations)
+            in_time = {pid: n - open_in_time[pid] + kept.open_units[pid] if pid in kept.open_units else n
+                       for pid, n in in_time.items()}
     # Progress: the sub-goals of every plan that reaches the goal, none of them done at the start (targets are
     # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
     # plan buys (one sub-goal per purchase order of that plan), allocate and ship each target, cancel the
@@ -612,16 +623,14 @@ def _fulfil(ep: Episode) -> CheckResult:
     # A lapsed target (shipped late, or its due day passed unshipped) earns nothing for its payment either.
     unpaid = [t for t in targets if p_orders[(t,)]["total_cents"] - p_paid[t] > 0]
     paid = [t for t in unpaid if p_paid[t] + charged[t] >= p_orders[(t,)]["total_cents"] and t not in lapsed]
-    units_needed = sum(need.values())
-    units_got = sum(min(in_time[pid], n) for pid, n in need.items())  # a unit that arrives too late is no progress
-    purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
+    units_got = sum(min(in_time.get(pid, 0), n) for pid, n in need.items())  # a unit arriving too late is no progress
     cancelled = delayed_id is not None and f_pos.get((delayed_id,), {}).get("status") == "cancelled"
     at_plan_cost = sum(plans[pid].cost_cents * bought[pid] / plans[pid].units for pid in bought
                        if pid in plans and plans[pid].units)
     spent = sum(bought_cost.values())
     parts = [Part("shipped", len(on_time), len(targets), f"{len(on_time)} of {len(targets)} due orders shipped by their due day"),
              Part("allocated", len(handled), len(targets), f"{len(handled)} of {len(targets)} due orders shipped on time, "
-                                                           "or allocated before their due day passed"),
+                                                           "or allocated where a finishing plan ships them"),
              Part("paid", len(paid), len(unpaid), f"{len(paid)} of {len(unpaid)} unpaid due orders paid in full"),
              Part("stocked", purchase_goals * units_got / units_needed if units_needed else 0, purchase_goals,
                   f"{units_got} of the {units_needed} units the due orders need bought"),
@@ -632,19 +641,37 @@ def _fulfil(ep: Episode) -> CheckResult:
     return _result(ep, components)
 
 
-def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, today: int, suppliers: dict[int, dict[str, Any]],
-               p_pos: dict, f_pos: dict, delayed_id: int | None, need: dict[int, int], bought: dict[int, int]) -> None:
-    """Can the goal still be reached from the final state? Partial credit is progress toward a goal that can be
-    reached; a state from which no plan ships every open due order on time, within the purchase bound and the
-    budget, is a dead end (buying what arrives too late, stock received or shipped where the orders cannot use
-    it, money spent so the rest cannot be bought), and a violation.
+MAX_OPEN_PER_PRODUCT = 10  # the agent's open purchase orders of one product the re-planning searches (2^n subsets)
 
-    Every open due order (not shipped; none has failed, or the caller does not ask) may be re-allocated
-    (what it holds counts as free stock). Each of the agent's open purchase orders may be kept (its units
-    arrive on its day) or cancelled (units and money back); the delayed order of a resource task is cancelled
-    (the goal says so). Per product, the cheapest such choice plus `planning.units_still_needed` must buy no
-    more than the bound leaves (`need` minus what the agent bought and keeps) and, over all products, cost no
-    more than the budget leaves once those cancellations return their money.
+
+class Kept(NamedTuple):
+    """What the best finishing plan keeps of the agent's unfinished steps: the allocated due orders it ships
+    from the warehouse they are allocated at, and per product the units of the agent's open purchase orders
+    it keeps (that arrive by the product's last due day)."""
+
+    allocations: set[int]
+    open_units: dict[int, int]
+
+
+def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, today: int, suppliers: dict[int, dict[str, Any]],
+               p_pos: dict, f_pos: dict, delayed_id: int | None, need: dict[int, int], bought: dict[int, int],
+               last_due_of: dict[int, int], unit_weight: float) -> Kept | None:
+    """Can the goal still be reached from the final state, and what of the agent's unfinished steps does the
+    best finishing plan keep? Partial credit is progress toward a goal that can be reached, made of steps a
+    finishing plan keeps. A state from which no plan ships every open due order on time, within the purchase
+    bound and the budget, is a dead end (buying what arrives too late, stock received or shipped where the
+    orders cannot use it, money spent so the rest cannot be bought): a violation, and None is returned.
+
+    Every open due order (not shipped; none has failed) may be re-allocated (what it holds counts as free
+    stock). Each of the agent's open purchase orders may be kept (its units arrive on its day) or cancelled
+    (units and money back); the delayed order of a resource task is cancelled (the goal says so). A finishing
+    plan per product is such a choice plus one of `planning.completions`, buying no more than the bound
+    leaves (`need` minus what the agent bought and keeps); over all products the plans must cost no more
+    than the budget leaves once the cancellations return their money. Among the plans that fit, the one
+    keeping the most of the agent's steps is credited (an allocation it ships from where it is weighs one
+    sub-goal, a unit it keeps `unit_weight`): a step every finishing plan undoes earns nothing (found by
+    red-teaming: a purchase or allocation at a warehouse no plan within the bound can use was paid as
+    progress). More than MAX_OPEN_PER_PRODUCT open purchase orders of one product are refused (UngradableState).
     """
     open_orders = [f_orders.get((t,), p_orders[(t,)]) for t in sorted(targets)]
     open_orders = [o for o in open_orders if o["status"] != "shipped"]
@@ -668,30 +695,59 @@ def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, t
     if delayed_id is not None and f_pos.get((delayed_id,), p_pos.get((delayed_id,), {})).get("status") in ("open", "delayed"):
         money += f_pos.get((delayed_id,), p_pos[(delayed_id,)])["cost_cents"]
     warehouses = [k[0] for k in _rows(ep.final, "warehouses")]
-    dead, cost = [], 0
+    dead, choices = [], []  # per product: the plans that fit, as (cost, credit, allocations kept, units kept)
     for pid in sorted(products):
         mine = [o for o in open_orders if o["product_id"] == pid]
+        if len(optional[pid]) > MAX_OPEN_PER_PRODUCT:
+            raise UngradableState(f"{len(optional[pid])} open purchase orders of product {pid}: the checks re-plan with at "
+                                  f"most {MAX_OPEN_PER_PRODUCT} per product (a plan needs one per supplier and warehouse)")
         received = bought.get(pid, 0) - sum(po["quantity"] for po in optional[pid])
-        best = None
+        plans = []
         for keep in itertools.product((False, True), repeat=len(optional[pid])):
             kept = [po for po, k in zip(optional[pid], keep) if k]
+            kept_units = sum(po["quantity"] for po in kept)
+            useful = sum(po["quantity"] for po in kept if po["arrival_day"] <= last_due_of[pid])
             incoming = fixed + [(po["warehouse_id"], pid, po["quantity"], po["arrival_day"]) for po in kept]
-            plan = planning.units_still_needed(mine, warehouses, today, stock, incoming, suppliers.values())[pid]
-            if plan is None or received + sum(po["quantity"] for po in kept) + plan[0] > need.get(pid, 0):
-                continue
-            total = plan[1] + sum(po["cost_cents"] for po in kept)
-            best = total if best is None else min(best, total)
-        if best is None:
-            dead.append(pid)
+            for plan in planning.completions(mine, warehouses, today, stock, incoming, suppliers.values())[pid]:
+                if received + kept_units + plan.units > need.get(pid, 0):
+                    continue
+                held = {o["id"] for o in mine if o["status"] == "allocated" and plan.warehouse_of[o["id"]] == o["warehouse_id"]}
+                plans.append((plan.cost_cents + sum(po["cost_cents"] for po in kept), len(held) + unit_weight * useful,
+                              held, useful))
+        if plans:
+            choices.append((pid, plans))
         else:
-            cost += best
+            dead.append(pid)
     if dead:
         ep.found.unreachable.append(f"no plan can still ship the open due orders of product(s) {dead} on time without "
                                     f"buying beyond the fewest units the goal needs ({ {p: need.get(p, 0) for p in dead} }): "
                                     "stock or purchases are where, or arrive when, these orders cannot use them")
-    elif cost > money:
+        return None
+    best = _most_credit_within(choices, money)
+    if best is None:
+        cheapest = sum(min(plan[0] for plan in plans) for _, plans in choices)
         ep.found.unreachable.append(f"the purchasing budget left ({money} cents, counting cancellations) cannot pay for the "
-                                    f"{cost} cents the open due orders still need")
+                                    f"{cheapest} cents the open due orders still need")
+        return None
+    return Kept({o for plan in best.values() for o in plan[2]}, {pid: plan[3] for pid, plan in best.items()})
+
+
+def _most_credit_within(choices: list[tuple[int, list[tuple]]], money: int) -> dict[int, tuple] | None:
+    """One plan per product, (cost, credit, ...) each, with the most credit in total (then the least cost) whose
+    costs add up to no more than `money`; None when even the cheapest plans cost more. Keeps only the plans
+    no other combination beats on both cost and credit, so the search stays small."""
+    frontier: list[tuple[int, float, dict[int, tuple]]] = [(0, 0.0, {})]
+    for pid, plans in choices:
+        merged = sorted(((cost + plan[0], credit + plan[1], {**picked, pid: plan})
+                         for cost, credit, picked in frontier for plan in plans if cost + plan[0] <= money),
+                        key=lambda c: (c[0], -c[1]))
+        frontier = []
+        for combo in merged:  # by cost: keep one only if it earns more than every cheaper one
+            if not frontier or combo[1] > frontier[-1][1]:
+                frontier.append(combo)
+        if not frontier:
+            return None
+    return max(frontier, key=lambda c: (c[1], -c[0]))[2]
 
 
 # -- staff --------------------------------------------------------------------------------------------
@@ -749,18 +805,21 @@ def _staff(ep: Episode) -> CheckResult:
         return None
     _scope(ep, "staff", in_scope)
     # Progress: the shifts still missing at the start, now covered; what was covered before earns nothing.
-    # Economy: the witness roster's cost per shift, over what the shifts added cost.
+    # Economy: the cheapest legal roster's cost per missing shift (`rostering.cheapest_roster`, from the start
+    # state), over what the shifts added cost per shift: a roster dearer than the cheapest scores below it.
     covered_before = sum(min(start_count[slot], c) for slot, c in needs.items())
-    wages = {sid: s["hourly_cents"] * SHIFT_HOURS for sid, s in staff.items()}
-    witness = [a["arguments"] for a in world.witness if a["tool"] == "assign_shift"]
-    per_shift = sum(wages[a["staff_id"]] for a in witness) / len(witness) if witness else 0.0
+    missing = {slot: max(0, c - start_count[slot]) for slot, c in needs.items()}
+    week = [s for s in p_shifts.values() if 0 <= s["day"] <= 6]
+    cheapest = rostering.cheapest_roster(staff.values(), missing, week, shift_hours=SHIFT_HOURS, max_days=MAX_DAYS_PER_WEEK)
+    per_shift = sum(s.cost_cents for s in cheapest) / len(cheapest) if cheapest else 0.0
     n_added = sum(len(rows) for rows in added.values())
     components = progress_components(
         [Part("coverage", covered - covered_before, required - covered_before,
               f"{covered - covered_before} of the {required - covered_before} missing shifts covered "
               f"({covered_before} of {required} were covered at the start)")],
         economy=per_shift * n_added / spend if spend else 1.0,
-        economy_detail=f"shifts added cost {spend} cents, {round(per_shift * n_added)} at the witness roster's cost per shift")
+        economy_detail=f"shifts added cost {spend} cents, {round(per_shift * n_added)} at the cheapest legal roster's "
+                       "cost per shift")
     return _result(ep, components)
 
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from gymsmith.core.hashing import canonical_json
-from gymsmith.families.ops import names, planning
+from gymsmith.families.ops import names, planning, rostering
 from gymsmith.families.ops.schema import START_DATE
 
 KINDS = ("fulfil", "resource", "staff", "billing")
@@ -327,7 +327,11 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
     b.rows["budgets"] = [{"category": "labour", "limit_cents": prior + math.ceil(wages * (1 + k["budget_slack"] * 0.5)),
                           "spent_cents": prior},
                          {"category": "purchasing", "limit_cents": 100_000, "spent_cents": 0}]
-    witness = [_act("assign_shift", staff_id=sid, day=d, warehouse_id=w, hours=SHIFT_HOURS) for d, w, sid, _ in roster]
+    # The needs come from a random feasible roster; the witness is the cheapest roster that covers them, so the
+    # oracle's cost is the one the checks price an agent's roster against.
+    cheapest = rostering.cheapest_roster(staff_rows, needs, [], shift_hours=SHIFT_HOURS, max_days=MAX_DAYS_PER_WEEK)
+    witness = [_act("assign_shift", staff_id=s.staff_id, day=s.day, warehouse_id=s.warehouse_id, hours=SHIFT_HOURS)
+               for s in cheapest]
     remaining = b.rows["budgets"][0]["limit_cents"] - prior
     goal = (f"Staff the week of {day_date(0)} to {day_date(6)} (days 0-6). For every day and warehouse, assign at least "
             f"staff_needed people to {SHIFT_HOURS}-hour shifts (see shift_needs). Labour rules: at most one shift per "

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,11 +100,11 @@ def _plan_for(assignment: tuple[int, ...], orders: list[dict[str, Any]], availab
 Best = tuple[int, int, tuple[int, ...], tuple[Purchase, ...]]  # units, cost, assignment, purchases
 
 
-def _search(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], available: Mapping[tuple[int, int], int],
-            suppliers: Iterable[Mapping[str, Any]], today: int = 0,
-            incoming: Iterable[tuple[int, int, int, int]] = ()) -> dict[int, tuple[list[dict[str, Any]], Best | None]]:
-    """Per product of `orders`: its orders (by id) and the assignment buying the fewest units, then the
-    cheapest (ties: the first in `itertools.product` order), or None when no assignment serves them all."""
+def _per_product(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], available: Mapping[tuple[int, int], int],
+                 suppliers: Iterable[Mapping[str, Any]], today: int = 0, incoming: Iterable[tuple[int, int, int, int]] = ()
+                 ) -> Iterator[tuple[int, list[dict[str, Any]], list[Best]]]:
+    """Per product of `orders` (by id): its orders (by id), and every assignment of them to warehouses that
+    serves them all in time, as (units, cost, assignment, purchases), in `itertools.product` order."""
     whs = sorted(set(warehouses))
     by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for o in orders:
@@ -116,19 +116,60 @@ def _search(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], avai
     arriving: dict[int, dict[int, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
     for w, p, units, day in incoming:
         arriving[p][w].append((day, units))
-    out: dict[int, tuple[list[dict[str, Any]], Best | None]] = {}
     for pid in sorted(by_product):
         mine = sorted(by_product[pid], key=lambda o: o["id"])
         if len(whs) ** len(mine) > MAX_ASSIGNMENTS:
             raise ValueError(f"product {pid} has {len(mine)} due orders over {len(whs)} warehouses: too many "
                              "assignments to search")
-        best: Best | None = None
+        feasible = []
         for assignment in itertools.product(whs, repeat=len(mine)):
             found = _plan_for(assignment, mine, available, offers[pid], pid, today, arriving[pid])
-            if found is not None and (best is None or found[:2] < best[:2]):
-                best = (found[0], found[1], assignment, found[2])
-        out[pid] = (mine, best)
-    return out
+            if found is not None:
+                feasible.append((found[0], found[1], assignment, found[2]))
+        yield pid, mine, feasible
+
+
+def _search(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], available: Mapping[tuple[int, int], int],
+            suppliers: Iterable[Mapping[str, Any]], today: int = 0,
+            incoming: Iterable[tuple[int, int, int, int]] = ()) -> dict[int, tuple[list[dict[str, Any]], Best | None]]:
+    """Per product of `orders`: its orders (by id) and the assignment buying the fewest units, then the
+    cheapest (ties: the first in `itertools.product` order), or None when no assignment serves them all."""
+    return {pid: (mine, min(feasible, key=lambda b: b[:2], default=None))
+            for pid, mine, feasible in _per_product(orders, warehouses, available, suppliers, today, incoming)}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One way to finish a product's open due orders from a state part-way through: the units it still buys,
+    what they cost, and the warehouse each order ships from."""
+
+    units: int
+    cost_cents: int
+    warehouse_of: Mapping[int, int]  # due order id -> warehouse
+
+
+def completions(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], today: int,
+                stock_now: Mapping[tuple[int, int], int], incoming: Iterable[tuple[int, int, int, int]],
+                suppliers: Iterable[Mapping[str, Any]]) -> dict[int, list[Completion]]:
+    """From a state part-way through a task: per product of `orders` (the due orders not yet shipped), every
+    assignment of them to warehouses that can still ship each whole from one warehouse by its due day, with
+    the fewest units that assignment must still buy and their cost (cheapest among those); an empty list
+    when no plan can serve them any more.
+
+    The model of `fewest_units`, from day `today` instead of day 0: `stock_now` is (warehouse, product) ->
+    units free now (on hand, minus what other customers' orders hold; what these orders hold themselves
+    counts as free, since an allocation can be released); `incoming` lists open purchase orders as
+    (warehouse, product, units, arrival day); a purchase placed now from an active supplier arrives on day
+    ``today + lead_days``. For one assignment, a warehouse's orders are taken by (due day, id); the units
+    that must be bought by order k's due day are ``max(0, demand of orders 1..k - stock now - units
+    arriving there by that day)``, the running maximum of which is what the assignment buys, each unit
+    from the cheapest supplier that arrives in time for the first order that needs it.
+
+    The checks use it to decide whether the goal can still be reached, and to credit only the steps some
+    finishing plan keeps (an allocation at the warehouse that plan ships the order from)."""
+    return {pid: [Completion(units, cost, {o["id"]: w for o, w in zip(mine, assignment)})
+                  for units, cost, assignment, _ in feasible]
+            for pid, mine, feasible in _per_product(orders, warehouses, stock_now, suppliers, today, incoming)}
 
 
 def fewest_units(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int],
@@ -147,23 +188,3 @@ def fewest_units(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int],
             raise NoPlan(f"no assignment ships every due order of product {pid} on time")
         plans[pid] = ProductPlan(pid, best[0], best[1], {o["id"]: w for o, w in zip(mine, best[2])}, best[3])
     return plans
-
-
-def units_still_needed(orders: Iterable[Mapping[str, Any]], warehouses: Iterable[int], today: int,
-                       stock_now: Mapping[tuple[int, int], int], incoming: Iterable[tuple[int, int, int, int]],
-                       suppliers: Iterable[Mapping[str, Any]]) -> dict[int, tuple[int, int] | None]:
-    """From a state part-way through a task: per product of `orders` (the due orders not yet shipped), the
-    fewest units still to buy so that every one of them ships whole from one warehouse by its due day, and
-    their cost (cheapest among those); None for a product no plan can serve any more.
-
-    The model of `fewest_units`, from day `today` instead of day 0: `stock_now` is (warehouse, product) ->
-    units free now (on hand, minus what other customers' orders hold; what these orders hold themselves
-    counts as free, since an allocation can be released); `incoming` lists open purchase orders as
-    (warehouse, product, units, arrival day); a purchase placed now from an active supplier arrives on day
-    ``today + lead_days``. For one assignment, a warehouse's orders are taken by (due day, id); the units
-    that must be bought by order k's due day are ``max(0, demand of orders 1..k - stock now - units
-    arriving there by that day)``, the running maximum of which is what the assignment buys, each unit
-    from the cheapest supplier that arrives in time for the first order that needs it.
-    """
-    return {pid: None if best is None else best[:2]
-            for pid, (_, best) in _search(orders, warehouses, stock_now, suppliers, today, incoming).items()}
