@@ -180,14 +180,18 @@ class ModelAgent:
 
 
 def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> Any:
-    """An `httpx.AsyncClient` for `config`'s endpoint (its key, its per-call timeout); `connections` bounds its
-    pool (httpx's default, 100, when None)."""
+    """An `httpx.AsyncClient` for `config`'s endpoint (its key, its per-call timeout). With `connections`, one
+    for many agents at once: at most that many connections, through `StreamTransport` (httpx's own pool slows
+    down in proportion to its connections); without, httpx's default transport."""
     import httpx
 
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
-    limits = httpx.Limits() if connections is None else httpx.Limits(max_connections=connections,
-                                                                      max_keepalive_connections=connections)
-    return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, limits=limits,
+    transport = None
+    if connections is not None:
+        from gymsmith.agents.stream_transport import StreamTransport
+
+        transport = StreamTransport(max_connections=connections)
+    return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, transport=transport,
                              headers={"Authorization": f"Bearer {key}"} if key else {})
 
 

@@ -58,6 +58,29 @@ class RunConfig(BaseModel):
     batch: int | None = Field(default=None, ge=1, le=256, description="Rollouts of one task handed to a worker "
                               "at once (a worker pool or Ray actors that store their own rollouts); default: up to "
                               "8, fewer when the run is small, so the last batches keep every worker busy.")
+    engine: Literal["auto", "async", "pool"] = Field(default="auto", description="async: the rollouts are coroutines "
+                                                     "in one process (`runner.async_engine`), up to `max_in_flight` at "
+                                                     "once; pool: one rollout at a time per worker process (`concurrency`"
+                                                     " of them); auto: async when the agents include 'model'.")
+    max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="The async engine's rollouts at "
+                                      "once; default sized to the machine (`async_engine.default_max_in_flight`).")
+    rollout_timeout_s: float | None = Field(default=None, gt=0, description="The async engine's wall-clock limit "
+                                            "per rollout, past which it is cancelled and stored as an infrastructure "
+                                            "error; default `time_limit_s` plus the model's worst case (timeout x "
+                                            "attempts) plus the verifier's timeout.")
+
+    def uses_engine(self) -> bool:
+        """Whether this run goes to the async engine (`engine`, with 'auto' resolved)."""
+        return self.engine == "async" or (self.engine == "auto" and "model" in self.agents)
+
+    def rollout_deadline(self) -> float:
+        """`rollout_timeout_s`, or its default described there."""
+        if self.rollout_timeout_s is not None:
+            return self.rollout_timeout_s
+        model = self.model.timeout_s * (self.model.max_retries + 1) if self.model is not None else 0.0
+        from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
+
+        return self.time_limit_s + model + DEFAULT_TIMEOUT_S
 
     def batch_size(self, rollouts: int, *, workers_store: bool = True) -> int:
         """The batch size for a run of `rollouts`: `batch`, or the default described there. 1 when the
@@ -352,7 +375,10 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     (the CLI does this; a large run's trajectories need not fit in memory). `progress` then receives a
     `RolloutOutcome` instead of each Trajectory.
 
-    With `concurrency` 1 the rollouts run in this process; above 1 (or with `processes=True`), in that many
+    With the async engine (`config.uses_engine()`: the default when an agent is 'model') up to `max_in_flight`
+    rollouts run at once as coroutines in this process (`runner.async_engine`); Ctrl-C cancels them, storing
+    none of them. Otherwise:
+    with `concurrency` 1 the rollouts run in this process; above 1 (or with `processes=True`), in that many
     worker processes (forked), each with its own environment and verifier process, each handed a few
     rollouts of one task at a time. Each finished rollout is written, in its own transaction, as soon as it
     completes (by the worker that ran it, unless the store is in memory), so a killed run loses at most the
@@ -366,6 +392,11 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     """
     plan = plan_run(config, store, tasks)
     tally = RunTally(plan.finished, plan.total, progress, collect)
+    if config.uses_engine():
+        from gymsmith.runner.async_engine import run_in_engine  # it builds on this module
+
+        run_in_engine(config, store, plan.work, tally)
+        return tally.results
     if not (config.processes if config.processes is not None else config.concurrency > 1):
         with VerifierService() as verifier:
             worker = RolloutWorker(config, verifier)

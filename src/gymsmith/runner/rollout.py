@@ -21,6 +21,10 @@ With `step_rewards`, the verifier also values the start state and the state afte
 rollout `start_progress` V(s0). The last step's progress is the final verification's reward value, so the step
 rewards sum to reward - V(s0). A per-step verification that fails is logged with its step (`progress_error`)
 and never ends the rollout, and the time spent valuing states does not count against `time_limit_s`.
+
+The rollout is written once, as a coroutine (`rollout_coroutine`) that reaches the agent and the environment
+through `RolloutCalls`: `run_rollout` drives it with calls made in place (it never suspends), the async engine
+(`runner.async_engine`) with calls that await the model and run blocking environment steps in threads.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from __future__ import annotations
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import gymsmith
 from gymsmith.agents.base import Agent
@@ -40,6 +46,47 @@ from gymsmith.verifier.progress import ProgressMeter, step_rewards as _step_rewa
 from gymsmith.verifier.service import VerifierService
 
 MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
+T = TypeVar("T")
+
+
+class RolloutCalls(Protocol):
+    """How a rollout reaches what it waits on: the agent's next action, and every environment and verifier call."""
+
+    async def act(self, agent: Agent, observation: Observation) -> Any:
+        """The agent's answer to `observation` (what it returned, or the exception it raised)."""
+        ...
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)`: an environment call (its result, or the exception it raised)."""
+        ...
+
+    async def verify(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)`: a call that waits on the verifier (and may read the environment)."""
+        ...
+
+
+class InlineCalls:
+    """Every call made in place, at once: a rollout driven with these never suspends (`run_rollout`)."""
+
+    async def act(self, agent: Agent, observation: Observation) -> Any:
+        return agent.act(observation)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return fn(*args, **kwargs)
+
+    verify = call
+
+
+def run_inline(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends (one awaiting `InlineCalls` only), without an event loop.
+
+    Raises RuntimeError if it does suspend (something in it awaited real I/O)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise RuntimeError("a rollout driven inline suspended: it awaited something other than InlineCalls")
 
 
 def rollout_id(run_id: str, task_id: str, agent: str, seed: int) -> str:
@@ -77,6 +124,17 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
     observations (by the environment). With `step_rewards`, every step carries its progress and step reward
     (module docstring); without, they are None and no state but the final one is verified.
     """
+    return run_inline(rollout_coroutine(env=env, agent=agent, task=task, split=split, seed=seed, run_id=run_id,
+                                        verifier=verifier, policy=policy, max_steps=max_steps,
+                                        time_limit_s=time_limit_s, step_rewards=step_rewards, calls=InlineCalls()))
+
+
+async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
+                            verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float,
+                            step_rewards: bool = False, calls: RolloutCalls) -> Trajectory:
+    """`run_rollout`, reaching the agent, the environment and the verifier through `calls`. Cancelling it
+    (a timeout, Ctrl-C) leaves nothing behind but the environment's state: the trajectory exists only once
+    it returns."""
     started = time.time()
     base = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
                 family=task.family, family_version=task.family_version, split=split, difficulty=task.difficulty,
@@ -85,54 +143,56 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
     first = Observation(text="")
     meter = ProgressMeter(env, task, verifier, policy=policy) if step_rewards else None
 
-    def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
-               error: str | None = None, final_hash: str | None = None, final_diff: str | None = None) -> Trajectory:
+    async def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
+                     error: str | None = None, final_hash: str | None = None, final_diff: str | None = None) -> Trajectory:
         if meter is not None:
-            _settle(meter, steps, reward if reason in _VERIFIED else None, value_last=status is not RolloutStatus.ERROR)
+            await calls.verify(_settle, meter, steps, reward if reason in _VERIFIED else None,
+                             value_last=status is not RolloutStatus.ERROR)
         return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status, error=error,
                           end_reason=reason, end_detail=detail, invalid_actions=getattr(env, "invalid_actions", 0),
                           final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time(),
                           start_progress=meter.start_value if meter is not None else None)
 
-    def infrastructure(exc: BaseException, where: str) -> Trajectory:
+    async def infrastructure(exc: BaseException, where: str) -> Trajectory:
         prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{where}: "
-        return record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None,
+        return await record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None,
                       error=prefix + describe_exception(exc, trace=not isinstance(exc, VerifierError)))
 
     try:
-        first = env.reset(task, seed=seed)
+        first = await calls.call(env.reset, task, seed=seed)
     except Exception as exc:  # nothing of the agent's yet: the environment could not start
-        return infrastructure(exc, "environment reset")
+        return await infrastructure(exc, "environment reset")
     if meter is not None:
-        meter.start()
+        await calls.verify(meter.start)
     try:
-        done, reason = _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s, meter)
+        done, reason = await _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s, meter, calls)
     except _Ended as ended:
-        return _failed(env, ended, record, policy)
+        return await _failed(env, ended, record, policy, calls)
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
-        return infrastructure(exc, "infrastructure")
+        return await infrastructure(exc, "infrastructure")
     status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
     try:
         with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
             try:
-                final = env.final_state(Path(tmp))
+                final = await calls.call(env.final_state, Path(tmp))
             except Exception as exc:
                 if is_infrastructure(exc):
                     raise
                 raise _Ended(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}") from None
-            reward = verifier.verify(task, final, policy=policy)
+            reward = await calls.verify(verifier.verify, task, final, policy=policy)
     except _Ended as ended:
-        return _failed(env, ended, record, policy, status=status)
+        return await _failed(env, ended, record, policy, calls, status=status)
     except Exception as exc:
-        return infrastructure(exc, "final state")
+        return await infrastructure(exc, "final state")
     if reward.ungradable is not None:
         reason = EndReason.UNGRADABLE_STATE
-    return record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
+    return await record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
                   final_hash=final.digest, final_diff=final.diff)
 
 
-def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, seed: int, steps: list[Step],
-          started: float, max_steps: int, time_limit_s: float, meter: ProgressMeter | None) -> tuple[bool, EndReason]:
+async def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, seed: int, steps: list[Step],
+                started: float, max_steps: int, time_limit_s: float, meter: ProgressMeter | None,
+                calls: RolloutCalls) -> tuple[bool, EndReason]:
     """The agent-environment loop; returns (submitted, end reason), or raises _Ended for a failure, or an
     infrastructure exception. With a `meter`, each step's state is valued, except a last step's (submit or the
     step limit), whose value is the final verification's."""
@@ -147,14 +207,14 @@ def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, se
         if time.time() - started - (meter.seconds if meter is not None else 0.0) >= time_limit_s:
             return False, EndReason.TIME_LIMIT
         try:
-            action = agent.act(observation)
+            action = await calls.act(agent, observation)
         except Exception as exc:
             _agent_failed(exc, "act")
         if not isinstance(action, Action):
             raise _Ended(EndReason.AGENT_FAILURE, f"the agent's act returned {preview(action)}, not an Action")
         t0 = time.perf_counter()
         try:
-            result = env.step(action)
+            result = await calls.call(env.step, action)
         except Exception as exc:
             if is_infrastructure(exc):
                 raise
@@ -164,7 +224,7 @@ def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, se
                           duration_ms=round((time.perf_counter() - t0) * 1000, 3),
                           agent_info=getattr(agent, "step_info", None)))
         if meter is not None and not result.done and len(steps) < max_steps:
-            steps[-1].progress, steps[-1].progress_error = meter.value()
+            steps[-1].progress, steps[-1].progress_error = await calls.verify(meter.value)
         observation = result.observation
         if result.done:
             return True, EndReason.SUBMITTED
@@ -176,15 +236,15 @@ def _agent_failed(exc: Exception, where: str) -> None:
     raise _Ended(EndReason.AGENT_FAILURE, f"the agent's {where} raised: {describe_exception(exc)}") from None
 
 
-def _failed(env: Environment, ended: _Ended, record, policy: str, *, status: RolloutStatus = RolloutStatus.TRUNCATED
-            ) -> Trajectory:
+async def _failed(env: Environment, ended: _Ended, record, policy: str, calls: RolloutCalls, *,
+                  status: RolloutStatus = RolloutStatus.TRUNCATED) -> Trajectory:
     """The record of a rollout that ended in the agent's failure or an environment exception: reward 0."""
     try:
-        final_hash = env.state_hash()
+        final_hash = await calls.call(env.state_hash)
     except Exception:  # noqa: BLE001 - the state of a failed rollout is for the record only
         final_hash = None
     reward = Reward.rejected(policy=policy, reason=f"{ended.reason.value}: {clip(ended.detail, 300)}")
-    return record(status, ended.reason, reward=reward, detail=ended.detail, final_hash=final_hash)
+    return await record(status, ended.reason, reward=reward, detail=ended.detail, final_hash=final_hash)
 
 
 # the end reasons whose reward is the final verification's verdict on the state after the last step

@@ -1,0 +1,254 @@
+"""The async rollout engine: hundreds to thousands of rollouts at once in one process, as coroutines.
+
+A model-bound rollout spends nearly all its time waiting for the model. A worker process per rollout (the
+process pool) keeps a few dozen in flight on one machine; here each rollout is a coroutine
+(`runner.rollout.rollout_coroutine`) on one event loop:
+
+- the model agents share one `httpx.AsyncClient` (one connection pool, as many connections as rollouts in
+  flight) and await their calls concurrently; per call, the model config's `timeout_s` applies (then its
+  retries), and a rollout that still runs after `RunConfig.rollout_deadline()` is cancelled and stored as an
+  infrastructure error naming the limit;
+- environment steps run on the loop when they are quick (ops: an in-memory SQLite), or, for families whose
+  steps block (`BLOCKING_FAMILIES`: code's sandbox commands, web's browser), each environment's calls run on a
+  thread of its own (the same thread every time: Playwright's sync API is bound to it), so a slow step holds up
+  only its rollout;
+- final states (and, with step rewards, every state) are scored by a small pool of verifier processes
+  (`VerifierService`, one per core by default), never in this process: the verifier stays where the agent's
+  side cannot reach it;
+- at most `max_in_flight` rollouts run at once (backpressure: the next starts when one has been stored); each
+  finished rollout is written in its own transaction by one writer thread, then counted;
+- on Ctrl-C (or any cancellation) every running rollout is cancelled and nothing of it is written; what was
+  being written is finished (a transaction either commits whole or not at all), so resuming the run id loses
+  and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from gymsmith.agents.base import Agent
+from gymsmith.core.types import EndReason, Observation, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.envs.base import Environment
+from gymsmith.registry import get_family, split_of
+from gymsmith.registry.fingerprint import environment_fingerprint
+from gymsmith.runner.local import RolloutOutcome, RunConfig, RunTally, WorkItem, agent_factories
+from gymsmith.runner.recovery import lost_trajectory
+from gymsmith.runner.rollout import rollout_coroutine
+from gymsmith.store.sql import TrajectoryStore
+from gymsmith.verifier.service import VerifierService
+
+T = TypeVar("T")
+BLOCKING_FAMILIES = frozenset({"code", "web"})  # their steps wait on sandboxes or a browser: run them off the loop
+MIB = 1 << 20
+MEMORY_PER_ROLLOUT = {"ops": 4 * MIB}  # measured with benchmarks/model_bound.py (peak RSS / rollouts in flight)
+MAX_IN_FLIGHT_PER_CORE = {"code": 32, "web": 2}  # a sandbox, or a Chromium, per rollout in flight
+DEFAULT_MAX_IN_FLIGHT = 4096
+
+
+def default_max_in_flight(family: str) -> int:
+    """Rollouts in flight when `max_in_flight` is not set, sized to this machine: for a family whose steps
+    block, a number per core (each rollout holds a sandbox or a browser); otherwise as many as a quarter of the
+    available memory holds, at most DEFAULT_MAX_IN_FLIGHT."""
+    cores = os.cpu_count() or 1
+    if family in MAX_IN_FLIGHT_PER_CORE:
+        return MAX_IN_FLIGHT_PER_CORE[family] * cores
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        available = 8 << 30
+    return max(1, min(DEFAULT_MAX_IN_FLIGHT, available // 4 // MEMORY_PER_ROLLOUT.get(family, 16 * MIB)))
+
+
+class _Lane:
+    """One environment and where its calls run: on the loop, or (`thread`) on a thread of its own."""
+
+    def __init__(self, env: Environment, thread: ThreadPoolExecutor | None):
+        self.env, self.thread = env, thread
+
+    def discard(self) -> None:
+        """Close the environment after whatever call of it is still running (a cancelled step goes on in its
+        thread); an environment on the loop is closed at once (nothing of it runs)."""
+        if self.thread is None:
+            self.env.close()
+            return
+        self.thread.submit(self.env.close)
+        self.thread.shutdown(wait=False)
+
+
+class _Calls:
+    """`RolloutCalls` for one rollout of the engine: the agent's model calls awaited on the loop, its other
+    agents and the environment on the loop or the lane's thread, the verifier on the verification threads."""
+
+    def __init__(self, lane: _Lane, verify_threads: ThreadPoolExecutor):
+        self.lane, self.verify_threads = lane, verify_threads
+
+    async def act(self, agent: Agent, observation: Observation) -> Any:
+        if hasattr(agent, "act_async"):  # a model agent: the engine made it with the shared client
+            return await agent.act_async(observation)
+        return await self.call(agent.act, observation)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self.lane.thread is None:
+            return fn(*args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.lane.thread, functools.partial(fn, *args, **kwargs))
+
+    async def verify(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        pool = self.lane.thread or self.verify_threads  # the lane's own thread when the call also reads its environment
+        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+
+
+class AsyncEngine:
+    """Runs the rollouts of one run configuration as coroutines in this process.
+
+    `verifier_workers`: verifier processes (default: one per core). `max_in_flight`: default
+    `config.max_in_flight`, else `default_max_in_flight(family)`. Use as a context manager, or call `close()`.
+    Raises UnknownFamilyError, or ValueError for an unknown agent, when made.
+    """
+
+    def __init__(self, config: RunConfig, *, verifier_workers: int | None = None, max_in_flight: int | None = None):
+        self.config = config
+        self.family = get_family(config.taskset.family)
+        self.factories = agent_factories(config, self.family)
+        self.max_in_flight = max_in_flight or config.max_in_flight or default_max_in_flight(self.family.name)
+        self.blocking = self.family.name in BLOCKING_FAMILIES
+        self.verifier = VerifierService(workers=verifier_workers or os.cpu_count() or 1).start()
+        self.verify_threads = ThreadPoolExecutor(self.verifier._workers, thread_name_prefix="gymsmith-verify")
+        self.idle: list[_Lane] = []
+        self.fingerprint = environment_fingerprint(self.family.name)["digest"]
+        self.in_flight = self.peak_in_flight = 0
+
+    # -- running ----------------------------------------------------------------------------------
+    def run(self, work: list[WorkItem], store: TrajectoryStore, tally: RunTally) -> None:
+        """Run every item of `work`, storing each finished rollout in `store` (in its own transaction) and then
+        adding it to `tally`. Returns when all are stored; raises KeyboardInterrupt on Ctrl-C (after cancelling
+        the running rollouts: none of them is stored) and whatever writing to the store raised."""
+        asyncio.run(self.run_async(work, store, tally))
+
+    async def run_async(self, work: list[WorkItem], store: TrajectoryStore, tally: RunTally) -> None:
+        """`run` on the running event loop (cancel it to stop: the running rollouts are cancelled, unstored)."""
+        # an in-memory SQLite store is one connection, this thread's: written here; a file or server, by one thread
+        writer = ThreadPoolExecutor(1, thread_name_prefix="gymsmith-store") if store.shared_location else None
+        client = self._client()
+        slots = asyncio.Semaphore(self.max_in_flight)
+        running: set[asyncio.Task] = set()
+        failure: list[BaseException] = []
+
+        async def one(task: TaskSpec, agent: str, seed: int) -> None:
+            try:
+                trajectory = await self._rollout(task, agent, seed, client)
+                if writer is None:
+                    store.add(trajectory, task)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(writer, store.add, trajectory, task)
+                tally.add(trajectory if tally.collect else RolloutOutcome.of(trajectory))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the store failed: stop the run, raise it
+                failure.append(exc)
+            finally:
+                self.in_flight -= 1
+                slots.release()
+
+        try:
+            for task, agent, seed in work:
+                await slots.acquire()  # backpressure: a new rollout starts when one has been stored
+                if failure:
+                    break
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                t = asyncio.create_task(one(task, agent, seed))
+                running.add(t)
+                t.add_done_callback(running.discard)
+            if running:
+                await asyncio.gather(*running)
+        finally:
+            for t in list(running):  # cancelled (Ctrl-C) or failed: nothing more starts, nothing running is kept
+                t.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            await client.aclose() if client is not None else None
+            if writer is not None:
+                writer.shutdown(wait=True)  # a transaction under way commits whole (or not at all): never half
+        if failure:
+            raise failure[0]
+
+    def _client(self):
+        model = self.config.model
+        if model is None or "model" not in self.config.agents:
+            return None
+        from gymsmith.agents.model import ModelAgent, make_client
+
+        client = make_client(model, connections=self.max_in_flight)
+        prompt = getattr(self.family, "system_prompt", None)
+        self.factories = {**self.factories, "model": lambda: ModelAgent(model, system_prompt=prompt, client=client)}
+        return client
+
+    async def _rollout(self, task: TaskSpec, agent_name: str, seed: int, client) -> Trajectory:
+        """One rollout, retried in a fresh environment after an infrastructure error (`config.retries` times);
+        cut off after `config.rollout_deadline()` seconds (stored as an infrastructure error naming the limit)."""
+        c = self.config
+        split = split_of(task.id, heldout_fraction=c.taskset.heldout_fraction)
+        deadline = c.rollout_deadline()
+        for attempt in range(c.retries + 1):
+            lane = await self._lane()
+            agent = self.factories[agent_name]()
+            healthy = False
+            try:
+                async with asyncio.timeout(deadline):
+                    trajectory = await rollout_coroutine(
+                        env=lane.env, agent=agent, task=task, split=split, seed=seed, run_id=c.run_id,
+                        verifier=self.verifier, policy=c.policy, max_steps=c.max_steps, time_limit_s=c.time_limit_s,
+                        step_rewards=c.step_rewards, calls=_Calls(lane, self.verify_threads))
+                healthy = trajectory.end_reason is not EndReason.ENVIRONMENT_EXCEPTION and \
+                    trajectory.status is not RolloutStatus.ERROR  # otherwise the next rollout gets a fresh environment
+            except TimeoutError:
+                trajectory = lost_trajectory(c, task, agent_name, seed,
+                                             f"rollout timed out: not finished after {deadline:g} s (wall clock; "
+                                             "RunConfig.rollout_timeout_s)")
+            finally:
+                if hasattr(agent, "close"):
+                    agent.close()
+                if healthy:
+                    self.idle.append(lane)
+                else:  # broken, cancelled or cut off mid-call: never reused
+                    lane.discard()
+            if trajectory.status is not RolloutStatus.ERROR:
+                break
+        if attempt and trajectory.error:
+            trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
+        trajectory.fingerprint = self.fingerprint
+        return trajectory
+
+    async def _lane(self) -> _Lane:
+        if self.idle:
+            return self.idle.pop()
+        if not self.blocking:
+            return _Lane(self.family.make_env(), None)
+        thread = ThreadPoolExecutor(1, thread_name_prefix="gymsmith-env")
+        env = await asyncio.get_running_loop().run_in_executor(thread, self.family.make_env)
+        return _Lane(env, thread)
+
+    def close(self) -> None:
+        """Close the environments (each on its own thread) and the verifier processes."""
+        for lane in self.idle:
+            lane.discard()
+        self.idle = []
+        self.verify_threads.shutdown(wait=False, cancel_futures=True)
+        self.verifier.close()
+
+    def __enter__(self) -> "AsyncEngine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_in_engine(config: RunConfig, store: TrajectoryStore, work: list[WorkItem], tally: RunTally) -> None:
+    """`gymsmith.runner.run` with `engine='async'`: `work` in one `AsyncEngine` in this process."""
+    with AsyncEngine(config) as engine:
+        engine.run(work, store, tally)

@@ -1,0 +1,110 @@
+"""The async rollout engine (issue 17 item 1) against a real OpenAI-compatible endpoint over real HTTP on loopback
+(`agents.fake_endpoint`, its own process: no model can run here, so it plays scripted tool calls after a fixed
+latency). Its barrier holds the first calls until that many wait at once, so "M rollouts in flight" is shown by
+the run getting past it, not by timing anything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from gymsmith.agents.fake_endpoint import FakeEndpoint
+from gymsmith.agents.model import ModelAgentConfig
+from gymsmith.registry import TaskSetSpec
+from gymsmith.runner import RunConfig, run
+from gymsmith.store import TrajectoryStore
+
+
+def _model(endpoint: FakeEndpoint, **over) -> ModelAgentConfig:
+    return ModelAgentConfig(**{**dict(base_url=endpoint.base_url, model="fake", api_key_env=None), **over})
+
+
+def test_many_rollouts_in_flight_each_stored_once(tmp_path):
+    m = 96
+    with FakeEndpoint(latency_s=0.2, calls=2, barrier=m) as endpoint:
+        config = RunConfig(run_id="many", taskset=TaskSetSpec(family="ops", count=m // 4), agents=["model"], seeds=4,
+                           model=_model(endpoint), max_in_flight=m, concurrency=1)
+        assert config.uses_engine()
+        store = TrajectoryStore(tmp_path / "e.db")
+        out = run(config, store)
+        stats = endpoint.stats()
+    assert stats["barrier_passed"] and stats["peak"] >= m  # all m rollouts waited on the model at once
+    assert stats["requests"] == m * 3  # 2 tool calls and submit each, none repeated
+    rows = store.rollout_rows(["many"])
+    assert len(rows) == len({r["rollout_id"] for r in rows}) == m
+    assert {(r["task_id"], r["seed"]) for r in rows} == {(t.task_id, t.seed) for t in out}
+    assert all(r["status"] == "completed" and r["reward"] is not None for r in rows)
+    stored = store.trajectory(out[0].rollout_id)
+    assert [s.action.tool for s in stored.steps] == ["get_status", "get_status", "submit"]
+    assert all(s.agent_info["latency_ms"] >= 200 for s in stored.steps)
+
+
+def test_timeouts_per_call_and_per_rollout_are_stored_errors_with_reasons(tmp_path):
+    store = TrajectoryStore(tmp_path / "t.db")
+    with FakeEndpoint(latency_s=2.0, calls=2) as endpoint:  # every call takes longer than the call timeout
+        per_call = RunConfig(run_id="call", taskset=TaskSetSpec(family="ops", count=3), agents=["model"], retries=0,
+                             model=_model(endpoint, timeout_s=0.2, max_retries=1, backoff_s=0.01))
+        run(per_call, store)
+    with FakeEndpoint(latency_s=0.3, calls=50) as endpoint:  # each call in time, the rollout not
+        per_rollout = RunConfig(run_id="rollout", taskset=TaskSetSpec(family="ops", count=3), agents=["model"],
+                                retries=0, model=_model(endpoint), rollout_timeout_s=1.0)
+        run(per_rollout, store)
+    calls = store.rollout_rows(["call"])
+    assert len(calls) == 3 and all(r["status"] == "error" and r["reward"] is None for r in calls)
+    assert all("no usable reply after 2 attempts: ReadTimeout, ReadTimeout" in r["error"] for r in calls)
+    rollouts = store.rollout_rows(["rollout"])
+    assert len(rollouts) == 3 and all(r["status"] == "error" and r["reward"] is None for r in rollouts)
+    assert all(r["error"].startswith("rollout timed out: not finished after 1 s") for r in rollouts)
+
+
+def _stored(db) -> list[tuple[str, str, int, int, int]]:
+    """(rollout id, status, n_steps, steps stored, reward components stored) of every stored rollout."""
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT r.rollout_id, r.status, r.n_steps, "
+                            "(SELECT COUNT(*) FROM steps s WHERE s.rollout_id = r.rollout_id), "
+                            "(SELECT COUNT(*) FROM reward_components c WHERE c.rollout_id = r.rollout_id) "
+                            "FROM rollouts r").fetchall()
+
+
+def test_ctrl_c_with_500_in_flight_then_resume_loses_and_duplicates_nothing(tmp_path):
+    """`gymsmith run` in a subprocess, SIGINT once the first rollouts are stored (500 are in flight: the endpoint's
+    barrier is past), then the same command again."""
+    n, db = 500, tmp_path / "c.db"
+    with FakeEndpoint(latency_s=0.2, calls=2, barrier=n) as endpoint:
+        command = [sys.executable, "-m", "gymsmith.cli", "run", "ops", "--count", "25", "--seeds", str(n // 25),
+                   "--agents", "model", "--model-url", endpoint.base_url, "--model-name", "fake", "--model-key-env", "",
+                   "--store", str(db), "--run-id", "cc"]
+        env = {**os.environ, "COLUMNS": "200"}
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists() and endpoint.stats()["barrier_passed"] and _count(db) > 0:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+        assert proc.returncode != 0
+        interrupted = _stored(db)
+        assert 0 < len(interrupted) < n, len(interrupted)  # stopped part-way
+        assert all(status == "completed" and n_steps == steps == 3 and components > 0
+                   for _, status, n_steps, steps, components in interrupted)  # nothing half-written, no error stored
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+    final = _stored(db)
+    assert len(final) == len({r[0] for r in final}) == n
+    assert {r[0] for r in interrupted} <= {r[0] for r in final}
+    assert all(status == "completed" and n_steps == steps == 3 and components > 0
+               for _, status, n_steps, steps, components in final)
+
+
+def _count(db) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
+    except sqlite3.OperationalError:  # the run has not made its tables yet
+        return 0
