@@ -47,6 +47,10 @@ def repo(tmp_path_factory) -> tuple[Path, str, str]:
     git(root, "add", "-A")
     git(root, "commit", "-qm", "buggy")
     buggy = git(root, "rev-parse", "HEAD")
+    (root / "README.md").write_text("shapes\n")  # a commit that changes something, but not the bug
+    git(root, "add", "README.md")
+    git(root, "commit", "-qm", "readme")
+    git(root, "tag", "no-fix")
     (root / "shapes" / "util.py").write_text(FIXED)
     git(root, "commit", "-qam", "fix clamp")
     return root, buggy, git(root, "rev-parse", "HEAD")
@@ -107,6 +111,41 @@ def test_bad_task_files_name_the_problem(repo, tmp_path, change, message):
     with pytest.raises(TaskFileError, match=message) as info:
         load_task_file(task_file(tmp_path, **good(repo, **change)))
     assert str(tmp_path / "task.yaml") in str(info.value)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"fail_to_pass": ["tests/test_util.py::test_upper_bound", "tests/test_util.py::test_inside"],
+      "pass_to_pass": ["tests/test_util.py::test_lower_bound"]}, r"FAIL_TO_PASS tests already pass at commit .*test_inside"),
+    ({"solution_commit": "no-fix"}, r"FAIL_TO_PASS tests do not pass at solution_commit .*test_upper_bound"),
+])
+def test_task_files_whose_tests_break_their_promise_are_refused(repo, tmp_path, change, message):
+    """The tests really run (in the verifier's sandboxed pytest runner) before a task is accepted."""
+    with pytest.raises(TaskFileError, match=message):
+        load_task_file(task_file(tmp_path, **good(repo, **change)))
+
+
+def test_pass_to_pass_must_pass_at_the_start(repo, tmp_path):
+    root, buggy, fixed = repo
+    fields = good(repo, pass_to_pass=["tests/test_util.py::test_inside"],
+                  fail_to_pass=["tests/test_util.py::test_lower_bound", "tests/test_util.py::test_upper_bound"])
+    with pytest.raises(TaskFileError, match=r"FAIL_TO_PASS tests already pass at commit .*test_lower_bound"):
+        load_task_file(task_file(tmp_path, **fields))
+    fields = good(repo, pass_to_pass=["tests/test_util.py::test_upper_bound"], fail_to_pass=["tests/test_fixture.py::test_uses_fixture"])
+    with pytest.raises(TaskFileError, match=r"PASS_TO_PASS tests do not pass at commit .*test_upper_bound"):
+        load_task_file(task_file(tmp_path, **fields))
+
+
+def test_unknown_keys_and_a_solution_equal_to_the_start_are_refused_by_the_cli(repo, tmp_path):
+    from typer.testing import CliRunner
+
+    from gymsmith.cli import app
+
+    root, buggy, _ = repo
+    for change, message in (({"colour": "blue"}, "unknown key 'colour'"),
+                            ({"solution_commit": buggy}, "has the same files as commit")):
+        result = CliRunner().invoke(app, ["tasks", "from-file", str(task_file(tmp_path, **good(repo, **change)))])
+        assert result.exit_code == 2, (result.stdout, result.stderr)
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_unreadable_task_files(tmp_path):

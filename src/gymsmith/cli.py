@@ -115,7 +115,8 @@ def tasks_sample(family: str, seed: int = typer.Option(0, help="Generator seed."
 @_guard
 def tasks_from_file(path: Path = typer.Argument(..., help="A YAML task file naming a local git repository (see docs/code.md)."),
                     out: Optional[Path] = typer.Option(None, help="Also write the TaskSpec JSON here (e.g. for `gymsmith mcp code --task FILE`).")) -> None:
-    """Validate a bring-your-own-repository task file and print its TaskSpec as JSON."""
+    """Validate a bring-your-own-repository task file, run its tests (FAIL_TO_PASS must fail at `commit` and pass on
+    `solution_commit`, PASS_TO_PASS pass on both) and print its TaskSpec as JSON."""
     from gymsmith.families.code.byo import load_task_file
 
     task = load_task_file(path)

@@ -8,6 +8,10 @@
     goal: Fix the bug ...              # optional
     solution_commit: 9a8b7c6           # optional: a commit with the fix (the oracle replays it)
 
+Unknown keys are refused. Before a task is accepted its tests are run (`check_task_tests`): every
+FAIL_TO_PASS test must fail at `commit` and pass on `solution_commit`, every PASS_TO_PASS test pass on
+both, and the solution must change the source.
+
 The agent gets the files of `commit` as a fresh repository with one commit (no history: a later fix can
 never be read from it). The verifier takes the final non-test files, restores every test file and
 conftest.py of `commit`, and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox.
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import StartStateRef, TaskSpec
@@ -28,7 +32,7 @@ from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.repo import changed_lines, pristine_repo, read_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
-from gymsmith.verifier.pytest_runner import shared_runner
+from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
 
 NODE_ID = r"^[^\s:]+\.py::[\w\[\]\-.:,/ ]+$"
 MAX_FILE_BYTES = 1_000_000
@@ -40,6 +44,8 @@ class TaskFileError(GymsmithError, ValueError):
 
 class RepositoryTask(BaseModel):
     """A task file, validated: every field is checked against the repository it names."""
+
+    model_config = ConfigDict(extra="forbid")
 
     repository: Path = Field(description="A local git repository.")
     commit: str = Field(min_length=1, description="The commit the agent starts from.")
@@ -79,6 +85,10 @@ class RepositoryTask(BaseModel):
                 if full is None:
                     raise ValueError(f"{name} {ref!r} is not a commit of {self.repository}")
                 setattr(self, name, full.strip())
+        if self.solution_commit is not None and _git(self.repository, "diff", "--quiet", self.commit,
+                                                     self.solution_commit) is not None:
+            raise ValueError(f"solution_commit {self.solution_commit[:12]} has the same files as commit "
+                             f"{self.commit[:12]}: a solution must change something")
         overlap = set(self.fail_to_pass) & set(self.pass_to_pass)
         if overlap:
             raise ValueError(f"tests listed in both fail_to_pass and pass_to_pass: {sorted(overlap)[:3]}")
@@ -112,8 +122,11 @@ def files_at(repo: Path, commit: str) -> dict[str, str]:
     return out
 
 
-def load_task_file(path: str | Path) -> TaskSpec:
-    """The TaskSpec of a YAML task file. Raises TaskFileError naming the file and what is wrong."""
+def load_task_file(path: str | Path, *, run_tests: bool = True) -> TaskSpec:
+    """The TaskSpec of a YAML task file. Raises TaskFileError naming the file and what is wrong.
+
+    With `run_tests` (the default) the task's tests are run first (`check_task_tests`), so a task whose
+    FAIL_TO_PASS tests already pass, or whose solution does not make them pass, is refused."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -128,9 +141,12 @@ def load_task_file(path: str | Path) -> TaskSpec:
     try:
         spec = RepositoryTask.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg'].removeprefix('Value error, ')}"
-                             for e in exc.errors())
+        problems = "; ".join(_problem(e) for e in exc.errors())
         raise TaskFileError(f"task file {path}: {problems}") from None
+    if run_tests:
+        failures = check_task_tests(spec)
+        if failures:
+            raise TaskFileError(f"task file {path}: {'; '.join(failures)}")
     files = files_at(spec.repository, spec.commit)
     _, digest = pristine_repo(files)
     goal = spec.goal or (f"The tests {', '.join(spec.fail_to_pass[:5])} fail. Fix the source so that they pass without "
@@ -141,6 +157,47 @@ def load_task_file(path: str | Path) -> TaskSpec:
                             "pass_to_pass": spec.pass_to_pass, "solution_commit": spec.solution_commit}
     return TaskSpec(family="code", family_version=_family_version(), seed=0, knobs={"difficulty": 0.5}, goal=goal,
                     start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS, metadata=meta)
+
+
+def _problem(error: dict[str, Any]) -> str:
+    where = ".".join(map(str, error["loc"])) or "file"
+    if error["type"] == "extra_forbidden":
+        return f"unknown key {where!r} (expected some of: {', '.join(RepositoryTask.model_fields)})"
+    return f"{where}: {error['msg'].removeprefix('Value error, ')}"
+
+
+def verifier_view(start: dict[str, str], final: dict[str, str | None]) -> dict[str, str]:
+    """What the verifier runs: the final non-test files with the start's own tests and configuration."""
+    job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
+    job.update({p: t for p, t in start.items() if is_test_or_config(p)})
+    return job
+
+
+def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]:
+    """Run the task's tests the way the verifier will; one line per broken promise (empty: the task holds).
+
+    At `commit` every FAIL_TO_PASS test must fail and every PASS_TO_PASS test pass; on `solution_commit` (if
+    given, with the commit's tests restored) all of them must pass. Raises VerifierError if the sandboxed
+    runner cannot run.
+    """
+    start = files_at(spec.repository, spec.commit)
+    tests = [*spec.fail_to_pass, *spec.pass_to_pass]
+    states = [("commit", spec.commit, start, True)]
+    if spec.solution_commit:
+        solution = verifier_view(start, files_at(spec.repository, spec.solution_commit))
+        states.append(("solution_commit", spec.solution_commit, solution, False))
+    out = []
+    for name, ref, files, f2p_fails in states:
+        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, isolate=True)
+        passed = lambda t: run.outcome(t) is TestOutcome.PASSED  # noqa: E731
+        wrong = [t for t in spec.fail_to_pass if passed(t) == f2p_fails]
+        if wrong:
+            state = "already pass" if f2p_fails else "do not pass"
+            out.append(f"FAIL_TO_PASS tests {state} at {name} {ref[:12]} ({len(wrong)}): {', '.join(wrong[:3])}")
+        broken = [t for t in spec.pass_to_pass if not passed(t)]
+        if broken:
+            out.append(f"PASS_TO_PASS tests do not pass at {name} {ref[:12]} ({len(broken)}): {', '.join(broken[:3])}")
+    return out
 
 
 def _family_version() -> str:
@@ -167,8 +224,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
         raise RuntimeError(f"repository {task.metadata['repository']} at {task.metadata['commit'][:12]} no longer "
                            f"matches the task (digest {digest}, task {task.start_state.digest})")
     final = read_tree(Path(final_state_path))
-    job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
-    job.update({p: t for p, t in start.items() if is_test_or_config(p)})
+    job = verifier_view(start, final)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
     run = shared_runner().run(job, [*f2p, *p2p], timeout=120, conftest=True, isolate=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
