@@ -311,7 +311,7 @@ def _drop_schema_7(conn) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_schema_6_store_is_upgraded_and_keeps_its_data(backend, tmp_path, request, ops_run):
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION >= 7  # this test is about the step from 6 to 7
     if backend == "sqlite":
         location = str(tmp_path / "six.db")
     else:  # a database of its own on the session's server

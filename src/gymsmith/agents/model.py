@@ -6,6 +6,11 @@ NO_TOOL_CALL action; several tool calls in one reply are executed in order befor
 again; a conversation past `max_context_chars` is truncated by the declared policy. HTTP 429, 5xx,
 timeouts and dropped connections are retried with exponential backoff; when retries run out the agent
 raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward.
+
+For training, each reply's first step carries the turn in `step_info["turn"]` (`tokens.ModelTurn`: the exact
+messages sent, the reply, finish reason and, where the server gives them, token ids and logprobs). The agent
+asks for as much as `token_info` allows; with "auto" it starts with vLLM's fields and, when a server refuses one
+(HTTP 400 naming it), sends the request again one level lower and keeps that level for the endpoint.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import asyncio
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from gymsmith.agents.endpoint import validate_base_url
+from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, read_turn, refused_field
 from gymsmith.core.errors import InfrastructureError
 from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
 
@@ -27,6 +34,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "Task:\n{goal}"
 )
 TRUNCATION_NOTE = "[{n} earlier messages were removed to fit the context limit]"
+_LEVELS: dict[tuple[str, str], str] = {}  # (endpoint, model) -> the token level it accepted, for token_info "auto"
 
 
 class ModelEndpointError(InfrastructureError):
@@ -50,6 +58,15 @@ class ModelAgentConfig(BaseModel):
                                                "the task message are dropped (whole turns, so tool calls keep their "
                                                "results) and replaced by a note.")
     system_prompt: str | None = Field(default=None, description="Overrides the family's template ({goal} is filled in).")
+    token_info: Literal["auto", "vllm", "vllm_ids", "logprobs", "off"] = Field(
+        default="auto", description="What to ask for per reply (agents.tokens.TOKEN_LEVELS): vllm: logprobs, token "
+        "ids and prompt ids; vllm_ids: the same without prompt_logprobs; logprobs: the OpenAI field only; off: "
+        "nothing. auto: vllm, stepping down a level each time the server refuses a field.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return validate_base_url(value)
 
 
 class ModelAgent:
@@ -143,9 +160,22 @@ class ModelAgent:
         self.truncated_messages = dropped
         return head + [{"role": "user", "content": TRUNCATION_NOTE.format(n=dropped)}] + [m for t in turns for m in t]
 
+    async def _post(self, body: dict[str, Any]) -> tuple[Any, str]:
+        """POST `body` with the token fields of the current level; with token_info "auto", one level lower each
+        time the server refuses one of them. Returns the response and the level it was sent with."""
+        c = self.config
+        key = (c.base_url, c.model)
+        level = _LEVELS.get(key, LEVEL_ORDER[0]) if c.token_info == "auto" else c.token_info
+        while True:
+            response = await self._client.post("/chat/completions", json={**body, **TOKEN_LEVELS[level]})
+            if c.token_info != "auto" or level == "off" or not refused_field(level, response.status_code, response.text):
+                return response, level
+            level = _LEVELS[key] = LEVEL_ORDER[LEVEL_ORDER.index(level) + 1]
+
     async def _complete(self) -> tuple[dict[str, Any], dict[str, Any]]:
         c = self.config
-        body = {"model": c.model, "messages": self._truncate(), "tools": self.tools, "temperature": c.temperature,
+        messages = list(self._truncate())  # a copy: the conversation goes on growing
+        body = {"model": c.model, "messages": messages, "tools": self.tools, "temperature": c.temperature,
                 "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed}
         failures: list[str] = []
         for attempt in range(c.max_retries + 1):
@@ -153,7 +183,7 @@ class ModelAgent:
                 await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
             t0 = time.perf_counter()
             try:
-                response = await self._client.post("/chat/completions", json=body)
+                response, level = await self._post(body)
             except (self._httpx.TimeoutException, self._httpx.TransportError) as exc:
                 failures.append(f"{type(exc).__name__}")
                 continue
@@ -175,6 +205,7 @@ class ModelAgent:
             reply = {"role": "assistant", "content": message.get("content")}
             if message.get("tool_calls"):
                 reply["tool_calls"] = message["tool_calls"]
+            info["turn"] = dict(read_turn(data, messages, reply, level=level))
             return reply, info
         raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
 

@@ -5,6 +5,10 @@ request it misbehaves the way real endpoints and models do — malformed tool-ca
 text with no tool call, several tool calls at once, HTTP 500 and 429, slow replies, dropped connections.
 Faults are drawn per request from a Random seeded by (seed, conversation, turn, attempt), so the same
 conversation meets the same faults however many clients share the server; `fault_counts` says what happened.
+
+With `vllm=True` it also answers vLLM's token fields (`logprobs`, `return_tokens_as_token_ids`, `return_token_ids`,
+`prompt_logprobs`) with the token ids of `toy_template`; `refuse` names request fields it rejects with HTTP 400, as
+servers that do not offer them do.
 """
 
 from __future__ import annotations
@@ -61,8 +65,12 @@ class ScriptedChatServer:
     """`with ScriptedChatServer(policy, fault_rate=0.2) as server:` then point a model agent at `server.base_url`."""
 
     def __init__(self, policy: Policy | None = None, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
-                 seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None):
-        """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge)."""
+                 seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
+                 models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
+                 calls_per_reply: int = 1):
+        """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
+        `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
+        `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -70,7 +78,9 @@ class ScriptedChatServer:
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; expected some of {FAULT_KINDS}")
         self.policy, self.fault_rate, self.faults, self.slow_s = policy, fault_rate, faults, slow_s
-        self.seed = seed
+        self.seed, self.models = seed, models
+        self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
+        self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
         self.fault_counts: Counter[str] = Counter()
@@ -84,11 +94,30 @@ class ScriptedChatServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                with server.lock:
+                    server.requests += 1
+                if self.path.rstrip("/") != "/v1/models":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "gymsmith"}
+                                                            for m in server.models]})
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if body.get("model") not in server.models:
+                    with server.lock:
+                        server.requests += 1
+                    return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+                refused = [f for f in server.refuse if f in body]
+                if refused:
+                    with server.lock:
+                        server.requests += 1
+                        server.refused[refused[0]] += 1
+                    return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
+                                                      "type": "invalid_request_error"}})
                 fault = server._draw(body.get("messages", []))
                 if fault == "drop":
                     self.close_connection = True
@@ -145,7 +174,7 @@ class ScriptedChatServer:
         elif fault == "text_only":
             message = {"role": "assistant", "content": "I will think about this first."}
         else:
-            actions = self.policy(messages, 2 if fault == "multi" else 1)
+            actions = self.policy(messages, 2 if fault == "multi" else self.calls_per_reply)
             calls = [self._call(a) for a in actions]
             if fault == "malformed_json":
                 calls = [self._call(actions[0], json.dumps(actions[0]["arguments"])[:-1])]
@@ -153,9 +182,13 @@ class ScriptedChatServer:
                 calls = [self._call({"tool": "frobnicate", "arguments": {}})]
             message = {"role": "assistant", "content": None, "tool_calls": calls}
         prompt = sum(len(json.dumps(m)) for m in messages) // 4
-        return {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}}
+        response = {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}}
+        if self.vllm:
+            _token_fields(body, response)
+        return response
 
     def __enter__(self) -> "ScriptedChatServer":
         self._thread.start()
@@ -164,3 +197,24 @@ class ScriptedChatServer:
     def __exit__(self, *exc: Any) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def _token_fields(body: dict[str, Any], response: dict[str, Any]) -> None:
+    """Add what vLLM returns for the token fields `body` asks for, with `toy_template`'s ids and logprobs."""
+    from gymsmith.agents import toy_template as tt
+
+    choice = response["choices"][0]
+    prompt, completion = tt.prompt_ids(body.get("messages", [])), tt.completion_ids(choice["message"])
+    response["usage"].update(prompt_tokens=len(prompt), completion_tokens=len(completion),
+                             total_tokens=len(prompt) + len(completion))
+    if body.get("logprobs"):
+        as_ids = body.get("return_tokens_as_token_ids")
+        choice["logprobs"] = {"content": [{"token": f"token_id:{i}" if as_ids else tt.decode([i]),
+                                           "logprob": tt.logprob(i, n), "bytes": None, "top_logprobs": []}
+                                          for n, i in enumerate(completion)]}
+    if body.get("return_token_ids"):
+        response["prompt_token_ids"], choice["token_ids"] = prompt, completion
+    if body.get("prompt_logprobs") is not None:  # the first position has no logprob, so no id
+        response["prompt_logprobs"] = [None] + [{str(i): {"logprob": tt.logprob(i, n), "rank": 1,
+                                                          "decoded_token": tt.decode([i])}}
+                                                for n, i in enumerate(prompt[1:], 1)]

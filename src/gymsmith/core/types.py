@@ -244,6 +244,8 @@ class Trajectory(BaseModel):
     seed: int = Field(description="Episode seed (agent sampling, simulated faults).")
     agent: str
     package_version: str
+    group_id: str | None = Field(default=None, description="The sampling group (a run with `group`: the rollouts of "
+                                 "one task and agent sampled together, for group-relative advantages); None without.")
     reset_observation: Observation
     steps: list[Step] = Field(default_factory=list)
     reward: Reward | None = None

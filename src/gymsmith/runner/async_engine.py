@@ -222,6 +222,7 @@ class AsyncEngine:
         if attempt and trajectory.error:
             trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
         trajectory.fingerprint = self.fingerprint
+        trajectory.group_id = c.group_id(task.id, agent_name, seed)
         return trajectory
 
     async def _lane(self) -> _Lane:

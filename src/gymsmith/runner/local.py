@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 from gymsmith.agents.base import Agent
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
+from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
@@ -42,7 +43,14 @@ class RunConfig(BaseModel):
                                 "id with the same agents and limits, so train vs held-out divergence can be measured "
                                 "within one run. Their rollouts are stored with split 'heldout'; nothing trains on them.")
     agents: list[str] = Field(min_length=1)
-    seeds: int = Field(default=1, ge=1, le=1000, description="Episode seeds per (task, agent): 0..seeds-1.")
+    seeds: int = Field(default=1, ge=1, le=1000, description="Episode seeds per (task, agent): 0..seeds-1 (with "
+                       "`group`, groups per (task, agent)).")
+    group: int | None = Field(default=None, ge=1, le=1024, description="Sample in groups of this many rollouts per "
+                              "(task, agent), for group-relative advantages (GRPO): the rollouts of a group have "
+                              "distinct episode seeds and share a `group_id` in the store. Group g of `seeds` runs "
+                              "episode seeds g*group .. g*group+group-1.")
+    retry_errors: bool = Field(default=False, description="Run again the rollouts of this run id stored as "
+                               "infrastructure errors; each new result replaces its error row (`TrajectoryStore.add`).")
     max_steps: int = Field(default=300, ge=1)
     time_limit_s: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
@@ -81,6 +89,17 @@ class RunConfig(BaseModel):
         from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
         return self.time_limit_s + model + DEFAULT_TIMEOUT_S
+
+    def episode_seeds(self) -> range:
+        """The episode seeds each (task, agent) runs: 0 .. seeds * group - 1 (group 1 without `group`)."""
+        return range(self.seeds * (self.group or 1))
+
+    def group_id(self, task_id: str, agent: str, seed: int) -> str | None:
+        """The sampling group of the rollout (task, agent, episode seed): a digest of the run id, task, agent and
+        group number; None without `group`. Every backend labels its trajectories with it."""
+        if self.group is None:
+            return None
+        return content_hash(["group", self.run_id, task_id, agent, seed // self.group], length=16)
 
     def batch_size(self, rollouts: int, *, workers_store: bool = True) -> int:
         """The batch size for a run of `rollouts`: `batch`, or the default described there. 1 when the
@@ -148,6 +167,17 @@ def check_given_tasks(config: RunConfig, tasks: list[TaskSpec]) -> None:
         raise SplitPolicyError(f"training run {config.run_id!r} was given held-out task {stray[0]!r} "
                                f"({len(stray)} in all) outside its paired held-out sample; held-out tasks are for "
                                "evaluation (gymsmith eval, or gymsmith run --with-heldout N)")
+
+
+def error_reasons(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """Why the rollouts of `rows` stored as infrastructure errors failed: each distinct reason (the first line of
+    `error`, at most 200 characters) with its count, most frequent first (ties: first seen first)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r["status"] == "error":
+            reason = ((r.get("error") or "").strip().splitlines() or ["no reason recorded"])[0][:200]
+            counts[reason] = counts.get(reason, 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
 
 
 def _bin(difficulty: float) -> str:
@@ -269,6 +299,7 @@ class RolloutWorker:
         if attempt and trajectory.error:
             trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
         trajectory.fingerprint = self.fingerprint()["digest"]
+        trajectory.group_id = c.group_id(task.id, agent_name, seed)
         return trajectory
 
     def run_batch(self, task: TaskSpec, items: list[tuple[str, int]], store: TrajectoryStore | None, *,
@@ -329,7 +360,8 @@ class RunPlan:
 
 
 def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | None = None) -> RunPlan:
-    """Validate `config`, record the run, and list the rollouts not yet stored. Shared by every backend.
+    """Validate `config`, record the run, and list the rollouts not yet stored (with `retry_errors`, also those
+    stored as infrastructure errors). Shared by every backend.
 
     The tasks are `tasks` when given (see `check_given_tasks`), else the task set followed by its paired held-out
     sample (`RunConfig.paired_heldout`).
@@ -345,9 +377,10 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
         check_given_tasks(config, tasks)
     store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
     store.record_fingerprint(environment_fingerprint(config.taskset.family))  # local workers share this code
-    done = store.completed_keys(config.run_id)
-    work = [(t, a, s) for t in tasks for a in config.agents for s in range(config.seeds) if (t.id, a, s) not in done]
-    total = len(tasks) * len(config.agents) * config.seeds
+    done = store.completed_keys(config.run_id, errors=not config.retry_errors)
+    seeds = config.episode_seeds()
+    work = [(t, a, s) for t in tasks for a in config.agents for s in seeds if (t.id, a, s) not in done]
+    total = len(tasks) * len(config.agents) * len(seeds)
     return RunPlan(work=work, total=total, finished=total - len(work))
 
 

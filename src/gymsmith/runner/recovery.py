@@ -33,6 +33,7 @@ def lost_trajectory(config: RunConfig, task: TaskSpec, agent: str, seed: int, re
                       family=task.family, family_version=task.family_version,
                       split=split_of(task.id, heldout_fraction=config.taskset.heldout_fraction),
                       difficulty=task.difficulty, seed=seed, agent=agent, package_version=gymsmith.__version__,
+                      group_id=config.group_id(task.id, agent, seed),
                       reset_observation=Observation(text=""), status=RolloutStatus.ERROR, error=reason,
                       started_at=now, finished_at=now)
 

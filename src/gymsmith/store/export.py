@@ -27,7 +27,7 @@ SCHEMA = pa.schema([
     ("end_detail", pa.string()), ("package_version", pa.string()),
     ("started_at", pa.float64()), ("finished_at", pa.float64()), ("gate_failures", pa.list_(pa.string())),
     ("violations", pa.list_(pa.string())),
-    ("final_diff", pa.string()), ("start_progress", pa.float64()),
+    ("final_diff", pa.string()), ("start_progress", pa.float64()), ("group_id", pa.string()),
     ("components", pa.list_(COMPONENT)), ("steps", pa.list_(STEP)),
 ])
 

@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 7  # 7: steps.progress, step_reward, progress_error; rollouts.start_progress
+SCHEMA_VERSION = 8  # 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
 metadata = MetaData()
 
 runs = Table(
@@ -59,6 +59,7 @@ rollouts = Table(
     Column("violations", Text),  # JSON list: forbidden effects that zeroed the reward (schema 5)
     Column("final_diff", Text),  # unified diff of the final state against the start (file-based families)
     Column("start_progress", Float),  # V(s0) with step rewards (schema 7; NULL without them and in older rows)
+    Column("group_id", String(64)),  # schema 8: the sampling group of a run with `group` (NULL without, and in older rows)
     UniqueConstraint("run_id", "task_id", "agent", "seed", name="one_rollout_per_key"),
     Index("rollouts_by_run", "run_id"),
     Index("rollouts_by_reward", "reward"),
@@ -77,6 +78,21 @@ steps = Table(
     Column("progress", Float),  # schema 7, with step rewards: V(s_t), the verifier's value of the state after it
     Column("step_reward", Float),  # schema 7: progress minus the last known progress before it (or V(s0))
     Column("progress_error", Text),  # schema 7: why progress is NULL although step rewards were on
+)
+
+turns = Table(  # schema 8: a model agent's replies, as trainers need them (store/turns.py encodes them)
+    "turns", metadata,
+    Column("rollout_id", String(64), ForeignKey("rollouts.rollout_id"), primary_key=True),
+    Column("step_idx", Integer, primary_key=True),  # the step the reply's first action became
+    Column("level", String(16), nullable=False),  # the token fields asked for (agents.tokens.TOKEN_LEVELS)
+    Column("finish_reason", String(32)),
+    Column("messages_kept", Integer, nullable=False),  # leading request messages equal to the previous turn's + reply
+    Column("messages", Text, nullable=False),  # JSON list: the request's other messages
+    Column("reply", Text, nullable=False),  # JSON: the assistant message as received
+    Column("prompt_kept", Integer),  # leading prompt ids equal to the previous turn's prompt + completion ids
+    Column("prompt_ids", Text),  # JSON list: the prompt's other ids (NULL: the server gave none)
+    Column("completion_ids", Text),  # JSON list (NULL: the server gave none)
+    Column("logprobs", Text),  # JSON list, one per completion token (NULL: the server gave none)
 )
 
 reward_components = Table(

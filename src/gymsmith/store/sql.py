@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import create_engine, event, func, insert, inspect, select, text
+from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 import gymsmith
 from gymsmith.core.errors import StoreError
 from gymsmith.core.types import Action, EndReason, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
-from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps
+from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps, turns
+from gymsmith.store.turns import decode_turns, encode_turns, split_turn
 
 DEFAULT_STORE = "runs/gymsmith.db"
 MAX_TEXT_CHARS = {"tool": 64, "arguments": 300_000, "error": 20_000, "end_detail": 20_000, "final_diff": 1_000_000,
@@ -108,7 +109,9 @@ class TrajectoryStore:
     def add(self, t: Trajectory, task: TaskSpec) -> bool:
         """Write one finished rollout with its steps and components in a single transaction.
 
-        Returns False (and writes nothing) if this rollout id is already stored.
+        Returns False (and writes nothing) if this rollout id is already stored, unless it is stored as an
+        infrastructure error (status 'error'): a retried rollout then replaces it, in the same transaction
+        (`RunConfig.retry_errors`).
         """
         reward = t.reward
         row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
@@ -123,34 +126,58 @@ class TrajectoryStore:
                    reset_observation=t.reset_observation.model_dump_json(),
                    gate_failures=json.dumps(reward.gate_failures if reward else []),
                    violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"),
-                   start_progress=t.start_progress)
+                   start_progress=t.start_progress, group_id=t.group_id)
         step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=_text(s.action.tool, "tool"),
                           arguments=_text(s.action.arguments_text(), "arguments"),
                           observation=s.observation.model_dump_json(),
                           error_kind=s.observation.error.kind.value if s.observation.error else None,
                           duration_ms=s.duration_ms,
-                          agent_info=_json(s.agent_info, "agent_info") if s.agent_info is not None else None,
+                          agent_info=_json(split_turn(s.agent_info)[0], "agent_info") if s.agent_info is not None else None,
                           progress=s.progress, step_reward=s.step_reward,
                           progress_error=_text(s.progress_error, "progress_error")) for s in t.steps]
         comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
                      for n, c in (reward.components.items() if reward else ())]
+        turn_rows = encode_turns(t.rollout_id, t.steps)
+        def write(conn) -> None:
+            conn.execute(insert(rollouts), [row])
+            if step_rows:
+                conn.execute(insert(steps), step_rows)
+            if comp_rows:
+                conn.execute(insert(reward_components), comp_rows)
+            if turn_rows:
+                conn.execute(insert(turns), turn_rows)
+
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(rollouts), [row])
-                if step_rows:
-                    conn.execute(insert(steps), step_rows)
-                if comp_rows:
-                    conn.execute(insert(reward_components), comp_rows)
+                write(conn)
         except IntegrityError:
+            return self._replace_error(t.rollout_id, write)
+        return True
+
+    def _replace_error(self, rollout_id: str, write) -> bool:
+        """Replace the stored rollout `rollout_id` by what `write(conn)` inserts, in one transaction, if it is stored
+        as an infrastructure error (a retry's result supersedes the error; nothing else is ever overwritten)."""
+        try:
+            with self.engine.begin() as conn:
+                status = conn.execute(select(rollouts.c.status).where(rollouts.c.rollout_id == rollout_id)).scalar()
+                if status != "error":
+                    return False
+                for table in (turns, steps, reward_components, rollouts):
+                    conn.execute(delete(table).where(table.c.rollout_id == rollout_id))
+                write(conn)
+        except IntegrityError:  # another writer replaced it at the same moment
             return False
         return True
 
     # -- reading --------------------------------------------------------------------------------
-    def completed_keys(self, run_id: str) -> set[tuple[str, str, int]]:
-        """(task_id, agent, seed) of every rollout of `run_id` already stored."""
+    def completed_keys(self, run_id: str, *, errors: bool = True) -> set[tuple[str, str, int]]:
+        """(task_id, agent, seed) of every rollout of `run_id` already stored; without `errors`, leaving out those
+        stored as infrastructure errors (to run them again)."""
+        query = select(rollouts.c.task_id, rollouts.c.agent, rollouts.c.seed).where(rollouts.c.run_id == run_id)
+        if not errors:
+            query = query.where(rollouts.c.status != "error")
         with self.engine.connect() as conn:
-            return {tuple(r) for r in conn.execute(
-                select(rollouts.c.task_id, rollouts.c.agent, rollouts.c.seed).where(rollouts.c.run_id == run_id))}
+            return {tuple(r) for r in conn.execute(query)}
 
     def stored_ids(self, rollout_ids: Iterable[str]) -> set[str]:
         """Those of `rollout_ids` that are stored."""
@@ -174,6 +201,12 @@ class TrajectoryStore:
         with self.engine.connect() as conn:
             return conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first() is not None
 
+    def run_config(self, run_id: str) -> dict[str, Any] | None:
+        """The config `run_id` was recorded with (`create_run`), as stored; None if there is no such run."""
+        with self.engine.connect() as conn:
+            body = conn.execute(select(runs.c.config).where(runs.c.run_id == run_id)).scalar()
+        return None if body is None else json.loads(body)
+
     def rollout_rows(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Flat rollout rows (no steps), optionally for some runs only."""
         query = select(rollouts).order_by(rollouts.c.run_id, rollouts.c.started_at)
@@ -190,11 +223,12 @@ class TrajectoryStore:
                 raise StoreError(f"no rollout {rollout_id!r} in {self.location}")
             step_rows = conn.execute(select(steps).where(steps.c.rollout_id == rollout_id).order_by(steps.c.idx)).mappings()
             comps = conn.execute(select(reward_components).where(reward_components.c.rollout_id == rollout_id)).mappings()
+            turn_of = decode_turns(conn.execute(select(turns).where(turns.c.rollout_id == rollout_id)).mappings())
             components = {c["name"]: RewardComponent(value=c["value"], weight=c["weight"], detail=c["detail"]) for c in comps}
             trajectory_steps = [Step(index=s["idx"], action=_action(s["tool"], s["arguments"]),
                                      observation=Observation.model_validate_json(s["observation"]),
                                      duration_ms=s["duration_ms"],
-                                     agent_info=json.loads(s["agent_info"]) if s["agent_info"] else None,
+                                     agent_info=_with_turn(s["agent_info"], turn_of.get(s["idx"])),
                                      progress=s["progress"], step_reward=s["step_reward"],
                                      progress_error=s["progress_error"])
                                 for s in step_rows]
@@ -210,6 +244,7 @@ class TrajectoryStore:
                           end_reason=EndReason(r["end_reason"]) if r["end_reason"] else None, end_detail=r["end_detail"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
                           fingerprint=r["fingerprint"], final_diff=r["final_diff"], start_progress=r["start_progress"],
+                          group_id=r["group_id"],
                           started_at=r["started_at"], finished_at=r["finished_at"])
 
     def task_of(self, rollout_id: str) -> TaskSpec:
@@ -247,6 +282,14 @@ class TrajectoryStore:
         self.engine.dispose()
 
 
+def _with_turn(agent_info: str | None, turn: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stored step's agent_info with its turn (kept in the `turns` table) put back."""
+    info = json.loads(agent_info) if agent_info else None
+    if turn is not None:
+        info = {**(info or {}), "turn": turn}
+    return info
+
+
 def _action(tool: str, arguments: str) -> Action:
     try:
         parsed = json.loads(arguments)
@@ -263,7 +306,8 @@ def _upgrade(engine: Engine) -> None:
              ("rollouts", "violations", "TEXT"),  # schema 4 -> 5
              ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT"),  # schema 5 -> 6
              ("steps", "progress", "FLOAT"), ("steps", "step_reward", "FLOAT"), ("steps", "progress_error", "TEXT"),
-             ("rollouts", "start_progress", "FLOAT")}  # schema 6 -> 7
+             ("rollouts", "start_progress", "FLOAT"),  # schema 6 -> 7
+             ("rollouts", "group_id", "VARCHAR(64)")}  # schema 7 -> 8
     def has(table: str, column: str) -> bool:
         return column in {c["name"] for c in inspect(engine).get_columns(table)}
 

@@ -1,0 +1,95 @@
+"""What one model reply holds for a trainer: the exact messages sent, the reply, token ids, logprobs, finish reason.
+
+OpenAI-compatible servers return per-token logprobs when asked (`logprobs: true`). vLLM also returns token ids:
+with `return_tokens_as_token_ids` each logprob entry's `token` is the string "token_id:N"; with `return_token_ids`
+(newer vLLM) the response has `prompt_token_ids` and each choice `token_ids`; with `prompt_logprobs: 0` the
+response's `prompt_logprobs` holds, for every prompt position after the first, a one-key dict whose key is the
+prompt token's id (the first position is null: vLLM computes no logprob, so no id, for it).
+
+`TOKEN_LEVELS` are the request fields asked for at each level, richest first; `read_turn` reads whatever of it the
+server returned, never raising for a field that is missing or malformed (that field is then None).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+TOKEN_LEVELS: dict[str, dict[str, Any]] = {
+    "vllm": {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True, "return_token_ids": True,
+             "prompt_logprobs": 0},
+    "vllm_ids": {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True, "return_token_ids": True},
+    "logprobs": {"logprobs": True, "top_logprobs": 0},
+    "off": {},
+}
+LEVEL_ORDER = tuple(TOKEN_LEVELS)  # "auto" starts at the first and steps down when a server refuses a field
+_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+
+
+class ModelTurn(BaseModel):
+    """One model reply of a rollout, as a trainer needs it. Stored with the first step the reply produced (the
+    step's `agent_info["turn"]`; the store keeps it in its `turns` table)."""
+
+    messages: list[dict[str, Any]] = Field(description="The request's messages exactly as sent (after truncation).")
+    reply: dict[str, Any] = Field(description="The assistant message as received: content and tool_calls.")
+    finish_reason: str | None = Field(default=None, description="stop, tool_calls, length, ... as the server said.")
+    prompt_ids: list[int | None] | None = Field(default=None, description="The prompt's token ids (vLLM only); the "
+                                                "first is None when the server gave only `prompt_logprobs`.")
+    completion_ids: list[int] | None = Field(default=None, description="The reply's token ids (vLLM only).")
+    logprobs: list[float] | None = Field(default=None, description="Per completion token, its logprob under the "
+                                         "sampling model (aligned with `completion_ids`).")
+    level: str = Field(default="off", description="The TOKEN_LEVELS entry the request asked for.")
+
+
+def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[str, Any], *, level: str) -> ModelTurn:
+    """The turn of a chat-completions response body `data` (its first choice), sent with `messages`, whose
+    assistant message is `reply`. `dict(turn)` is what a step's `agent_info["turn"]` holds."""
+    choice = (data.get("choices") or [{}])[0]
+    content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+    logprobs = completion_ids = None
+    if isinstance(content, list) and all(isinstance(e, dict) for e in content):
+        values = [e.get("logprob") for e in content]
+        if all(isinstance(v, (int, float)) for v in values):
+            logprobs = [float(v) for v in values]
+        ids = [_TOKEN_ID.match(str(e.get("token", ""))) for e in content]
+        if ids and all(ids):
+            completion_ids = [int(m.group(1)) for m in ids]
+    given = _ints(choice.get("token_ids"))
+    if completion_ids is None and given is not None and (logprobs is None or len(given) == len(logprobs)):
+        completion_ids = given
+    # built without validation, so the messages are the caller's objects, not copies: a rollout keeps one turn per
+    # reply in memory, and copying every message into each would grow with the square of its length
+    return ModelTurn.model_construct(
+        messages=list(messages), reply=reply, finish_reason=choice.get("finish_reason"),
+        prompt_ids=_ints(data.get("prompt_token_ids")) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
+        completion_ids=completion_ids, logprobs=logprobs, level=level)
+
+
+def _ints(value: Any) -> list[int] | None:
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _prompt_ids_of_logprobs(value: Any) -> list[int | None] | None:
+    """Prompt token ids from vLLM's `prompt_logprobs` (asked with 0: one key per position, the prompt token's
+    id); None unless every position after the first has exactly one key that is an integer."""
+    if not isinstance(value, list) or len(value) < 2 or value[0] is not None:
+        return None
+    ids: list[int | None] = [None]
+    for position in value[1:]:
+        if not isinstance(position, dict) or len(position) != 1:
+            return None
+        key = next(iter(position))
+        if not str(key).isdigit():
+            return None
+        ids.append(int(key))
+    return ids
+
+
+def refused_field(level: str, status: int, text: str) -> bool:
+    """Whether an HTTP `status` reply with body `text` refuses one of the fields asked at `level` (a server that does
+    not offer it: HTTP 400 or 422 naming the field), so the request may be sent again a level lower."""
+    return status in (400, 422) and any(name in text for name in TOKEN_LEVELS[level])

@@ -1,0 +1,157 @@
+"""Training-grade trajectories (issue 17 item 2): token ids, logprobs, finish reasons and the exact messages of every
+model reply, from a server answering in vLLM's format, through the store into `gymsmith export --format trainer`.
+
+No model can run here: a real HTTP server on loopback (`ScriptedChatServer(vllm=True)`) plays the ops witness and
+returns the token ids of a byte-level ChatML template (`agents.toy_template`), so every id, logprob and loss-mask
+position can be checked against what the template says it must be."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from gymsmith.agents import toy_template as tt
+from gymsmith.agents.model import ModelAgent, ModelAgentConfig
+from gymsmith.agents.scripted_server import ScriptedChatServer, WitnessPolicy
+from gymsmith.agents.tokens import read_turn
+from gymsmith.core import RolloutStatus, Split
+from gymsmith.families.ops.generator import generate_world
+from gymsmith.runner import run_rollout
+from gymsmith.store import TrajectoryStore
+from gymsmith.store.trainer import TRAINER_SCHEMA, export_trainer, segments
+from gymsmith.verifier import VerifierService
+
+
+def _rollout(ops, server, **config):
+    task = ops.generate(2, kind="fulfil", difficulty=0.1, fidelity=0.0)
+    plans = {task.goal: generate_world(task.seed, task.knobs).witness}
+    server.policy.plans.update(plans)
+    agent = ModelAgent(ModelAgentConfig(base_url=server.base_url, model="scripted", api_key_env=None, timeout_s=5,
+                                        **config))
+    try:
+        with VerifierService() as v:
+            t = run_rollout(env=ops.make_env(), agent=agent, task=task, split=Split.TRAIN, seed=0, run_id="tok",
+                            verifier=v, policy="sparse", max_steps=30, time_limit_s=60)
+    finally:
+        agent.close()
+    return task, t
+
+
+def _turns(t):
+    return [(s.index, s.agent_info["turn"]) for s in t.steps if s.agent_info and "turn" in s.agent_info]
+
+
+def test_vllm_token_ids_and_logprobs_round_trip_into_store_and_export(ops, tmp_path):
+    with ScriptedChatServer(WitnessPolicy({}), vllm=True, calls_per_reply=2) as server:
+        task, t = _rollout(ops, server)
+    assert t.status is RolloutStatus.COMPLETED and t.reward.accepted
+    turns = _turns(t)
+    assert len(turns) == 3 and [len(turn["reply"]["tool_calls"]) for _, turn in turns] == [2, 2, 1]
+    assert [i for i, _ in turns] == [0, 2, 4]  # a reply's turn rides on the first step it produced
+    for _, turn in turns:  # what the server sent, parsed from "token_id:N" strings and prompt_token_ids
+        assert turn["level"] == "vllm" and turn["finish_reason"] == "tool_calls"
+        assert turn["completion_ids"] == tt.completion_ids(turn["reply"])
+        assert turn["prompt_ids"] == tt.prompt_ids(turn["messages"])
+        assert turn["logprobs"] == [tt.logprob(i, n) for n, i in enumerate(turn["completion_ids"])]
+    assert turns[1][1]["messages"][-2:] == [  # the exact messages sent: both tool results of the first reply
+        {"role": "tool", "tool_call_id": c["id"], "content": s.observation.text}
+        for c, s in zip(turns[0][1]["reply"]["tool_calls"], t.steps[:2])]
+
+    store = TrajectoryStore(tmp_path / "t.db")
+    store.create_run("tok", purpose="train", config={})
+    t.group_id = "g-1"
+    assert store.add(t, task)
+    back = store.trajectory(t.rollout_id)  # every id, logprob and message, exactly
+    assert [s.agent_info for s in back.steps] == [s.agent_info for s in t.steps]
+    with store.engine.connect() as conn:  # stored once each: later turns keep only what is new
+        kept = [r[0] for r in conn.exec_driver_sql("SELECT messages_kept FROM turns ORDER BY step_idx")]
+    assert kept == [0, 3, 6]
+
+    result = export_trainer(store, tmp_path / "train.parquet")
+    assert (result.rows, result.rollouts, result.left_out_errors, result.left_out_without_tokens) == (1, 1, 0, 0)
+    table = pq.read_table(tmp_path / "train.parquet")
+    assert table.schema.equals(TRAINER_SCHEMA)
+    row = table.to_pylist()[0]
+    assert row["prompt_ids"] == turns[0][1]["prompt_ids"] and row["segment"] == 0
+    assert row["reward"] == t.reward.value and row["turn_steps"] == [0, 2, 4] and row["group_id"] == "g-1"
+    mask, ids, logprobs = row["loss_mask"], row["completion_ids"], row["logprobs"]
+    assert len(mask) == len(ids) == len(logprobs)
+    model = [(i, lp) for i, lp, m in zip(ids, logprobs, mask) if m == 1]
+    assert model == [(i, lp) for _, turn in turns for i, lp in zip(turn["completion_ids"], turn["logprobs"])]
+    assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
+    # the whole sequence is the final conversation as the template renders it, up to the last reply's end
+    final = turns[-1][1]["messages"] + [turns[-1][1]["reply"]]
+    assert row["prompt_ids"] + ids == tt.prompt_ids(final)[:-len(tt.prompt_ids([]))][:-1]  # minus "\n" + gen prompt
+    assert json.loads(row["messages"]) == final
+
+    jsonl = export_trainer(store, tmp_path / "train.jsonl")
+    lines = (tmp_path / "train.jsonl").read_text().splitlines()
+    assert jsonl.rows == len(lines) == 1 and json.loads(lines[0])["completion_ids"] == ids
+    with pytest.raises(ValueError, match="expected a file name ending in .parquet or .jsonl"):
+        export_trainer(store, tmp_path / "train.csv")
+
+
+def test_loss_mask_marks_model_tokens_only_across_turns_and_tool_calls(ops, tmp_path):
+    """Mask 1 exactly on the tokens the model produced (each reply's body and <|im_end|>), 0 on everything the
+    environment added between replies: every tool result of a two-call reply, the role headers, the next
+    generation prompt."""
+    with ScriptedChatServer(WitnessPolicy({}), vllm=True, calls_per_reply=2) as server:
+        _, t = _rollout(ops, server)
+    turns = dict(_turns(t))
+    [seg] = segments(turns)
+    runs, start = [], 0
+    for k in range(1, len(seg.loss_mask) + 1):  # maximal runs of equal mask values
+        if k == len(seg.loss_mask) or seg.loss_mask[k] != seg.loss_mask[start]:
+            runs.append((seg.loss_mask[start], seg.completion_ids[start:k]))
+            start = k
+    replies = [turn["reply"] for turn in turns.values()]
+    assert [m for m, _ in runs] == [1, 0, 1, 0, 1]
+    assert [tt.decode(ids) for m, ids in runs if m == 1] == [tt.body(r) + "<|im_end|>" for r in replies]
+    results = [s.observation.text for s in t.steps]
+    assert tt.decode(runs[1][1]) == ("\n" + "".join(f"<|im_start|>tool\n{o}<|im_end|>\n" for o in results[0:2])
+                                     + "<|im_start|>assistant\n")
+    assert tt.decode(runs[3][1]) == ("\n" + "".join(f"<|im_start|>tool\n{o}<|im_end|>\n" for o in results[2:4])
+                                     + "<|im_start|>assistant\n")
+    assert seg.turn_ends == [len(runs[0][1]), sum(len(r) for _, r in runs[:3]), len(seg.completion_ids)]
+
+
+def test_a_prompt_that_does_not_continue_starts_a_new_segment():
+    """A truncated context (or a template that re-renders a reply differently) breaks the prefix: the next turn
+    starts a new segment instead of attributing tokens to the wrong side."""
+    turn = lambda prompt, completion: {"prompt_ids": prompt, "completion_ids": completion,  # noqa: E731
+                                       "logprobs": [-0.5] * len(completion), "messages": [], "reply": {}}
+    parts = segments({0: turn([1, 2], [3, 4]), 1: turn([1, 2, 3, 4, 9], [5]), 2: turn([1, 2, 7], [8])})
+    assert [(p.prompt_ids, p.completion_ids, p.loss_mask) for p in parts] == [
+        ([1, 2], [3, 4, 9, 5], [1, 1, 0, 1]), ([1, 2, 7], [8], [1])]
+    assert parts[0].logprobs == [-0.5, -0.5, 0.0, -0.5]
+    assert segments({0: {"prompt_ids": None, "completion_ids": [1]}}) is None  # no ids: left out of the export
+
+
+def test_servers_without_vllm_fields_step_down_and_older_vllm_prompt_ids(ops, tmp_path):
+    """A server that refuses vLLM's fields (HTTP 400 naming one, as OpenAI does) gets the request again without
+    them: logprobs only, no ids, and the export leaves that rollout out (counted). An older vLLM without
+    `return_token_ids` gives prompt ids through `prompt_logprobs` only: all but the first."""
+    refused = ("return_tokens_as_token_ids", "return_token_ids", "prompt_logprobs")
+    with ScriptedChatServer(WitnessPolicy({}), vllm=True, refuse=refused) as server:
+        task, t = _rollout(ops, server)
+    assert t.status is RolloutStatus.COMPLETED
+    turns = [turn for _, turn in _turns(t)]
+    assert {turn["level"] for turn in turns} == {"logprobs"} and sum(server.refused.values()) == 2  # once per level
+    assert all(turn["completion_ids"] is None and turn["prompt_ids"] is None and turn["logprobs"] for turn in turns)
+    store = TrajectoryStore(tmp_path / "s.db")
+    store.create_run("tok", purpose="train", config={})
+    store.add(t, task)
+    result = export_trainer(store, tmp_path / "x.parquet")
+    assert (result.rows, result.left_out_without_tokens) == (0, 1)
+
+    messages = [{"role": "user", "content": "hi"}]
+    reply = {"role": "assistant", "content": "ok"}
+    prompt, completion = tt.prompt_ids(messages), tt.completion_ids(reply)
+    old_vllm = {"choices": [{"message": reply, "finish_reason": "stop", "logprobs": {"content": [
+                    {"token": f"token_id:{i}", "logprob": -0.25} for i in completion]}}],
+                "prompt_logprobs": [None] + [{str(i): {"logprob": -1.0, "rank": 1}} for i in prompt[1:]]}
+    turn = read_turn(old_vllm, messages, reply, level="vllm")
+    assert turn.prompt_ids == [None] + prompt[1:] and turn.completion_ids == completion
+    assert turn.logprobs == [-0.25] * len(completion) and turn.finish_reason == "stop"
