@@ -1,6 +1,7 @@
 """`gymsmith run` exits non-zero when a rollout ended in an infrastructure error (issue 20, item 2).
 
-A real run against a model endpoint nobody listens on (127.0.0.1:9): the model agent's rollout is an
+A real run against a model endpoint that answers every chat completion with HTTP 500 (a real server on loopback;
+a dead endpoint is refused before the run, see test_endpoint_errors.py): the model agent's rollout is an
 infrastructure error after its retries (~16 s), the null agent's is fine. Before, the run exited 0."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 import subprocess
 import sys
 
+from gymsmith.agents.scripted_server import ScriptedChatServer, WitnessPolicy
+
 
 def _gymsmith(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gymsmith.cli", *args], cwd=cwd, capture_output=True, text=True,
@@ -18,15 +21,16 @@ def _gymsmith(*args: str, cwd) -> subprocess.CompletedProcess:
 
 def test_a_run_with_an_infrastructure_error_exits_1_and_says_why(tmp_path):
     db = str(tmp_path / "s.db")
-    common = ["run", "ops", "--count", "1", "--agents", "model,null", "--model-url", "http://127.0.0.1:9/v1",
-              "--model-name", "x", "--store", db, "--run-id", "dead"]
-    out = _gymsmith(*common, cwd=tmp_path)
-    assert out.returncode == 1, out.stderr[-2000:]
-    text = " ".join(out.stderr.split())
-    assert "1 of 2 rollouts of run dead ended in an infrastructure error" in text and "ConnectError" in text
-    assert "--tolerate-errors" in text
-    # the same run again (it resumes: nothing left to run) with the flag: a warning, exit 0
-    out = _gymsmith(*common, "--tolerate-errors", cwd=tmp_path)
+    with ScriptedChatServer(WitnessPolicy({}), fault_rate=1.0, faults=("http_500",)) as server:
+        common = ["run", "ops", "--count", "1", "--agents", "model,null", "--model-url", server.base_url,
+                  "--model-name", "scripted", "--store", db, "--run-id", "dead"]
+        out = _gymsmith(*common, cwd=tmp_path)
+        assert out.returncode == 1, out.stderr[-2000:]
+        text = " ".join(out.stderr.split())
+        assert "1 of 2 rollouts of run dead ended in an infrastructure error" in text and "HTTP 500" in text
+        assert "--tolerate-errors" in text
+        # the same run again (it resumes: nothing left to run) with the flag: a warning, exit 0
+        out = _gymsmith(*common, "--tolerate-errors", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "warning:" in out.stderr and "1 of 2 rollouts" in " ".join(out.stderr.split())
 

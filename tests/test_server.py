@@ -85,15 +85,28 @@ def test_sessions_belong_to_their_client(server):
     b.close()
 
 
-@pytest.mark.parametrize("body, fragment", [
-    ({}, "Field required"),
-    ({"family": "ops", "seed": "seven"}, "valid integer"),
-    ({"family": "ops", "knobs": {"difficulty": 4}}, "knob 'difficulty' = 4 is out of range"),
-    ({"family": "opz"}, "unknown family 'opz'"),
+@pytest.mark.parametrize("body, line", [
+    ({}, "body: field 'family' is required"),
+    ({"family": "ops", "seed": "seven"}, "body.ops.seed: Input should be a valid integer"),
+    ({"family": "ops", "knobs": {"difficulty": 4}}, "body.ops.knobs.difficulty: Input should be less than or equal to 1"),
+    ({"family": "ops", "knobs": {"colour": 1}}, "body.ops.knobs.colour: Extra inputs are not permitted"),
+    ({"family": "opz"}, "body: Input tag 'opz' found using 'family' does not match any of the expected tags"),
+    ({"family": "ops", "episode_seed": False}, "body.ops.episode_seed: Value error, expected a number, got the boolean false"),
 ])
-def test_malformed_bodies_get_422_with_the_reason(server, body, fragment):
+def test_malformed_bodies_get_422_with_the_reason(server, body, line):
+    """One line naming the field and what was expected (the schema says so: `detail` is a string)."""
     r = httpx.post(f"{server.url}/sessions", json=body)
-    assert r.status_code == 422 and fragment in json.dumps(r.json())
+    assert r.status_code == 422 and r.json()["detail"].startswith(line), r.json()
+
+
+def test_a_task_the_family_does_not_generate_is_refused_with_409(server):
+    task = _task()
+    edited = task.model_copy(update={"goal": "Do something else."})
+    r = httpx.post(f"{server.url}/sessions", json={"family": "ops", "task": edited.model_dump(mode="json", exclude={"id"})})
+    assert r.status_code == 409 and "is not what ops" in r.json()["detail"], r.json()
+    r = httpx.post(f"{server.url}/sessions", json={"family": "ops", "task": task.model_dump(mode="json")})
+    assert r.status_code == 201, r.json()
+    httpx.delete(f"{server.url}/sessions/{r.json()['session_id']}", headers={"X-Session-Key": r.json()["session_key"]})
 
 
 def test_session_limit_and_bad_tool_calls(server):
@@ -194,5 +207,5 @@ def test_reset_by_task_id_from_the_servers_store(tmp_path):
         client = RemoteEnvironment(s.url, family="ops")
         client.reset(task_id=t.task_id)
         assert client.task.id == t.task_id
-        with pytest.raises(RemoteError, match="HTTP 422: task id 'ops-nope' is not in the server's store"):
+        with pytest.raises(RemoteError, match="HTTP 404: task id 'ops-nope' is not in the server's store"):
             client.reset(task_id="ops-nope")

@@ -13,12 +13,13 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.core.errors import GymsmithError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
-from gymsmith.runner.local import RunConfig, SummaryRow, run as run_config, summarize
+from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, run as run_config, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
@@ -196,29 +197,59 @@ def fail_on_errors(store: TrajectoryStore, run_id: str, *, tolerate: bool) -> No
     first = (errors[0].get("error") or "no reason recorded").splitlines()[0][:300]
     line = (f"{len(errors)} of {len(rows)} rollouts of run {run_id} ended in an infrastructure error (no reward); "
             f"first: {first}")
+    reasons = error_reasons(rows)
+    why = "".join(f"\n  {n} x {escape(reason)}" for reason, n in reasons[:3]) + (
+        f"\n  and {len(reasons) - 3} more distinct reason(s), in the store's rollouts.error" if len(reasons) > 3 else "")
     if tolerate:
-        err.print(f"[yellow]warning:[/] {line}")
+        err.print(f"[yellow]warning:[/] {escape(line)}{why}", soft_wrap=True)
         return
-    err.print(f"[red]error:[/] {line}. Pass --tolerate-errors to exit 0 anyway.")
+    err.print(f"[red]error:[/] {escape(line)}{why}\nRun them again with: gymsmith run --retry-errors {run_id}"
+              + ("" if store.location.startswith("sqlite:") and DEFAULT_STORE in store.location else " --store STORE")
+              + ". Pass --tolerate-errors to exit 0 anyway.", soft_wrap=True)
     raise typer.Exit(1)
+
+
+def _check_model_endpoint(config: RunConfig) -> None:
+    """One request to the model endpoint before a run that uses it (`agents.endpoint.check_endpoint`): one line
+    and exit 2 when it is down or does not serve the model, instead of every rollout failing through its retries."""
+    import os
+
+    from gymsmith.agents.endpoint import check_endpoint
+
+    model = config.model
+    if model is None or "model" not in config.agents:
+        return
+    key = os.environ.get(model.api_key_env) if model.api_key_env else None
+    check_endpoint(model.base_url, model.model, api_key=key or None)
+
+
+def _model_url(url: str) -> str:
+    """--model-url checked for its shape (scheme, host); a ValueError of one line naming the flag otherwise."""
+    from gymsmith.agents.endpoint import validate_base_url
+
+    try:
+        return validate_base_url(url)
+    except ValueError as exc:
+        raise ValueError(f"--model-url: {exc}") from None
 
 
 def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int, run_id: Optional[str], store: str,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
-                 paired_heldout: int = 0, step_rewards: bool = False, tolerate_errors: bool = False) -> None:
+                 paired_heldout: int = 0, group: Optional[int] = None, step_rewards: bool = False, tolerate_errors: bool = False) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
             raise ValueError("--model-url and --model-name go together (the endpoint and the model it serves)")
-        model = ModelAgentConfig(base_url=model_url, model=model_name, api_key_env=model_key_env or None)
+        model = ModelAgentConfig(base_url=_model_url(model_url), model=model_name, api_key_env=model_key_env or None)
     config = RunConfig(model=model, run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=purpose,
                        taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
-                       step_rewards=step_rewards)
+                       step_rewards=step_rewards, group=group)
+    _check_model_endpoint(config)
     fail_on_errors(execute(config, store, backend=backend, address=address), config.run_id, tolerate=tolerate_errors)
 
 
@@ -252,6 +283,7 @@ def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, stor
         raise GymsmithError(f"--pair {run_id!r} ran family {config.taskset.family!r}, not {family!r}: "
                             f"use gymsmith eval {config.taskset.family} --pair {run_id}")
     config = config.model_copy(update={"paired_heldout": count, "concurrency": concurrency})
+    _check_model_endpoint(config)
     store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()))
     try:
         fail_on_errors(store_, run_id, tolerate=tolerate_errors)
@@ -287,24 +319,91 @@ _KNOB = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable.")
 _CONCURRENCY = typer.Option(2, help="Rollouts at once (worker processes, or Ray actors).")
 _MAX_STEPS = typer.Option(300, help="Step limit per rollout.")
 _POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
+_RETRY_FIXED = ("count", "agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy",
+                "model_name", "with_heldout", "step_rewards", "group")
+
+
+def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store: str, concurrency: int, backend: str,
+                   address: Optional[str], model_url: Optional[str], model_key_env: str, tolerate_errors: bool) -> None:
+    """`gymsmith run --retry-errors RUN`: run again, with RUN's stored config, each of its rollouts stored as an
+    infrastructure error; each new result replaces its error row and nothing else stored changes. Only where and
+    how to run may change: --concurrency, --backend, --address, and the endpoint's --model-url and --model-key-env
+    (a server that moved)."""
+    given = [f"--{n.replace('_', '-')}" for n in _RETRY_FIXED + ("model_url", "model_key_env")
+             if (src := ctx.get_parameter_source(n)) is not None and src.name == "COMMANDLINE"]
+    fixed = [g for g in given if g not in ("--model-url", "--model-key-env")]
+    if fixed:
+        raise ValueError(f"--retry-errors {run_id}: the run's tasks, agents, seeds and limits are its own; drop "
+                         f"{', '.join(fixed)}")
+    s = TrajectoryStore(store)
+    stored = s.run_config(run_id)
+    if stored is None:
+        latest = ", ".join(r.run_id for r in s.runs()[-5:]) or "none"
+        raise GymsmithError(f"--retry-errors {run_id!r}: no such run in {store}; latest runs: {latest}")
+    try:
+        config = RunConfig.model_validate(stored)
+    except ValidationError as exc:
+        raise GymsmithError(f"--retry-errors {run_id!r}: its stored config is not one this gymsmith reads "
+                            f"({exc.error_count()} errors)") from None
+    if family is not None and family != config.taskset.family:
+        raise GymsmithError(f"--retry-errors {run_id!r} ran family {config.taskset.family!r}, not {family!r}")
+    rows = s.rollout_rows([run_id])
+    errors = [r for r in rows if r["status"] == "error"]
+    if not errors:
+        console.print(f"run {run_id}: no rollout is stored as an infrastructure error; nothing to retry")
+        return
+    first_of = {r["task_id"]: r["rollout_id"] for r in reversed(errors)}
+    tasks = [s.task_of(first_of[t]) for t in dict.fromkeys(r["task_id"] for r in errors)]
+    update: dict[str, Any] = {"retry_errors": True, "concurrency": concurrency}
+    if config.purpose == "train":  # held-out tasks paired later (eval --pair) belong to the run as well
+        update["paired_heldout"] = max(config.paired_heldout, len({r["task_id"] for r in rows if r["split"] == "heldout"}))
+    if config.model is not None and ("--model-url" in given or "--model-key-env" in given):
+        moved = {"base_url": _model_url(model_url)} if "--model-url" in given and model_url else {}
+        if "--model-key-env" in given:
+            moved["api_key_env"] = model_key_env or None
+        update["model"] = config.model.model_copy(update=moved)
+    config = config.model_copy(update=update)
+    _check_model_endpoint(config)
+    console.print(f"run {run_id}: running again {len(errors)} rollout(s) stored as infrastructure errors")
+    store_ = execute(config, store, backend=backend, address=address, tasks=tasks)
+    try:
+        fail_on_errors(store_, run_id, tolerate=tolerate_errors)
+    finally:
+        store_.close()
+
+
 _STEP_REWARDS = typer.Option(False, "--step-rewards", help="Store each step's progress and step reward, valued by the "
                              "verifier (one verification per step that changes the state; docs/trainers.md).")
 
 
 @app.command()
 @_guard
-def run(family: str, count: int = typer.Option(20, help="Tasks in the task set."), agents: str = _AGENTS,
+def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="The task family, e.g. ops (not needed "
+                                                        "with --retry-errors)."),
+        count: int = typer.Option(20, help="Tasks in the task set."), agents: str = _AGENTS,
         seeds: int = _SEEDS, run_id: Optional[str] = _RUN_ID, store: str = _STORE, difficulty: str = _DIFFICULTY,
         knob: list[str] = _KNOB, base_seed: int = 0, concurrency: int = _CONCURRENCY, max_steps: int = _MAX_STEPS,
         policy: str = _POLICY, model_url: Optional[str] = _MODEL_URL, model_name: Optional[str] = _MODEL_NAME,
         model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
         with_heldout: int = typer.Option(0, min=0, help="Also evaluate on this many held-out tasks of the same task "
                                          "set, in the same run id (for `gymsmith audit divergence`)."),
+        group: Optional[int] = typer.Option(None, min=1, max=1024, help="Sample N rollouts per task and agent as a "
+                                            "group (GRPO): distinct episode seeds, one group id stored for all N; "
+                                            "--seeds then counts groups."),
+        retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN_ID", help="Run again the "
+                                                   "rollouts of RUN_ID stored as infrastructure errors (its own "
+                                                   "config; each result replaces its error row)."),
         step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE) -> None:
     """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout).
-    Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors."""
+    Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors; --retry-errors RUN_ID runs
+    those again. With the agent 'model', the endpoint is asked first (exit 2 when it is down or lacks the model)."""
+    if retry_errors is not None:
+        return _retry_command(ctx, family, retry_errors, store, concurrency, backend, address, model_url, model_key_env,
+                              tolerate_errors)
+    if family is None:
+        raise ValueError("missing FAMILY: expected e.g. `gymsmith run ops` (or `gymsmith run --retry-errors RUN_ID`)")
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
-                 policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout,
+                 policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout, group=group,
                  step_rewards=step_rewards, tolerate_errors=tolerate_errors)
 
 
@@ -531,7 +630,8 @@ def _ladder(family: str, store: TrajectoryStore, *, count: int, seed: int, concu
 def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond loopback a token is required."),
           port: int = 8700, token_env: str = typer.Option("GYMSMITH_TOKEN", help="Environment variable with the bearer token."),
           max_sessions: int = 16, idle_timeout: float = typer.Option(600.0, help="Seconds before an idle session is closed."),
-          policy: str = _POLICY, store: Optional[str] = typer.Option(None, help="Store in which task ids are looked up.")) -> None:
+          policy: str = _POLICY, store: Optional[str] = typer.Option(None, help="Store in which task ids are looked up."),
+          family: list[str] = typer.Option([], help="Family to serve, repeatable; default: every registered one.")) -> None:
     """Serve environments as sessions over HTTP and WebSocket (the verifier stays here)."""
     import os
 
@@ -540,7 +640,7 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
     from gymsmith.server.app import ServerSettings, create_app
 
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
-                              idle_timeout_s=idle_timeout, policy=policy, store=store)
+                              idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
@@ -609,13 +709,38 @@ def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = Tru
 
 @app.command()
 @_guard
-def export(parquet: Path = typer.Option(..., help="Output Parquet file."), store: str = DEFAULT_STORE,
-           run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted.")) -> None:
-    """Export stored rollouts (steps, with their progress and step rewards, and reward components nested) to Parquet."""
+def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet file (--format rollouts)."),
+           store: str = DEFAULT_STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted."),
+           fmt: str = typer.Option("rollouts", "--format", help="rollouts: one row per rollout, to --parquet; trainer: "
+                                   "token ids, logprobs and loss mask of model rollouts (docs/trainers.md), to --out."),
+           out: Optional[Path] = typer.Option(None, help="Output file of --format trainer: NAME.parquet or NAME.jsonl.")
+           ) -> None:
+    """Export stored rollouts (steps, with their progress and step rewards, and reward components nested) to Parquet;
+    with --format trainer, the model rollouts as token sequences for a GRPO/PPO trainer."""
+    if fmt == "trainer":
+        return _export_trainer(store, run, out or parquet)
+    if fmt != "rollouts":
+        raise ValueError(f"--format {fmt!r}: expected rollouts or trainer")
+    if parquet is None or out is not None:
+        raise ValueError("--format rollouts writes to --parquet PATH (--out is for --format trainer)")
     from gymsmith.store import export_parquet  # pyarrow only when exporting
 
     n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)
     console.print(f"wrote {n} rollouts to {parquet}")
+
+
+def _export_trainer(store: str, run_ids: list[str], out: Optional[Path]) -> None:
+    from gymsmith.store.trainer import export_trainer  # pyarrow only when exporting
+
+    if out is None:
+        raise ValueError("--format trainer: expected --out NAME.parquet or NAME.jsonl")
+    s = TrajectoryStore(store)
+    for run_id in run_ids:
+        if not s.run_exists(run_id):
+            raise GymsmithError(f"--run {run_id!r}: no such run in {store}")
+    done = export_trainer(s, out, run_ids=run_ids or None)
+    console.print(f"wrote {done.rows} rows ({done.rollouts} rollouts) to {out}; left out {done.left_out_errors} "
+                  f"infrastructure errors and {done.left_out_without_tokens} rollouts without token ids")
 
 
 @sandbox_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

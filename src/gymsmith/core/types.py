@@ -54,7 +54,10 @@ class TaskSpec(BaseModel):
     family: str = Field(description="Name of the family that generated the task.")
     family_version: str = Field(description="Version of that family; a new version makes new ids.")
     seed: int = Field(description="Seed the generator was called with.")
-    knobs: dict[str, Any] = Field(description="Every knob value used, defaults resolved; includes 'difficulty'.")
+    knobs: dict[str, Any] = Field(description="Every knob value used, defaults resolved; includes 'difficulty'.",
+                                  json_schema_extra={"required": ["difficulty"],  # what the validator below checks
+                                                     "properties": {"difficulty": {"type": "number", "minimum": 0,
+                                                                                   "maximum": 1}}})
     goal: str = Field(description="The instruction the agent receives.")
     start_state: StartStateRef
     tools: tuple[ToolSpec, ...] = Field(description="Tools available in this task.")
@@ -64,8 +67,12 @@ class TaskSpec(BaseModel):
     @classmethod
     def _difficulty_in_unit_range(cls, knobs: dict[str, Any]) -> dict[str, Any]:
         d = knobs.get("difficulty")
-        if d is None or not (0.0 <= float(d) <= 1.0):
-            raise ValueError(f"knobs['difficulty'] must be a number in [0, 1], got {d!r}")
+        try:
+            ok = d is not None and 0.0 <= float(d) <= 1.0
+        except (TypeError, ValueError, OverflowError):  # a list, an object, 10**400: a refusal, not a crash
+            ok = False
+        if not ok:
+            raise ValueError(f"knobs['difficulty'] must be a number in [0, 1], got {repr(d)[:80]}")
         return knobs
 
     @model_validator(mode="before")

@@ -3,8 +3,10 @@ rewards go back to the client.
 
 Security: a bearer token is required whenever the server binds beyond loopback (and may be required on
 loopback too); each session has its own key, so only the client that opened it can drive it; bodies are
-validated (422 with the reason); idle sessions expire and their environments are closed; past
-`max_sessions` a new session is refused with 503 and the limit in the message.
+validated against the schema of the families served (`schema.py`; 422 with the reason in one line); idle
+sessions expire and their environments are closed; past `max_sessions` a new session is refused with 503 and
+the limit in the message. Every error body is `{"detail": "<one line>"}` (`ErrorMessage`), and every status a
+route can answer is in the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import Action, Observation, Reward, TaskSpec, ToolSpec
-from gymsmith.registry import get_family
+from gymsmith.registry import get_family, list_families
+from gymsmith.server.schema import ErrorMessage, reset_body
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
@@ -38,6 +43,7 @@ class ServerSettings(BaseModel):
     idle_timeout_s: float = Field(default=600.0, gt=0)
     policy: str = DEFAULT_POLICY
     store: str | None = Field(default=None, description="Trajectory store in which task ids are looked up.")
+    families: list[str] | None = Field(default=None, description="Families served; None: every registered one.")
 
     def requires_token(self) -> bool:
         return self.token is not None or not is_loopback(self.host)
@@ -52,16 +58,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-# -- request and response bodies (these are the OpenAPI schema) ------------------------------------
-class ResetRequest(BaseModel):
-    family: str = Field(description="Family name, e.g. 'ops'.")
-    task: TaskSpec | None = Field(default=None, description="A task to play; otherwise one is generated from seed and knobs.")
-    task_id: str | None = Field(default=None, description="Id of a task in the server's store (see --store).")
-    seed: int = Field(default=0, description="Generator seed (ignored when task is given).")
-    knobs: dict[str, Any] = Field(default_factory=dict, description="Knob values, e.g. {'difficulty': 0.5}.")
-    episode_seed: int = Field(default=0, description="Seed of the episode (simulated faults, sampling).")
-
-
+# -- request and response bodies (these are the OpenAPI schema; POST /sessions's is in schema.py) ----------
 class StepRequest(BaseModel):
     tool: str = Field(description="Tool to call.")
     arguments: dict[str, Any] | str = Field(default_factory=dict, description="Arguments object, or its raw JSON text.")
@@ -107,11 +104,18 @@ class SessionManager:
         self.lock = threading.Lock()
         self.verifier = VerifierService(workers=2)
 
-    def open(self, req: ResetRequest) -> tuple[str, _Session, Observation]:
+    def open(self, req: Any) -> tuple[str, _Session, Observation]:
+        """Open a session for a body of `schema.reset_body`. Raises HTTPException 404 (task id not in the store),
+        409 (a task the family does not generate), 503 (session limit), GymsmithError (the generator refused)."""
         family = get_family(req.family)
-        task = req.task or (self._lookup(req.task_id) if req.task_id else family.generate(req.seed, **req.knobs))
+        if req.task is not None:
+            task = self._served(family, req.task)
+        elif req.task_id:
+            task = self._lookup(req.task_id)
+        else:
+            task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
         if task.family != family.name:
-            raise HTTPException(422, f"task is of family {task.family!r}, not {req.family!r}")
+            raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
         with self.lock:
             if len(self.sessions) >= self.settings.max_sessions:
                 raise HTTPException(503, f"session limit reached ({self.settings.max_sessions} open); close one or retry later")
@@ -121,10 +125,26 @@ class SessionManager:
         observation = session.env.reset(task, seed=req.episode_seed)
         return sid, session, observation
 
+    @staticmethod
+    def _served(family: Any, task: TaskSpec) -> TaskSpec:
+        """`task` if it is what `family` generates from its seed and knobs (this server plays no start state or
+        tools it did not make); else 409 naming why."""
+        if task.family != family.name or task.family_version != family.version:
+            raise HTTPException(409, f"task {task.id} is of {task.family} {task.family_version}; this server plays "
+                                     f"{family.name} {family.version}")
+        try:
+            made = family.generate(task.seed, **task.knobs)
+        except GymsmithError as exc:
+            raise HTTPException(409, f"task {task.id}: its knobs do not generate a task here: {exc}") from None
+        if made.id != task.id:  # ids hash the JSON, so `true` for 1.0 differs too
+            raise HTTPException(409, f"task {task.id} is not what {family.name} {family.version} generates from its seed "
+                                     f"and knobs (that is {made.id}): edited, or made by other code")
+        return made
+
     def _lookup(self, task_id: str) -> TaskSpec:
         found = TrajectoryStore(self.settings.store).find_task(task_id) if self.settings.store else None
         if found is None:
-            raise HTTPException(422, f"task id {task_id!r} is not in the server's store "
+            raise HTTPException(404, f"task id {task_id!r} is not in the server's store "
                                      f"({self.settings.store or 'none configured: start with --store'}); "
                                      "send the task itself, or seed and knobs")
         return found
@@ -170,10 +190,40 @@ class SessionManager:
         self.verifier.close()
 
 
+ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (when the server requires one).",
+          403: "The X-Session-Key does not open this session.", 404: "No such session (or expired), or task id not in "
+          "the server's store.", 409: "The task given is not one this server's family generates.",
+          422: "The request does not match the schema, or the generator refused the knobs.",
+          503: "Session limit reached; close one or retry later."}
+
+
+# how a client goes on from a new session (and how a stateful fuzzer finds real sessions to drive)
+_SESSION = {"session_id": "$response.body#/session_id", "header.x-session-key": "$response.body#/session_key"}
+SESSION_LINKS = {"Step": {"operationId": "step_sessions__session_id__step_post", "parameters": _SESSION},
+                 "State": {"operationId": "state_sessions__session_id__get", "parameters": _SESSION},
+                 "Close": {"operationId": "close_sessions__session_id__delete", "parameters": _SESSION}}
+
+
+def validation_line(errors: list[dict[str, Any]]) -> str:
+    """One line for a request's validation errors: where the first is, what was expected, how many more."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    msg = first.get("msg", "invalid")
+    if first.get("type") == "union_tag_not_found":  # pydantic's words for a missing `family`
+        msg = f"field {first.get('ctx', {}).get('discriminator', 'family')} is required"
+    return f"{where}: {msg}{more}"[:500]
+
+
 def create_app(settings: ServerSettings) -> FastAPI:
-    """The FastAPI application. Raises ValueError if it would listen beyond loopback without a token."""
+    """The FastAPI application. Raises ValueError if it would listen beyond loopback without a token, or to
+    serve a family that is not registered."""
     if not is_loopback(settings.host) and not settings.token:
         raise ValueError(f"binding to {settings.host} (beyond loopback) needs a token: set GYMSMITH_TOKEN or --token-env")
+    served = [f for f in list_families() if settings.families is None or f.name in settings.families]
+    unknown = sorted(set(settings.families or ()) - {f.name for f in served})
+    if unknown:
+        raise ValueError(f"cannot serve unknown family(ies) {unknown}; registered: {[f.name for f in list_families()]}")
     manager = SessionManager(settings)
 
     @asynccontextmanager
@@ -202,29 +252,48 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.exception_handler(GymsmithError)
     async def user_error(request: Request, exc: GymsmithError):
-        from fastapi.responses import JSONResponse
-
         return JSONResponse(status_code=422, content={"detail": str(exc)})
 
-    @app.post("/sessions", response_model=SessionCreated, status_code=201, dependencies=[Depends(authorise)])
-    def open_session(req: ResetRequest) -> SessionCreated:
+    @app.exception_handler(405)
+    async def method_not_allowed(request: Request, exc: Exception):
+        # Starlette's Allow names only the first route matching the path; list every method of the path
+        allowed = sorted({m for r in app.routes if getattr(r, "methods", None) and r.matches(request.scope)[0].value
+                          for m in r.methods})
+        return JSONResponse(status_code=405, content={"detail": f"method {request.method} not allowed here; "
+                            f"allowed: {', '.join(allowed)}"}, headers={"Allow": ", ".join(allowed)})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        return JSONResponse(status_code=422, content={"detail": validation_line(exc.errors())})
+
+    def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+        return {code: {"model": ErrorMessage, "description": ERRORS[code]} for code in (*codes, 401, 422)}
+
+    def open_session(req) -> SessionCreated:
         """Reset: open a session on a task (given, or generated from seed and knobs)."""
         sid, s, observation = manager.open(req)
         return SessionCreated(session_id=sid, session_key=s.key, task_id=s.task.id, task=s.task,
                               tools=list(s.task.tools), observation=observation)
 
-    @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)])
+    # the body's type is built from the families served, so it is set here rather than written in the signature
+    open_session.__annotations__["req"] = Annotated[reset_body({f.name: tuple(f.knobs) for f in served}), Body()]
+    app.post("/sessions", response_model=SessionCreated, status_code=201, dependencies=[Depends(authorise)],
+             responses={**errors(400, 404, 409, 503), 201: {"links": SESSION_LINKS}})(open_session)
+
+    @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)],
+              responses=errors(400, 403, 404))
     def step(session_id: str, req: StepRequest, x_session_key: str | None = Header(default=None)) -> StepResponse:
         """One tool call. Bad calls come back as error observations; the reward comes with the submit."""
         return manager.step(manager.get(session_id, x_session_key), req)
 
-    @app.get("/sessions/{session_id}", response_model=SessionState, dependencies=[Depends(authorise)])
+    @app.get("/sessions/{session_id}", response_model=SessionState, dependencies=[Depends(authorise)],
+             responses=errors(403, 404))
     def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
         s = manager.get(session_id, x_session_key)
         return SessionState(session_id=session_id, task_id=s.task.id, steps=s.steps, done=s.done,
                             state_hash=s.env.state_hash(), idle_s=0.0)
 
-    @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)])
+    @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)], responses=errors(403, 404))
     def close(session_id: str, x_session_key: str | None = Header(default=None)) -> None:
         manager.get(session_id, x_session_key)
         manager.close(session_id)
