@@ -15,7 +15,7 @@ import pytest
 from gymsmith.agents import toy_template as tt
 from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.agents.scripted_server import ScriptedChatServer, WitnessPolicy
-from gymsmith.agents.tokens import read_turn
+from gymsmith.agents.tokens import full_prompts, read_turn
 from gymsmith.core import RolloutStatus, Split
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.runner import run_rollout
@@ -50,11 +50,15 @@ def test_vllm_token_ids_and_logprobs_round_trip_into_store_and_export(ops, tmp_p
     turns = _turns(t)
     assert len(turns) == 3 and [len(turn["reply"]["tool_calls"]) for _, turn in turns] == [2, 2, 1]
     assert [i for i, _ in turns] == [0, 2, 4]  # a reply's turn rides on the first step it produced
-    for _, turn in turns:  # what the server sent, parsed from "token_id:N" strings and prompt_token_ids
+    prompts = full_prompts([turn for _, turn in turns])
+    for (_, turn), prompt in zip(turns, prompts):  # what the server sent: "token_id:N" strings, prompt_token_ids
         assert turn["level"] == "vllm" and turn["finish_reason"] == "tool_calls"
         assert turn["completion_ids"] == tt.completion_ids(turn["reply"])
-        assert turn["prompt_ids"] == tt.prompt_ids(turn["messages"])
+        assert prompt == tt.prompt_ids(turn["messages"])
         assert turn["logprobs"] == [tt.logprob(i, n) for n, i in enumerate(turn["completion_ids"])]
+    # each id held once: a turn keeps only the prompt ids after the previous prompt and completion
+    assert [turn["prompt_kept"] for _, turn in turns] == [0] + [len(p) + len(t["completion_ids"])
+                                                               for p, (_, t) in zip(prompts, turns[:-1])]
     assert turns[1][1]["messages"][-2:] == [  # the exact messages sent: both tool results of the first reply
         {"role": "tool", "tool_call_id": c["id"], "content": s.observation.text}
         for c, s in zip(turns[0][1]["reply"]["tool_calls"], t.steps[:2])]

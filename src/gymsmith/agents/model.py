@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from gymsmith.agents.endpoint import validate_base_url
-from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, read_turn, refused_field
+from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
 from gymsmith.core.errors import InfrastructureError
 from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
 
@@ -98,6 +98,7 @@ class ModelAgent:
         self.queue: list[dict[str, Any]] = []  # tool calls of the last reply not yet executed
         self.awaiting: dict[str, Any] | None = None  # the call whose observation comes next
         self.truncated_messages = 0
+        self._token_context: list[int | None] = []  # the last turn's prompt and completion ids (tokens.chain_prompt)
 
     def act(self, observation: Observation) -> Action:
         if self._needs_reply(observation):
@@ -205,7 +206,9 @@ class ModelAgent:
             reply = {"role": "assistant", "content": message.get("content")}
             if message.get("tool_calls"):
                 reply["tool_calls"] = message["tool_calls"]
-            info["turn"] = dict(read_turn(data, messages, reply, level=level))
+            turn = dict(read_turn(data, messages, reply, level=level))
+            self._token_context = chain_prompt(turn, self._token_context)
+            info["turn"] = turn
             return reply, info
         raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
 

@@ -8,6 +8,11 @@ prompt token's id (the first position is null: vLLM computes no logprob, so no i
 
 `TOKEN_LEVELS` are the request fields asked for at each level, richest first; `read_turn` reads whatever of it the
 server returned, never raising for a field that is missing or malformed (that field is then None).
+
+A rollout's prompts repeat each other: turn k's prompt is mostly turn k-1's prompt and completion. So that a rollout
+holds each id once (a thousand rollouts in flight, each with tens of turns of thousands of tokens, would otherwise
+hold gigabytes), `chain_prompt` keeps in a turn only the prompt ids after `prompt_kept`, the length of the prefix it
+shares with the previous turn's prompt followed by its completion; `full_prompts` rebuilds the whole prompts.
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ class ModelTurn(BaseModel):
     messages: list[dict[str, Any]] = Field(description="The request's messages exactly as sent (after truncation).")
     reply: dict[str, Any] = Field(description="The assistant message as received: content and tool_calls.")
     finish_reason: str | None = Field(default=None, description="stop, tool_calls, length, ... as the server said.")
-    prompt_ids: list[int | None] | None = Field(default=None, description="The prompt's token ids (vLLM only); the "
-                                                "first is None when the server gave only `prompt_logprobs`.")
+    prompt_ids: list[int | None] | None = Field(default=None, description="The prompt's token ids (vLLM only) after "
+                                                "the first `prompt_kept`; the prompt's first id is None when the server "
+                                                "gave only `prompt_logprobs`.")
+    prompt_kept: int = Field(default=0, description="How many leading prompt ids equal the previous turn's prompt ids "
+                             "followed by its completion ids (left out of `prompt_ids`; see `full_prompts`).")
     completion_ids: list[int] | None = Field(default=None, description="The reply's token ids (vLLM only).")
     logprobs: list[float] | None = Field(default=None, description="Per completion token, its logprob under the "
                                          "sampling model (aligned with `completion_ids`).")
@@ -64,7 +72,35 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
     return ModelTurn.model_construct(
         messages=list(messages), reply=reply, finish_reason=choice.get("finish_reason"),
         prompt_ids=_ints(data.get("prompt_token_ids")) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
-        completion_ids=completion_ids, logprobs=logprobs, level=level)
+        prompt_kept=0, completion_ids=completion_ids, logprobs=logprobs, level=level)
+
+
+def chain_prompt(turn: dict[str, Any], context: list[int | None]) -> list[int | None]:
+    """Cut from `turn` (a `dict(ModelTurn)` with its whole prompt) the prompt ids it shares with `context`, the previous
+    turn's prompt and completion ids, setting `prompt_kept`; return the context for the next turn."""
+    prompt = turn.get("prompt_ids")
+    if prompt is None:
+        turn["prompt_kept"] = 0
+        return []
+    kept = 0
+    for a, b in zip(context, prompt):
+        if a != b:
+            break
+        kept += 1
+    turn["prompt_kept"], turn["prompt_ids"] = kept, prompt[kept:]
+    return prompt + list(turn.get("completion_ids") or [])
+
+
+def full_prompts(turns: list[dict[str, Any]]) -> list[list[int | None] | None]:
+    """The whole prompt ids of each of a rollout's turns, in order (None where the server gave none)."""
+    out: list[list[int | None] | None] = []
+    context: list[int | None] = []
+    for turn in turns:
+        tail = turn.get("prompt_ids")
+        prompt = None if tail is None else context[:turn.get("prompt_kept") or 0] + list(tail)
+        out.append(prompt)
+        context = [] if prompt is None else prompt + list(turn.get("completion_ids") or [])
+    return out
 
 
 def _ints(value: Any) -> list[int] | None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import select
 
+from gymsmith.agents.tokens import full_prompts
 from gymsmith.store.schema import steps, turns
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.store.turns import decode_turns
@@ -53,11 +54,13 @@ class Segment:
 
 
 def segments(turn_of: dict[int, dict[str, Any]]) -> list[Segment] | None:
-    """The segments of a rollout's turns (step index -> turn), or None if a turn lacks prompt or completion ids."""
+    """The segments of a rollout's turns (step index -> turn, as stored: prompt ids cut by `prompt_kept`), or None
+    if a turn lacks prompt or completion ids."""
     out: list[Segment] = []
-    for step_idx in sorted(turn_of):
+    order = sorted(turn_of)
+    for step_idx, prompt in zip(order, full_prompts([turn_of[i] for i in order])):
         t = turn_of[step_idx]
-        prompt, completion = t.get("prompt_ids"), t.get("completion_ids")
+        completion = t.get("completion_ids")
         if prompt is None or completion is None:
             return None
         current = out[-1] if out else None

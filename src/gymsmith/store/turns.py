@@ -1,10 +1,9 @@
 """How the store keeps a model agent's turns (`agents.tokens.ModelTurn`, carried in a step's `agent_info["turn"]`).
 
-Each turn's request repeats the whole conversation so far, and its prompt ids repeat the previous prompt and
-completion, so storing them whole would grow with the square of the rollout's length. A row keeps only what is new:
-`messages_kept` leading messages equal to the previous turn's messages plus its reply, then the rest; `prompt_kept`
-leading prompt ids equal to the previous turn's prompt ids plus its completion ids, then the rest. `decode_turns`
-rebuilds every turn exactly.
+Each turn's request repeats the whole conversation so far, so storing it whole would grow with the square of the
+rollout's length. A row keeps only what is new: `messages_kept` leading messages equal to the previous turn's
+messages plus its reply, then the rest. Prompt ids come cut that way already (`prompt_kept`, `prompt_ids`: see
+`agents.tokens.chain_prompt`) and are stored as they are. `decode_turns` rebuilds every turn exactly.
 """
 
 from __future__ import annotations
@@ -28,22 +27,19 @@ def encode_turns(rollout_id: str, steps: Iterable[Step]) -> list[dict[str, Any]]
     """The `turns` table rows of a rollout's steps (one per step that carries a turn)."""
     rows: list[dict[str, Any]] = []
     context: list[Any] = []  # the previous turn's messages and reply
-    tokens: list[Any] = []  # the previous turn's prompt and completion ids
     for step in steps:
         _, turn = split_turn(step.agent_info)
         if turn is None:
             continue
-        messages, prompt = list(turn.get("messages") or []), turn.get("prompt_ids")
+        messages = list(turn.get("messages") or [])
         kept = _common_prefix(context, messages)
-        prompt_kept = None if prompt is None else _common_prefix(tokens, prompt)
         rows.append(dict(rollout_id=rollout_id, step_idx=step.index, level=str(turn.get("level") or "off"),
                          finish_reason=turn.get("finish_reason"), messages_kept=kept,
                          messages=json.dumps(messages[kept:]), reply=json.dumps(turn.get("reply")),
-                         prompt_kept=prompt_kept, prompt_ids=None if prompt is None else json.dumps(prompt[prompt_kept:]),
+                         prompt_kept=turn.get("prompt_kept") or 0, prompt_ids=_maybe_json(turn.get("prompt_ids")),
                          completion_ids=_maybe_json(turn.get("completion_ids")),
                          logprobs=_maybe_json(turn.get("logprobs"))))
         context = messages + [turn.get("reply")]
-        tokens = list(prompt or []) + list(turn.get("completion_ids") or [])
     return rows
 
 
@@ -51,17 +47,14 @@ def decode_turns(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Any]]
     """Step index -> the turn it carried, from a rollout's `turns` rows (in any order)."""
     out: dict[int, dict[str, Any]] = {}
     context: list[Any] = []
-    tokens: list[Any] = []
     for row in sorted(rows, key=lambda r: r["step_idx"]):
         messages = context[:row["messages_kept"]] + json.loads(row["messages"])
-        prompt = None if row["prompt_ids"] is None else tokens[:row["prompt_kept"]] + json.loads(row["prompt_ids"])
-        completion = _maybe_load(row["completion_ids"])
         turn = {"messages": messages, "reply": json.loads(row["reply"]), "finish_reason": row["finish_reason"],
-                "prompt_ids": prompt, "completion_ids": completion, "logprobs": _maybe_load(row["logprobs"]),
+                "prompt_ids": _maybe_load(row["prompt_ids"]), "prompt_kept": row["prompt_kept"] or 0,
+                "completion_ids": _maybe_load(row["completion_ids"]), "logprobs": _maybe_load(row["logprobs"]),
                 "level": row["level"]}
         out[row["step_idx"]] = turn
         context = messages + [turn["reply"]]
-        tokens = list(prompt or []) + list(completion or [])
     return out
 
 
