@@ -54,3 +54,22 @@ def test_bad_actions_are_observations_not_exceptions():
     env.close()
     with pytest.raises(gymnasium.error.ResetNeeded):
         gymsmith.gym.GymsmithEnv().step("{}")
+
+
+def test_close_leaves_no_pipe_open():
+    """Closing the env (after its verifier ran) leaves no ResourceWarning: the verifier worker's stdout and stderr
+    pipes were left open before (two 'unclosed file' warnings at garbage collection)."""
+    import gc
+    import time
+    import warnings
+
+    env = gymnasium.make("gymsmith/ops-v3")
+    env.reset(seed=0)
+    env.step('{"tool": "submit", "arguments": {}}')  # the episode ends: the verifier process starts and scores it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env.close()
+        del env
+        time.sleep(1.0)  # the worker exits on its closed stdin; its output threads reach end of file
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

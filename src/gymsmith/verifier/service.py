@@ -38,8 +38,9 @@ class _Worker:
 
     @staticmethod
     def _pump(stream, sink) -> None:
-        for line in stream:
-            sink(line)
+        with stream:  # closed at the process's end of output: a pipe left open is a ResourceWarning (issue 20)
+            for line in stream:
+                sink(line)
         sink(None)
 
     def _keep_stderr(self, line: str | None) -> None:
