@@ -171,15 +171,8 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
         return await infrastructure(exc, "infrastructure")
     status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
-    try:
-        with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
-            try:
-                final = await calls.call(env.final_state, Path(tmp))
-            except Exception as exc:
-                if is_infrastructure(exc):
-                    raise
-                raise _Ended(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}") from None
-            reward = await calls.verify(verifier.verify, task, final, policy=policy)
+    try:  # one call: the snapshot's directory is made and removed where the verification waits, not on a loop
+        final, reward = await calls.verify(_verify_final, env, verifier, task, policy)
     except _Ended as ended:
         return await _failed(env, ended, record, policy, calls, status=status)
     except Exception as exc:
@@ -228,6 +221,18 @@ async def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observati
         observation = result.observation
         if result.done:
             return True, EndReason.SUBMITTED
+
+
+def _verify_final(env: Environment, verifier: VerifierService, task: TaskSpec, policy: str):
+    """(the final state, its reward). Raises _Ended when `final_state` raised (not an infrastructure failure)."""
+    with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
+        try:
+            final = env.final_state(Path(tmp))
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+            raise _Ended(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}") from None
+        return final, verifier.verify(task, final, policy=policy)
 
 
 def _agent_failed(exc: Exception, where: str) -> None:
