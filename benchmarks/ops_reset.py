@@ -21,7 +21,7 @@ from gymsmith.core.types import Action
 from gymsmith.families.ops.env import OpsEnvironment
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.families.ops import tools
-from gymsmith.families.ops.schema import create_database
+from gymsmith.families.ops.schema import WORLD
 from gymsmith.registry import get_family
 
 REPEATS = 25
@@ -60,7 +60,7 @@ class DeepCopyEnv(OpsEnvironment):
         rows = copy.deepcopy(self.pristine_rows)
         if self.conn is not None:
             self.conn.close()
-        self.conn = create_database(rows)
+        self.conn = WORLD.create(rows)
         from gymsmith.families.ops.env import FaultModel
 
         self.task, self.faults = task, FaultModel(task, seed)

@@ -53,6 +53,18 @@ class StoreError(GymsmithError):
     """The trajectory store cannot be opened or does not hold what was asked for."""
 
 
+class StaleTaskError(InfrastructureError):
+    """A task's start state, rebuilt from its seed, is not the one the task's digest names: the family's
+    generator changed without a version bump, or the task was made by another version. Not the agent's doing."""
+
+    @classmethod
+    def check(cls, task_id: str, stated: str, rebuilt: str, what: str = "start state") -> None:
+        """Raise unless the `rebuilt` digest is the `stated` one; `what` names the state (a site, a repository)."""
+        if rebuilt != stated:
+            raise cls(f"task {task_id}: the {what} rebuilt from its seed has digest {rebuilt}, the task says {stated}; "
+                      "the family's generator changed without a version bump")
+
+
 class VerifierError(InfrastructureError):
     """The verifier service crashed, timed out or returned something unreadable."""
 

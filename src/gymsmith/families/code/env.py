@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment, ToolRefusal, preview
@@ -243,9 +243,7 @@ class CodeEnvironment(ToolEnvironment):
 
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
         pristine, digest = pristine_repo(start_files(task))
-        if digest != task.start_state.digest:
-            raise RuntimeError(f"task {task.id}: rebuilt repository has digest {digest}, the task says "
-                               f"{task.start_state.digest}; the generator changed without a version bump")
+        StaleTaskError.check(task.id, task.start_state.digest, digest, "repository")
         if self.workspace is None:
             self.workspace = CowWorkspace(disk_mb=self.limits.disk_mb)
         self.workspace.restore(pristine)

@@ -134,16 +134,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gymsmith.core.errors import UngradableState
+from gymsmith.core.errors import StaleTaskError, UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.envs.base import ToolRefusal
+from gymsmith.envs.sqlite_world import load_image, open_snapshot
 from gymsmith.families.ops import planning, rostering, tools
 from gymsmith.families.ops.env import pristine_image
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
-from gymsmith.families.ops.schema import TABLES, open_snapshot, primary_key, state_digest
+from gymsmith.families.ops.schema import WORLD
 from gymsmith.verifier.protocol import CheckResult
 
-IGNORED_TABLES = {"activity"}  # the log of calls: checked by replaying it, not as business state
 NEVER_CHANGE = ("warehouses", "customers", "products", "suppliers", "staff", "shift_needs")
 MAX_LISTED = 8  # reasons listed per kind of finding; the rest are counted
 PROGRESS_WEIGHT, ECONOMY_WEIGHT = 0.9, 0.1  # of the shaped reward (see `progress_components`)
@@ -156,26 +156,7 @@ TOOLS_BY_KIND = {  # the mutating tools each goal kind can need
 }
 
 
-def _rows(conn: sqlite3.Connection, table: str) -> dict[tuple, dict[str, Any]]:
-    cur = conn.execute(f"SELECT * FROM {table}")
-    names = [c[0] for c in cur.description]
-    pk = primary_key(table)
-    return {tuple(r[names.index(k)] for k in pk): dict(zip(names, r)) for r in cur.fetchall()}
-
-
-def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, dict[str, list]]:
-    """Per table: rows added, removed and changed ((old, new) pairs), keyed by primary key."""
-    out: dict[str, dict[str, list]] = {}
-    for table in TABLES:
-        if table in IGNORED_TABLES:
-            continue
-        old, new = _rows(before, table), _rows(after, table)
-        added = [new[k] for k in sorted(new.keys() - old.keys())]
-        removed = [old[k] for k in sorted(old.keys() - new.keys())]
-        changed = [(old[k], new[k]) for k in sorted(old.keys() & new.keys()) if old[k] != new[k]]
-        if added or removed or changed:
-            out[table] = {"added": added, "removed": removed, "changed": changed}
-    return out
+_rows = WORLD.rows
 
 
 def hard_violations(conn: sqlite3.Connection) -> list[str]:
@@ -214,7 +195,7 @@ def hard_violations(conn: sqlite3.Connection) -> list[str]:
 
 def _show(table: str, row: dict[str, Any]) -> str:
     """A row as the messages show it: its key, then its other fields."""
-    key = primary_key(table)
+    key = WORLD.primary_key(table)
     return "{" + ", ".join(f"{k!r}: {row[k]!r}" for k in (*key, *(k for k in row if k not in key))) + "}"
 
 
@@ -302,8 +283,8 @@ def _replay(image: bytes, final: sqlite3.Connection, found: Findings) -> list[tu
                 found.actor.append(f"activity #{activity_id} {tool} cannot be replayed: {type(exc).__name__}: {exc}"[:300])
                 break
             calls.append((activity_id, tool, arguments))
-        if not found.actor and state_digest(replayed) != state_digest(final):
-            unexplained = diff_states(replayed, final)
+        if not found.actor and WORLD.digest(replayed) != WORLD.digest(final):
+            unexplained = WORLD.diff(replayed, final)
             for table, d in unexplained.items():
                 for kind in ("added", "removed"):
                     found.actor += [f"not made by the agent's logged tool calls: {table}: {kind} {_show(table, row)}"
@@ -878,16 +859,14 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     """Score the final database at `final_state` against the task's hidden expectations."""
     world = generate_world(task.seed, task.knobs)
     image, digest = pristine_image(task.seed, task.knobs)  # built once per task in this process
-    if digest != task.start_state.digest:
-        raise RuntimeError(f"task {task.id}: the start state rebuilt by the verifier does not match the task's digest")
-    pristine = sqlite3.connect(":memory:")
-    pristine.deserialize(image)
+    StaleTaskError.check(task.id, task.start_state.digest, digest)
+    pristine = load_image(image)
     final = open_snapshot(str(final_state))
     try:
         try:
             found = Findings()
             log = _replay(image, final, found)
-            return _BY_KIND[world.kind](Episode(world, pristine, final, diff_states(pristine, final), log, found))
+            return _BY_KIND[world.kind](Episode(world, pristine, final, WORLD.diff(pristine, final), log, found))
         except sqlite3.DatabaseError as exc:
             raise UngradableState(f"the final database cannot be read: {exc}") from exc
     finally:

@@ -6,39 +6,29 @@ import json
 import os
 import random
 import sqlite3
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gymsmith.core.hashing import canonical_json
+from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment, error_observation
 from gymsmith.families.ops import tools
 from gymsmith.families.ops.generator import generate_world
-from gymsmith.families.ops.schema import create_database, state_digest
+from gymsmith.families.ops.schema import WORLD
 
 FAULT_RATE_AT_FULL_FIDELITY = 0.2  # share of calls that fail transiently when fidelity = 1
 
 
-@lru_cache(maxsize=256)
-def _build(seed: int, knobs_json: str) -> tuple[bytes, str]:
-    conn = create_database(generate_world(seed, json.loads(knobs_json)).rows)
-    try:
-        return conn.serialize(), state_digest(conn)
-    finally:
-        conn.close()
+def _start_rows(seed: int, knobs: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return generate_world(seed, knobs).rows
 
 
-def pristine_image(seed: int, knobs: dict[str, Any]) -> tuple[bytes, str]:
-    """The pristine SQLite image of a task and its content digest; built once per task, then cached."""
-    return _build(seed, canonical_json(knobs))
+pristine_image = WORLD.image_cache(_start_rows)  # (seed, knobs) -> (SQLite image, digest), built once per task
 
 
 def _task_image(task: TaskSpec) -> bytes:
     image, digest = pristine_image(task.seed, task.knobs)
-    if digest != task.start_state.digest:
-        raise RuntimeError(f"task {task.id}: rebuilt start state has digest {digest}, the task says "
-                           f"{task.start_state.digest}; the generator changed without a version bump")
+    StaleTaskError.check(task.id, task.start_state.digest, digest)
     return image
 
 
@@ -105,7 +95,7 @@ class OpsEnvironment(ToolEnvironment):
 
     def state_hash(self) -> str:
         assert self.conn is not None, "reset() must be called first"
-        return state_digest(self.conn)
+        return WORLD.digest(self.conn)
 
     def final_state(self, directory: Path) -> FinalState:
         assert self.conn is not None, "reset() must be called first"

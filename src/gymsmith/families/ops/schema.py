@@ -1,12 +1,8 @@
-"""The ops back office as SQLite: tables, building a database from rows, and the state digest."""
+"""The ops back office as SQLite: its tables (building, digesting and diffing databases: `envs.sqlite_world`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import Any
+from gymsmith.envs.sqlite_world import SqliteWorld
 
 # Days are integers on a simulated clock: day 0 is `clock.start_date`, the Monday the task begins.
 # Negative days are history. Money is in integer cents. No wall-clock time appears anywhere.
@@ -50,52 +46,5 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
 }
 START_DATE = "2026-03-02"  # a Monday; day N is START_DATE + N days
 
-Rows = Mapping[str, Sequence[Mapping[str, Any]]]
-
-
-def primary_key(table: str) -> tuple[str, ...]:
-    return PRIMARY_KEYS.get(table, ("id",))
-
-
-def _column_names(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
-
-
-def create_database(rows: Rows) -> sqlite3.Connection:
-    """A new in-memory database holding `rows` (table name -> list of column dicts)."""
-    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=MEMORY")
-    conn.execute("BEGIN")
-    for table, ddl in TABLES.items():
-        conn.execute(f"CREATE TABLE {table} ({ddl})")
-    for statement in INDEXES:
-        conn.execute(statement)
-    for table, table_rows in rows.items():
-        if not table_rows:
-            continue
-        names = _column_names(conn, table)
-        placeholders = ",".join("?" for _ in names)
-        conn.executemany(f"INSERT INTO {table} ({','.join(names)}) VALUES ({placeholders})",
-                         [tuple(r.get(n) for n in names) for r in table_rows])
-    conn.execute("COMMIT")
-    return conn
-
-
-def dump_tables(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
-    """Every table's rows in primary-key order: the canonical content of the state."""
-    return {table: conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(primary_key(table))}").fetchall()
-            for table in TABLES}
-
-
-def state_digest(conn: sqlite3.Connection) -> str:
-    """Content hash of the database, independent of page layout (so equal content, equal digest)."""
-    h = hashlib.sha256()
-    for table, rows in dump_tables(conn).items():
-        h.update(table.encode())
-        h.update(json.dumps(rows, separators=(",", ":")).encode())
-    return h.hexdigest()[:32]
-
-
-def open_snapshot(path: str) -> sqlite3.Connection:
-    """Open a final-state snapshot file read-only (the verifier never writes to it)."""
-    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+WORLD = SqliteWorld(TABLES, indexes=INDEXES, primary_keys=PRIMARY_KEYS,
+                    not_diffed={"activity"})  # the log of calls: checked by replaying it, not as business state

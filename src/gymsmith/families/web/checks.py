@@ -57,8 +57,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.types import RewardComponent, TaskSpec
-from gymsmith.families.web.schema import ACTIONS, diff_states
+from gymsmith.envs.sqlite_world import load_image, open_snapshot
+from gymsmith.families.web.schema import ACTIONS, WORLD
 from gymsmith.families.web.world import AGENT_USER, TODAY, generate_world, pristine_image
 from gymsmith.verifier.protocol import CheckResult
 
@@ -275,12 +277,10 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     """Score the site's final database at `final_state` against the task's hidden expectations."""
     world = generate_world(task.seed, task.knobs)
     image, digest = pristine_image(task.seed, task.knobs)
-    if digest != task.start_state.digest:
-        raise RuntimeError(f"task {task.id}: the site rebuilt by the verifier does not match the task's digest")
-    pristine, final = sqlite3.connect(":memory:"), sqlite3.connect(f"file:{final_state}?mode=ro", uri=True)
-    pristine.deserialize(image)
+    StaleTaskError.check(task.id, task.start_state.digest, digest, "site")
+    pristine, final = load_image(image), open_snapshot(str(final_state))
     try:
-        diff = diff_states(pristine, final)
+        diff = WORLD.diff(pristine, final)
         out = Outcome()
         needs = _BY_KIND[world.kind](world.expected, pristine, diff, out)
         for table in sorted(diff.keys() - needs.tables - {"audit"}):  # tables the goal does not touch at all

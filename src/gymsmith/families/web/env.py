@@ -23,10 +23,11 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Error as PlaywrightError
 
+from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec, ToolSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment, preview
 from gymsmith.families.web.browser import BlockedLog, BrowserUnavailable, acquire_browser, new_context, release_browser
-from gymsmith.families.web.schema import state_digest
+from gymsmith.families.web.schema import WORLD
 from gymsmith.families.web.server import SiteServer
 from gymsmith.families.web.world import pristine_image
 
@@ -81,9 +82,7 @@ class WebEnvironment(ToolEnvironment):
     # -- lifecycle --------------------------------------------------------------------------------
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
         image, digest = pristine_image(task.seed, task.knobs)
-        if digest != task.start_state.digest:
-            raise RuntimeError(f"task {task.id}: rebuilt site has digest {digest}, the task says {task.start_state.digest}; "
-                               "the generator changed without a version bump")
+        StaleTaskError.check(task.id, task.start_state.digest, digest, "site")
         if self.server is None:
             self.server = SiteServer()
         if self.browser is None or not self.browser.is_connected():
@@ -256,6 +255,6 @@ def _image_digest(image: bytes) -> str:
     conn = sqlite3.connect(":memory:")
     try:
         conn.deserialize(image)
-        return state_digest(conn)
+        return WORLD.digest(conn)
     finally:
         conn.close()

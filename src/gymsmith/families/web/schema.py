@@ -1,4 +1,4 @@
-"""The site's SQLite schema, built from generated rows, and the canonical digest of its content.
+"""The site's SQLite schema (built from generated rows, digested and diffed by `envs.sqlite_world`).
 
 Passwords, sessions and confirmation tokens live in the server's memory, not here (passwords are drawn
 from the OS's CSPRNG per rollout, `site.Site.load`): the database holds business state only, the same
@@ -10,9 +10,7 @@ so the checks can tell who changed what, and in which order.
 
 from __future__ import annotations
 
-import hashlib
-import sqlite3
-from typing import Any
+from gymsmith.envs.sqlite_world import SqliteWorld
 
 TABLES: dict[str, str] = {
     "users": "id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, role TEXT NOT NULL",
@@ -31,48 +29,4 @@ TABLES: dict[str, str] = {
 }
 ACTIONS = {"order.address": "orders", "charge.refund": "charges", "ticket.reply": "tickets", "ticket.close": "tickets"}  # -> target table
 
-Rows = dict[str, list[dict[str, Any]]]
-
-
-def create_database(rows: Rows) -> sqlite3.Connection:
-    """An in-memory database holding `rows` ({table: [row dict, ...]}). Raises KeyError for an unknown table."""
-    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-    for table, ddl in TABLES.items():
-        conn.execute(f"CREATE TABLE {table} ({ddl})")
-    for table, items in rows.items():
-        if table not in TABLES:
-            raise KeyError(f"unknown table {table!r}; expected one of {sorted(TABLES)}")
-        for row in items:
-            cols = ", ".join(row)
-            conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
-    return conn
-
-
-def table_rows(conn: sqlite3.Connection, table: str) -> dict[int, dict[str, Any]]:
-    """{id: row} of one table."""
-    cur = conn.execute(f"SELECT * FROM {table} ORDER BY id")
-    names = [c[0] for c in cur.description]
-    return {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
-
-
-def state_digest(conn: sqlite3.Connection) -> str:
-    """A hash of every row of every table in id order: equal content, equal digest, whatever the file bytes."""
-    h = hashlib.sha256()
-    for table in TABLES:
-        h.update(table.encode())
-        for row in conn.execute(f"SELECT * FROM {table} ORDER BY id"):
-            h.update(repr(row).encode())
-    return h.hexdigest()
-
-
-def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, dict[str, list]]:
-    """Per table: rows added, removed, and changed as (old, new) pairs."""
-    out: dict[str, dict[str, list]] = {}
-    for table in TABLES:
-        old, new = table_rows(before, table), table_rows(after, table)
-        added = [new[k] for k in sorted(new.keys() - old.keys())]
-        removed = [old[k] for k in sorted(old.keys() - new.keys())]
-        changed = [(old[k], new[k]) for k in sorted(old.keys() & new.keys()) if old[k] != new[k]]
-        if added or removed or changed:
-            out[table] = {"added": added, "removed": removed, "changed": changed}
-    return out
+WORLD = SqliteWorld(TABLES)  # building, digesting and diffing the site's database: `envs.sqlite_world`

@@ -8,15 +8,12 @@ the site's fixed calendar (TODAY), so nothing depends on when a rollout runs.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from gymsmith.core.hashing import canonical_json
 from gymsmith.families.ops.names import FIRST, LAST, PRODUCTS
-from gymsmith.families.web.schema import create_database, state_digest
+from gymsmith.families.web.schema import WORLD
 
 TODAY = dt.date(2026, 3, 16)
 KINDS = ("address", "refund", "tickets")
@@ -224,15 +221,8 @@ def _background_tickets(b, rng, customers, knobs, exclude_tag):
         _ticket(b, rng, rng.choice(customers), rng.choice(tags), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed")))
 
 
-@lru_cache(maxsize=256)
-def _build(seed: int, knobs_json: str) -> tuple[bytes, str]:
-    conn = create_database(generate_world(seed, json.loads(knobs_json)).rows)
-    try:
-        return conn.serialize(), state_digest(conn)
-    finally:
-        conn.close()
+def _start_rows(seed: int, knobs: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return generate_world(seed, knobs).rows
 
 
-def pristine_image(seed: int, knobs: dict[str, Any]) -> tuple[bytes, str]:
-    """The pristine SQLite image of a task's site and its content digest; built once per task, then cached."""
-    return _build(seed, canonical_json(knobs))
+pristine_image = WORLD.image_cache(_start_rows)  # (seed, knobs) -> (SQLite image, digest), built once per task
