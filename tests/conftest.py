@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -97,20 +96,22 @@ def verify(task, final_state):
 '''
 
 
+def write_distribution(root: Path, name: str, families: dict[str, str]) -> None:
+    """Make `root` hold an installed distribution `name` (version 0.1) whose `gymsmith.families` entry points are
+    `families` (entry-point name -> "module:attribute"), found by importlib.metadata once `root` is on the path."""
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[gymsmith.families]\n" + "".join(f"{k} = {v}\n" for k, v in families.items()))
+
+
 @pytest.fixture(scope="session")
 def plugin_path(tmp_path_factory) -> Path:
     """A directory on sys.path holding a plug-in family installed as a distribution with an entry point."""
     root = tmp_path_factory.mktemp("plugin")
     (root / "plugfam.py").write_text(PLUGIN_FAMILY)
     (root / "plugfam_checks.py").write_text(PLUGIN_CHECKS)
-    info = root / "plugfam-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugfam\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
-        [gymsmith.families]
-        plugfam = plugfam:PluginFamily
-        nondetfam = plugfam:NondetFamily
-        """))
+    write_distribution(root, "plugfam", {"plugfam": "plugfam:PluginFamily", "nondetfam": "plugfam:NondetFamily"})
     sys.path.insert(0, str(root))
     reload_families()
     yield root

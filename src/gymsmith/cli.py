@@ -17,6 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from gymsmith.agents.model import ModelAgentConfig
+from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id_column, open_store, preflight,
+                                  print_table, require_runs)
 from gymsmith.core.errors import GymsmithError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, run as run_config, summarize
@@ -24,7 +26,7 @@ from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True,
                   help="Build, run and audit verifiable RL environments for LLM agents.")
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and inspect tasks.")
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect stored runs.")
@@ -38,11 +40,6 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
-
-
 def _guard(fn):
     """Turn user errors into one clear line and exit code 2, instead of a traceback."""
     @functools.wraps(fn)
@@ -50,7 +47,7 @@ def _guard(fn):
         try:
             return fn(*args, **kwargs)
         except (GymsmithError, ValueError, ValidationError) as exc:
-            _fail(str(exc))
+            fail(error_line(exc))
     return wrapper
 
 
@@ -85,8 +82,10 @@ def _range_or_value(text: str, what: str) -> Any:
 
 @app.command()
 @_guard
-def families() -> None:
+def families(as_json: bool = typer.Option(False, "--json", help="Print the families as JSON.")) -> None:
     """List registered task families with their knobs and agents."""
+    if as_json:
+        return emit_json(list_families())
     table = Table("family", "version", "source", "knobs", "agents")
     for f in list_families():
         knobs = ", ".join(f"{k.name}[{'|'.join(k.choices)}]" if k.choices else f"{k.name}[{k.low:g}..{k.high:g}]"
@@ -140,10 +139,10 @@ def tasks_list(family: str, count: int = 10, split: str = "all", base_seed: int 
         for t in tasks:
             sys.stdout.write(t.model_dump_json() + "\n")
         return
-    table = Table("task id", "split", "difficulty", "kind", "goal")
+    table = Table(id_column("task id"), "split", "difficulty", "kind", "goal")
     for t in tasks:
         table.add_row(t.id, split_of(t.id).value, f"{t.difficulty:.2f}", str(t.knobs.get("kind", "")), t.goal[:70] + "…")
-    console.print(table)
+    print_table(console, table)
 
 
 def print_summary(rows: list[SummaryRow], title: str) -> None:
@@ -152,20 +151,28 @@ def print_summary(rows: list[SummaryRow], title: str) -> None:
         table.add_row(r.split, r.agent, r.difficulty_bin, str(r.rollouts), str(r.errors),
                       "—" if r.mean_reward is None else f"{r.mean_reward:.3f}",
                       "—" if r.acceptance is None else f"{r.acceptance:.1%}")
-    console.print(table)
+    print_table(console, table)
 
 
 def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, backend: str = "local",
-            address: Optional[str] = None, tasks: Optional[list] = None) -> TrajectoryStore:
+            address: Optional[str] = None, tasks: Optional[list] = None, as_json: bool = False) -> TrajectoryStore:
     """Run `config` (or only `tasks` of it) into the store with a progress bar; print the summary of the whole
-    run. Shared by run, eval and demo."""
-    store = TrajectoryStore(store_path)
+    run (as JSON with `as_json`). Shared by run, eval and demo. Bad flags are refused before the store is opened."""
+    if backend not in ("local", "ray"):
+        raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
+    preflight(config)
+    store = open_store(store_path, create=True)
     columns = (TextColumn(f"[bold]{config.run_id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[last]}"))
-    with Progress(*columns, console=err, disable=not show_progress, transient=False) as bar:
-        job = bar.add_task("rollouts", total=None, last="")
+    bar = Progress(*columns, console=err, disable=not show_progress, transient=False)
+    try:
+        job = None  # the bar starts with the first report: a run refused before it starts shows none
 
         def report(done: int, total: int, t) -> None:
+            nonlocal job
+            if job is None:
+                bar.start()
+                job = bar.add_task("rollouts", total=None, last="")
             last = "" if t is None else f"{t.agent}: {t.status.value}" + ("" if t.reward is None else f" r={t.reward.value:.2f}")
             bar.update(job, completed=done, total=total, last=last)
 
@@ -178,11 +185,16 @@ def execute(config: RunConfig, store_path: str, *, show_progress: bool = True, b
             from gymsmith.runner.ray_backend import run_on_ray
 
             run_on_ray(config, store, address=address, progress=report, collect=False, on_actor_death=died, tasks=tasks)
-        elif backend == "local":
-            run_config(config, store, progress=report, collect=False, on_worker_death=died, tasks=tasks)
         else:
-            raise ValueError(f"--backend {backend!r}: expected 'local' or 'ray'")
-    print_summary(summarize(store.rollout_rows([config.run_id]), by_bin=False), f"run {config.run_id}")
+            run_config(config, store, progress=report, collect=False, on_worker_death=died, tasks=tasks)
+    finally:
+        if job is not None:
+            bar.stop()
+    rows = summarize(store.rollout_rows([config.run_id]), by_bin=False)
+    if as_json:
+        emit_json(rows)
+    else:
+        print_summary(rows, f"run {config.run_id}")
     return store
 
 
@@ -237,7 +249,8 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                  difficulty: str, knob: list[str], base_seed: int, concurrency: int, max_steps: int, policy: str,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
-                 paired_heldout: int = 0, group: Optional[int] = None, step_rewards: bool = False, tolerate_errors: bool = False) -> None:
+                 paired_heldout: int = 0, group: Optional[int] = None, step_rewards: bool = False, tolerate_errors: bool = False,
+                 as_json: bool = False) -> None:
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -250,7 +263,8 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
                        step_rewards=step_rewards, group=group)
     _check_model_endpoint(config)
-    fail_on_errors(execute(config, store, backend=backend, address=address), config.run_id, tolerate=tolerate_errors)
+    fail_on_errors(execute(config, store, backend=backend, address=address, as_json=as_json), config.run_id,
+                   tolerate=tolerate_errors)
 
 
 _PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy", "model_url",
@@ -258,7 +272,7 @@ _PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "
 
 
 def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, store: str, concurrency: int, backend: str,
-                  address: Optional[str], tolerate_errors: bool = False) -> None:
+                  address: Optional[str], tolerate_errors: bool = False, as_json: bool = False) -> None:
     """`gymsmith eval FAMILY --pair RUN`: add `count` held-out tasks to training run RUN, with its agents, seeds,
     knobs, limits and policy (read from the stored run config), under the same run id."""
     sources = {n: ctx.get_parameter_source(n) for n in _PAIR_FIXED}  # typer vendors click: compare enum names
@@ -266,8 +280,8 @@ def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, stor
     if given:
         raise ValueError(f"--pair {run_id} takes agents, seeds, knobs, limits and policy from that run; "
                          f"drop {', '.join(given)}")
-    s = TrajectoryStore(store)
-    stored = _stored_config(s, run_id)
+    s = open_store(store, create=False)
+    stored = s.run_config(run_id)
     if stored is None:
         known = ", ".join(r.run_id for r in s.runs() if r.purpose == "train")[-400:] or "none"
         raise GymsmithError(f"--pair {run_id!r}: no such run in {store}; training runs there: {known}")
@@ -284,21 +298,12 @@ def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, stor
                             f"use gymsmith eval {config.taskset.family} --pair {run_id}")
     config = config.model_copy(update={"paired_heldout": count, "concurrency": concurrency})
     _check_model_endpoint(config)
-    store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()))
+    store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()),
+                     as_json=as_json)
     try:
         fail_on_errors(store_, run_id, tolerate=tolerate_errors)
     finally:
         store_.close()
-
-
-def _stored_config(store: TrajectoryStore, run_id: str) -> Optional[dict[str, Any]]:
-    from sqlalchemy import select
-
-    from gymsmith.store.schema import runs
-
-    with store.engine.connect() as conn:
-        body = conn.execute(select(runs.c.config).where(runs.c.run_id == run_id)).scalar()
-    return None if body is None else json.loads(body)
 
 
 _AGENTS = typer.Option("oracle,greedy,random,null", help="Comma-separated agent names ('model' needs --model-url).")
@@ -309,6 +314,7 @@ _BACKEND = typer.Option("local", help="local (worker processes on this machine) 
 _TOLERATE = typer.Option(False, "--tolerate-errors", help="Exit 0 even when rollouts ended in an infrastructure error "
                          "(by default the run exits 1, naming how many and the first reason).")
 _ADDRESS = typer.Option(None, help="Ray cluster address; without it a local Ray instance is started.")
+_SUMMARY_JSON = typer.Option(False, "--json", help="Print the run's summary as JSON (progress stays on stderr).")
 
 
 _SEEDS = typer.Option(1, help="Episode seeds per task and agent.")
@@ -335,7 +341,7 @@ def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store
     if fixed:
         raise ValueError(f"--retry-errors {run_id}: the run's tasks, agents, seeds and limits are its own; drop "
                          f"{', '.join(fixed)}")
-    s = TrajectoryStore(store)
+    s = open_store(store, create=False)
     stored = s.run_config(run_id)
     if stored is None:
         latest = ", ".join(r.run_id for r in s.runs()[-5:]) or "none"
@@ -372,6 +378,17 @@ def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store
         store_.close()
 
 
+_RUNS = typer.Option([], help="Run id, repeatable; all if omitted.")
+_JSON = typer.Option(False, "--json", help="Print the result as JSON instead of a table.")
+
+
+def _reading(store: str, run_ids: list[str], flag: str = "--run") -> TrajectoryStore:
+    """The store a read-only command reads: it must exist, and hold every run named."""
+    opened = open_store(store, create=False)
+    require_runs(opened, run_ids, flag=flag, location=store)
+    return opened
+
+
 _STEP_REWARDS = typer.Option(False, "--step-rewards", help="Store each step's progress and step reward, valued by the "
                              "verifier (one verification per step that changes the state; docs/trainers.md).")
 
@@ -393,7 +410,7 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
         retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN_ID", help="Run again the "
                                                    "rollouts of RUN_ID stored as infrastructure errors (its own "
                                                    "config; each result replaces its error row)."),
-        step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE) -> None:
+        step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON) -> None:
     """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout).
     Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors; --retry-errors RUN_ID runs
     those again. With the agent 'model', the endpoint is asked first (exit 2 when it is down or lacks the model)."""
@@ -404,7 +421,7 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
         raise ValueError("missing FAMILY: expected e.g. `gymsmith run ops` (or `gymsmith run --retry-errors RUN_ID`)")
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout, group=group,
-                 step_rewards=step_rewards, tolerate_errors=tolerate_errors)
+                 step_rewards=step_rewards, tolerate_errors=tolerate_errors, as_json=as_json)
 
 
 @app.command("eval")
@@ -417,14 +434,14 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
                                              "agents and config (for `gymsmith audit divergence`)."),
-          step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE) -> None:
+          step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON) -> None:
     """Evaluate agents on held-out tasks only (with --pair, inside an existing training run). Exits 1 when any
     rollout ended in an infrastructure error, unless --tolerate-errors."""
     if pair is not None:
-        return _pair_command(ctx, family, pair, count, store, concurrency, backend, address, tolerate_errors)
+        return _pair_command(ctx, family, pair, count, store, concurrency, backend, address, tolerate_errors, as_json)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards,
-                 tolerate_errors=tolerate_errors)
+                 tolerate_errors=tolerate_errors, as_json=as_json)
 
 
 @app.command()
@@ -436,12 +453,16 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
           tolerate_errors: bool = typer.Option(False, "--tolerate-errors", help="Report rollouts that ended in an "
                                                "infrastructure error as a warning, not a failed check.")) -> None:
     """The environments' own regression suite; exits 1 if any check fails (a rollout ending in an infrastructure
-    error fails one, naming the count and the first reason). Results are kept in the store."""
+    error fails one, naming the count and the first reason). Results are kept in the store.
+    Progress (per family and per task) goes to stderr."""
     from gymsmith.audit.check import check_family, to_json
 
-    s = TrajectoryStore(store)
-    outcomes = [o for f in families for o in check_family(f, store=s, size=size, base_seed=base_seed,
-                                                          concurrency=concurrency, tolerate_errors=tolerate_errors)]
+    s = open_store(store, create=True)
+    for f in families:
+        get_family(f)  # an unknown family is refused before any other runs
+    outcomes = [o for f in families for o in check_family(
+        f, store=s, size=size, base_seed=base_seed, concurrency=concurrency, tolerate_errors=tolerate_errors,
+        progress=lambda line, f=f: err.print(f"check {f}: {line}", markup=False, highlight=False, soft_wrap=True))]
     if as_json:
         sys.stdout.write(to_json(outcomes) + "\n")
     else:
@@ -452,8 +473,8 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
         console.print(table)
     failed = [o for o in outcomes if not o.passed and not o.warning]
     warned = [o for o in outcomes if o.warning and not o.passed]
-    console.print(f"{len(outcomes) - len(failed) - len(warned)} passed, {len(failed)} failed"
-                  + (f", {len(warned)} warnings" if warned else ""))
+    (err if as_json else console).print(f"{len(outcomes) - len(failed) - len(warned)} passed, {len(failed)} failed"
+                                        + (f", {len(warned)} warnings" if warned else ""))  # stdout: JSON only
     if failed:
         raise typer.Exit(1)
 
@@ -464,7 +485,7 @@ def replay_(rollout_id: str, store: str = _STORE) -> None:
     """Re-execute a stored rollout in a fresh environment; diff observations and final state (exit 1 on a difference)."""
     from gymsmith.audit.replay import replay
 
-    report = replay(TrajectoryStore(store), rollout_id)
+    report = replay(open_store(store, create=False), rollout_id)
     if report.identical:
         console.print(f"[green]identical[/]: {report.steps_compared} steps and the final state "
                       f"({report.final_state_replayed}) replay exactly")
@@ -475,13 +496,16 @@ def replay_(rollout_id: str, store: str = _STORE) -> None:
 
 @audit_app.command("diversity")
 @_guard
-def audit_diversity(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted.")) -> None:
+def audit_diversity(store: str = _STORE, run: list[str] = _RUNS, as_json: bool = _JSON) -> None:
     """Distinct tool-call paths and final states per task, path entropy, and a warning on collapse."""
     from gymsmith.audit.diversity import diversity
 
+    results = diversity(_reading(store, run), run or None)
+    if as_json:
+        return emit_json(results)
     table = Table("family", "agent", "tasks", "rollouts", "paths/task", "final states/task", "entropy (bits)",
                   "collapsed", "warning", title="trajectory diversity")
-    for r in diversity(TrajectoryStore(store), run or None):
+    for r in results:
         table.add_row(r.family, r.agent, str(r.tasks), str(r.rollouts), f"{r.mean_distinct_paths:.2f}",
                       f"{r.mean_distinct_final_states:.2f}", f"{r.mean_path_entropy_bits:.2f}", str(r.collapsed_tasks),
                       r.warning or "")
@@ -490,7 +514,7 @@ def audit_diversity(store: str = _STORE, run: list[str] = typer.Option([], help=
 
 @audit_app.command("divergence")
 @_guard
-def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+def audit_divergence(store: str = _STORE, run: list[str] = _RUNS,
                      by: str = typer.Option("run", help="Period: run, day or n:SIZE (every SIZE rollouts)."),
                      threshold: float = typer.Option(0.10, help="Gap (train minus held-out reward) that raises the alarm."),
                      family: Optional[str] = typer.Option(None, help="Only this family (default: each family on its own)."),
@@ -507,7 +531,7 @@ def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help
 
     from gymsmith.audit.divergence import divergence_groups, exit_code, select_rows, write_plot
 
-    rows, skipped = select_rows(TrajectoryStore(store), run or None, include_checks=include_checks)
+    rows, skipped = select_rows(_reading(store, run), run or None, include_checks=include_checks)
     reports = divergence_groups(rows, by=by, threshold=threshold, family=family, agent=agent)
     if as_json:
         sys.stdout.write(json.dumps({"reports": [r.model_dump(mode="json") for r in reports],
@@ -541,25 +565,28 @@ def audit_divergence(store: str = _STORE, run: list[str] = typer.Option([], help
 
 @audit_app.command("hacking")
 @_guard
-def audit_hacking(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+def audit_hacking(store: str = _STORE, run: list[str] = _RUNS,
                   top: float = typer.Option(0.2, help="Share of rollouts, by reward, to examine."),
-                  limit: int = typer.Option(20, help="Flags to show.")) -> None:
+                  limit: int = typer.Option(20, help="Flags to show."), as_json: bool = _JSON) -> None:
     """Rank the top of the reward distribution by the tells of reward hacking, with the reason for each flag."""
     from gymsmith.audit.hacking import hacking_audit
 
-    flags = hacking_audit(TrajectoryStore(store), run or None, top_share=top)
-    table = Table("score", "rollout", "agent", "reward", "reasons", title=f"reward-hacking audit: {len(flags)} flagged")
+    flags = hacking_audit(_reading(store, run), run or None, top_share=top)
+    if as_json:
+        return emit_json(flags[:limit])
+    table = Table("score", id_column("rollout"), "agent", "reward", "reasons",
+                  title=f"reward-hacking audit: {len(flags)} flagged")
     for f in flags[:limit]:
         table.add_row(f"{f.score:.1f}", f.rollout_id, f.agent + (" (privileged)" if f.privileged else ""), f"{f.reward:.2f}",
                       "; ".join(f.reasons))
-    console.print(table)
+    print_table(console, table)
     if flags:
         console.print(f"inspect one with: gymsmith replay {flags[0].rollout_id} --store {store}")
 
 
 @audit_app.command("reward")
 @_guard
-def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all if omitted."),
+def audit_reward(store: str = _STORE, run: list[str] = _RUNS,
                  ladder: Optional[str] = typer.Option(None, "--ladder", metavar="FAMILY", help="Run the reward ladder "
                                                       "of FAMILY instead: partial oracles, null, trivial, random and every "
                                                       "red-team agent on --count tasks; exit 1 when it fails."),
@@ -568,17 +595,20 @@ def audit_reward(store: str = _STORE, run: list[str] = typer.Option([], help="Ru
                  concurrency: int = typer.Option(2, min=1, max=64, help="Parallel rollouts for --ladder."),
                  policy: str = _POLICY,
                  markdown: bool = typer.Option(False, "--markdown", help="Print the --ladder tables as Markdown."),
-                 as_json: bool = typer.Option(False, "--json", help="Print the --ladder report as JSON.")) -> None:
+                 as_json: bool = typer.Option(False, "--json", help="Print the report (or the --ladder report) as JSON.")) -> None:
     """How well the shaped reward predicts hidden acceptance, per family; warns on high shaping without acceptance.
     With --ladder FAMILY: does the reward rise with real progress, and pay nothing for none (docs/reward.md)?"""
     from gymsmith.audit.reward import reward_validation
 
     if ladder is not None:
-        _ladder(ladder, TrajectoryStore(store), count=count, seed=seed, concurrency=concurrency, policy=policy,
+        _ladder(ladder, open_store(store, create=True), count=count, seed=seed, concurrency=concurrency, policy=policy,
                 markdown=markdown, as_json=as_json)
         return
 
-    for v in reward_validation(TrajectoryStore(store), run or None):
+    validations = reward_validation(_reading(store, run), run or None)
+    if as_json:
+        return emit_json(validations)
+    for v in validations:
         table = Table("shaped reward", "rollouts", "acceptance",
                       title=f"{v.family}: {v.rollouts} rollouts, Spearman "
                             f"{'—' if v.spearman is None else f'{v.spearman:.3f}'}")
@@ -670,7 +700,7 @@ def report(runs: list[str] = typer.Argument(..., help="Run ids."), store: str = 
     """One self-contained HTML report: tables, reward distributions, divergence, diversity, flags, trajectories."""
     from gymsmith.report.full import write_report
 
-    console.print(f"report: {write_report(TrajectoryStore(store), runs, out, max_trajectories=max_trajectories)}")
+    console.print(f"report: {write_report(_reading(store, runs, 'RUNS'), runs, out, max_trajectories=max_trajectories)}")
 
 
 @app.command()
@@ -682,29 +712,31 @@ def view(store: str = _STORE, port: int = 8701) -> None:
     from gymsmith.report.viewer import create_viewer
 
     console.print(f"serving {store} at http://127.0.0.1:{port}")
-    uvicorn.run(create_viewer(TrajectoryStore(store)), host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(create_viewer(open_store(store, create=False)), host="127.0.0.1", port=port, log_level="warning")
 
 
 @runs_app.command("list")
 @_guard
-def runs_list(store: str = DEFAULT_STORE) -> None:
+def runs_list(store: str = DEFAULT_STORE, as_json: bool = _JSON) -> None:
     """Runs in the store."""
-    table = Table("run id", "purpose", "created", "rollouts", "errors", "version")
-    for r in TrajectoryStore(store).runs():
+    runs = open_store(store, create=False).runs()
+    if as_json:
+        return emit_json(runs)
+    table = Table(id_column("run id"), "purpose", "created", "rollouts", "errors", "version")
+    for r in runs:
         table.add_row(r.run_id, r.purpose, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at)),
                       str(r.rollouts), str(r.errors), r.package_version)
-    console.print(table)
+    print_table(console, table)
 
 
 @runs_app.command("show")
 @_guard
-def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = True) -> None:
+def runs_show(run_id: str, store: str = DEFAULT_STORE, by_difficulty: bool = True, as_json: bool = _JSON) -> None:
     """Summary of one run: mean reward and acceptance by split, agent and difficulty bin."""
-    s = TrajectoryStore(store)
-    if not s.run_exists(run_id):
-        known = ", ".join(r.run_id for r in s.runs()[-5:]) or "none"
-        raise GymsmithError(f"no run {run_id!r} in {store}; latest runs: {known}")
-    print_summary(summarize(s.rollout_rows([run_id]), by_bin=by_difficulty), f"run {run_id}")
+    rows = summarize(_reading(store, [run_id], "RUN_ID").rollout_rows([run_id]), by_bin=by_difficulty)
+    if as_json:
+        return emit_json(rows)
+    print_summary(rows, f"run {run_id}")
 
 
 @app.command()
@@ -725,7 +757,7 @@ def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet fil
         raise ValueError("--format rollouts writes to --parquet PATH (--out is for --format trainer)")
     from gymsmith.store import export_parquet  # pyarrow only when exporting
 
-    n = export_parquet(TrajectoryStore(store), parquet, run_ids=run or None)
+    n = export_parquet(_reading(store, run), parquet, run_ids=run or None)
     console.print(f"wrote {n} rollouts to {parquet}")
 
 
@@ -734,11 +766,7 @@ def _export_trainer(store: str, run_ids: list[str], out: Optional[Path]) -> None
 
     if out is None:
         raise ValueError("--format trainer: expected --out NAME.parquet or NAME.jsonl")
-    s = TrajectoryStore(store)
-    for run_id in run_ids:
-        if not s.run_exists(run_id):
-            raise GymsmithError(f"--run {run_id!r}: no such run in {store}")
-    done = export_trainer(s, out, run_ids=run_ids or None)
+    done = export_trainer(_reading(store, run_ids), out, run_ids=run_ids or None)
     console.print(f"wrote {done.rows} rows ({done.rollouts} rollouts) to {out}; left out {done.left_out_errors} "
                   f"infrastructure errors and {done.left_out_without_tokens} rollouts without token ids")
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -207,15 +208,19 @@ def _drift(family: str, store: TrajectoryStore) -> CheckOutcome:
 
 
 def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, base_seed: int = 0,
-                 concurrency: int = 2, determinism_tasks: int = 4, tolerate_errors: bool = False) -> list[CheckOutcome]:
+                 concurrency: int = 2, determinism_tasks: int = 4, tolerate_errors: bool = False,
+                 progress: Callable[[str], None] | None = None) -> list[CheckOutcome]:
     """Run every check on `size` tasks of the family (all splits, difficulty 0-1); store and return the outcomes.
 
     A rollout that ended in an infrastructure error fails the check "no rollout ended in an infrastructure
     error" (its detail gives the count and the first reason); with `tolerate_errors` that outcome is a warning.
 
-    Raises UnknownFamilyError for an unknown family. A check that cannot run (an agent the family lacks)
-    fails with a detail saying so.
+    `progress`, when given, is called with one line as each phase starts, as all the rollouts of each task are
+    stored (naming the task), and at the end. Raises UnknownFamilyError for an unknown family. A check that cannot
+    run (an agent the family lacks) fails with a detail saying so.
     """
+    started = time.monotonic()
+    say = progress or (lambda line: None)
     family = get_family(family_name)
     available = family.agents()
     exploits = sorted(a for a in available if a.startswith("exploit:"))
@@ -227,7 +232,9 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed)
     tasks = build_taskset(taskset)
     config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted + rungs, concurrency=concurrency)
-    run(config, store, tasks=tasks, collect=False)
+    say(f"{len(tasks) * len(config.agents)} rollouts ({len(config.agents)} agents on {len(tasks)} tasks) in run {check_id}")
+    run(config, store, tasks=tasks, collect=False, progress=_task_progress(len(tasks), len(config.agents), say, started)
+        if progress else None)
     rows = _by_agent(store.rollout_rows([check_id]))
     outcomes = _acceptance_checks(family_name, rows, exploits)
     for a in missing:
@@ -238,6 +245,7 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     if rungs:
         outcomes.append(_ladder(family_name, tasks, rows))
     det_agents = [a for a in ("random", "greedy") if a in available]
+    say(f"determinism and reset on {len(tasks[:determinism_tasks])} tasks")
     errors = [r.get("error") or "" for rs in rows.values() for r in rs if r["status"] == "error"]
     outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents, errors)
     determinism_rollouts = len(tasks[:determinism_tasks]) * (2 * len(det_agents) + 1)
@@ -251,7 +259,26 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
         conn.execute(insert(check_results), [dict(check_id=check_id, name=o.name, family=family_name,
                                                   family_version=family.version, created_at=now, run_id=check_id,
                                                   passed=o.passed, detail=o.detail) for o in outcomes])
+    failed = sum(not o.passed and not o.warning for o in outcomes)
+    warned = sum(o.warning and not o.passed for o in outcomes)
+    say(f"done in {time.monotonic() - started:.0f} s: {len(outcomes) - failed - warned} passed, {failed} failed, "
+        f"{warned} warnings")
     return outcomes
+
+
+def _task_progress(tasks: int, per_task: int, say: Callable[[str], None], started: float):
+    """A run progress callback that says one line each time all `per_task` rollouts of a task are stored."""
+    stored: Counter[str] = Counter()
+
+    def report(done: int, total: int, outcome) -> None:
+        if outcome is None:
+            return
+        stored[outcome.task_id] += 1
+        if stored[outcome.task_id] == per_task:
+            finished = sum(n == per_task for n in stored.values())
+            say(f"task {finished}/{tasks} done ({outcome.task_id}); {done}/{total} rollouts, "
+                f"{time.monotonic() - started:.0f} s")
+    return report
 
 
 def check_history(store: TrajectoryStore, family: str | None = None) -> list[dict[str, Any]]:

@@ -26,10 +26,12 @@ def is_infrastructure(exc: BaseException) -> bool:
 class UnknownFamilyError(GymsmithError, KeyError):
     """No family is registered under the requested name."""
 
-    def __init__(self, name: str, known: Iterable[str]):
+    def __init__(self, name: str, known: Iterable[str], *, broken: str | None = None):
         known = sorted(known)
         close = difflib.get_close_matches(name, known, n=3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        if broken:
+            hint += f" Its plug-in entry point failed to load: {broken}"
         super().__init__(f"unknown family {name!r}; registered families: {', '.join(known) or 'none'}.{hint}")
         self.name, self.known = name, known
 

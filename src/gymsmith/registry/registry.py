@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from importlib.metadata import entry_points
 
-from gymsmith.core.errors import GymsmithError, UnknownFamilyError
+from gymsmith.core.errors import UnknownFamilyError
 from gymsmith.registry.family import Family, FamilyInfo
 
 ENTRY_POINT_GROUP = "gymsmith.families"
@@ -14,7 +15,9 @@ _BUILTINS = {"ops": "gymsmith.families.ops:OpsFamily", "code": "gymsmith.familie
 
 _lock = threading.Lock()
 _registered: dict[str, tuple[Family, str]] = {}
+_broken: dict[str, str] = {}  # entry-point name -> why it failed to load
 _loaded = False
+log = logging.getLogger(__name__)
 
 
 def register_family(family: Family, *, source: str = "register_family") -> Family:
@@ -45,18 +48,20 @@ def _ensure_loaded() -> None:
             continue  # our own package's entry point for a built-in
         try:
             _load(ep.value, f"entry point {ep.name} = {ep.value}")
-        except Exception as exc:  # a broken plug-in must name itself, not break every command
-            raise GymsmithError(f"family entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        except Exception as exc:  # a broken plug-in names itself and is skipped; it must not break every family
+            _broken[ep.name] = " ".join(f"{type(exc).__name__}: {exc}".split())
+            log.warning("skipped family entry point %r (%s): it failed to load: %s", ep.name, ep.value, _broken[ep.name])
     _loaded = True
 
 
 def get_family(name: str) -> Family:
-    """Return the family registered as `name`. Raises UnknownFamilyError with close matches."""
+    """Return the family registered as `name`. Raises UnknownFamilyError with close matches (and, for a plug-in
+    that failed to load, why)."""
     _ensure_loaded()
     try:
         return _registered[name][0]
     except KeyError:
-        raise UnknownFamilyError(name, _registered) from None
+        raise UnknownFamilyError(name, _registered, broken=_broken.get(name)) from None
 
 
 def list_families() -> list[FamilyInfo]:
@@ -71,4 +76,5 @@ def reload_families() -> None:
     global _loaded
     with _lock:
         _registered.clear()
+        _broken.clear()
         _loaded = False

@@ -19,6 +19,7 @@ from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
+from gymsmith.runner.reuse import check_reuse
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
@@ -365,7 +366,8 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
 
     The tasks are `tasks` when given (see `check_given_tasks`), else the task set followed by its paired held-out
     sample (`RunConfig.paired_heldout`).
-    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError, ValueError before anything runs.
+    Raises SplitPolicyError, UnknownFamilyError, KnobError, TaskSetError, ValueError, and RunReuseError (the run id
+    is taken by a run of another config, see `gymsmith.runner.reuse`) before anything runs.
     """
     check_split_policy(config)
     agent_factories(config, get_family(config.taskset.family))
@@ -375,6 +377,7 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
             tasks = tasks + build_taskset(config.heldout_taskset())
     else:
         check_given_tasks(config, tasks)
+    check_reuse(config.run_id, store.run_config(config.run_id), config.model_dump(mode="json"))
     store.create_run(config.run_id, purpose=config.purpose, config=config.model_dump(mode="json"))
     store.record_fingerprint(environment_fingerprint(config.taskset.family))  # local workers share this code
     done = store.completed_keys(config.run_id, errors=not config.retry_errors)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityError
 
 import gymsmith
 from gymsmith.core.errors import StoreError
@@ -80,7 +80,7 @@ class TrajectoryStore:
         try:
             metadata.create_all(self.engine)
             _upgrade(self.engine)
-        except OperationalError as exc:
+        except DatabaseError as exc:  # also a file that is not a database (SQLite: "file is not a database")
             raise StoreError(f"cannot open store {location!r}: {exc.orig}") from None
         self.location = url
 
