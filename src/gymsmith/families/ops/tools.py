@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from gymsmith.core.types import ActionErrorKind, ToolSpec
+from gymsmith.core.types import ActionErrorKind
 from gymsmith.envs.base import ToolRefusal, preview
+from gymsmith.envs.toolkit import Param, Toolbox
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, day_date, money
 
 ENTITIES = {
@@ -28,58 +29,8 @@ MAX_FILTERS = 8
 MAX_FILTER_TEXT = 200
 
 
-def _spec(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> ToolSpec:
-    return ToolSpec(name=name, description=description,
-                    parameters={"type": "object", "properties": properties, "required": list(required),
-                                "additionalProperties": False})
-
-
-_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
-TOOL_SPECS: tuple[ToolSpec, ...] = (
-    _spec("get_status", "Today's simulated date, budgets remaining and open work counts.", {}),
-    _spec("search_records",
-          "List records of one entity with optional filters and pagination. Filter keys are field names, "
-          "optionally suffixed __lte, __gte or __contains (e.g. {\"status\": \"pending\", \"due_day__lte\": 5}).",
-          {"entity": {"type": "string", "enum": sorted(ENTITIES)},
-           "filters": {"type": "object", "maxProperties": MAX_FILTERS, "propertyNames": {"maxLength": 64},
-                       "additionalProperties": {"type": ["string", "integer", "number"], "maxLength": MAX_FILTER_TEXT,
-                                                "minimum": -MAX_ID, "maximum": MAX_ID}},
-           "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
-           "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000}}, ("entity",)),
-    _spec("get_record", "One record by id, with related facts (an order's balance due, a supplier's product).",
-          {"entity": {"type": "string", "enum": sorted(set(ENTITIES) - {"inventory", "shift_needs"})}, "id": _ID},
-          ("entity", "id")),
-    _spec("check_inventory", "Stock of one product per warehouse: on hand, reserved, available, and incoming POs.",
-          {"product_id": _ID}, ("product_id",)),
-    _spec("allocate_stock", "Reserve an order's whole quantity in one warehouse (order must be pending).",
-          {"order_id": _ID, "warehouse_id": _ID}, ("order_id", "warehouse_id")),
-    _spec("release_allocation", "Undo an allocation: the order becomes pending and its stock available.",
-          {"order_id": _ID}, ("order_id",)),
-    _spec("capture_payment", "Charge the balance due of an order to the customer's card on file.",
-          {"order_id": _ID}, ("order_id",)),
-    _spec("ship_order", "Ship an allocated, fully paid order today.", {"order_id": _ID}, ("order_id",)),
-    _spec("place_purchase_order",
-          "Buy stock from an active supplier for delivery to a warehouse after the supplier's lead time. "
-          "Costs quantity x unit cost from the purchasing budget.",
-          {"supplier_id": _ID, "warehouse_id": _ID, "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}},
-          ("supplier_id", "warehouse_id", "quantity")),
-    _spec("cancel_purchase_order", "Cancel an open or delayed purchase order; its cost returns to the budget.",
-          {"po_id": _ID}, ("po_id",)),
-    _spec("refund_payment", "Refund part or all of a charge. The amount may not exceed what is left of the charge.",
-          {"payment_id": _ID, "amount_cents": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
-           "reason": {"type": "string", "minLength": 3, "maxLength": 200}},
-          ("payment_id", "amount_cents", "reason")),
-    _spec("assign_shift", "Put a staff member on a shift (this week, today or later) at a warehouse.",
-          {"staff_id": _ID, "day": {"type": "integer", "minimum": 0, "maximum": 6}, "warehouse_id": _ID,
-           "hours": {"type": "integer", "minimum": 4, "maximum": 10}}, ("staff_id", "day", "warehouse_id")),
-    _spec("remove_shift", "Remove a shift of this week that has not started; its wages return to the budget.",
-          {"shift_id": _ID}, ("shift_id",)),
-    _spec("advance_clock", "Move the simulated clock forward; purchase orders due by then are received.",
-          {"days": {"type": "integer", "minimum": 1, "maximum": 7}}, ("days",)),
-    _spec("submit", "Declare the task finished. No further actions are accepted after this.",
-          {"note": {"type": "string", "maxLength": 2000}}),
-)
-READ_ONLY = frozenset({"get_status", "search_records", "get_record", "check_inventory"})
+ID = Annotated[int, Param(minimum=1, maximum=MAX_ID)]
+TOOLS = Toolbox()  # every tool below, in the order the model reads them
 
 
 def refuse(message: str) -> ToolRefusal:
@@ -115,7 +66,9 @@ def _paid(conn: sqlite3.Connection, order_id: int) -> int:
 
 
 # -- read tools --------------------------------------------------------------------------------------
+@TOOLS.tool(read_only=True)
 def get_status(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Today's simulated date, budgets remaining and open work counts."""
     day = _today(conn)
     budgets = {c: {"limit": money(lim), "spent": money(sp), "remaining_cents": lim - sp}
                for c, lim, sp in conn.execute("SELECT category, limit_cents, spent_cents FROM budgets ORDER BY category")}
@@ -123,8 +76,16 @@ def get_status(conn: sqlite3.Connection) -> dict[str, Any]:
     return {"day": day, "date": day_date(day), "budgets": budgets, "orders_by_status": counts}
 
 
-def search_records(conn: sqlite3.Connection, entity: str, filters: dict[str, Any] | None = None,
-                   limit: int = 20, offset: int = 0) -> dict[str, Any]:
+@TOOLS.tool(read_only=True)
+def search_records(conn: sqlite3.Connection, entity: Annotated[str, Param(enum=sorted(ENTITIES))],
+                   filters: Annotated[dict[str, Any] | None, Param(
+                       maxProperties=MAX_FILTERS, propertyNames={"maxLength": 64},
+                       additionalProperties={"type": ["string", "integer", "number"], "maxLength": MAX_FILTER_TEXT,
+                                             "minimum": -MAX_ID, "maximum": MAX_ID})] = None,
+                   limit: Annotated[int, Param(minimum=1, maximum=MAX_PAGE)] = 20,
+                   offset: Annotated[int, Param(minimum=0, maximum=1_000_000)] = 0) -> dict[str, Any]:
+    """List records of one entity with optional filters and pagination. Filter keys are field names, optionally
+    suffixed __lte, __gte or __contains (e.g. {"status": "pending", "due_day__lte": 5})."""
     table = ENTITIES[entity]
     fields = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
     where, params = [], []
@@ -148,7 +109,10 @@ def search_records(conn: sqlite3.Connection, entity: str, filters: dict[str, Any
     return {"entity": entity, "total": total, "offset": offset, "rows": [dict(zip(names, r)) for r in cur.fetchall()]}
 
 
-def get_record(conn: sqlite3.Connection, entity: str, id: int) -> dict[str, Any]:  # noqa: A002 - schema name
+@TOOLS.tool(read_only=True)
+def get_record(conn: sqlite3.Connection, entity: Annotated[str, Param(enum=sorted(set(ENTITIES) - {"inventory", "shift_needs"}))],
+               id: ID) -> dict[str, Any]:  # noqa: A002 - schema name
+    """One record by id, with related facts (an order's balance due, a supplier's product)."""
     record = _row(conn, ENTITIES[entity], id)
     if entity == "orders":
         paid = _paid(conn, id)
@@ -156,7 +120,9 @@ def get_record(conn: sqlite3.Connection, entity: str, id: int) -> dict[str, Any]
     return record
 
 
-def check_inventory(conn: sqlite3.Connection, product_id: int) -> dict[str, Any]:
+@TOOLS.tool(read_only=True)
+def check_inventory(conn: sqlite3.Connection, product_id: ID) -> dict[str, Any]:
+    """Stock of one product per warehouse: on hand, reserved, available, and incoming POs."""
     product = _row(conn, "products", product_id)
     stock = [{"warehouse_id": w, "on_hand": h, "reserved": r, "available": h - r} for w, h, r in conn.execute(
         "SELECT warehouse_id, on_hand, reserved FROM inventory WHERE product_id = ? ORDER BY warehouse_id", (product_id,))]
@@ -167,7 +133,9 @@ def check_inventory(conn: sqlite3.Connection, product_id: int) -> dict[str, Any]
 
 
 # -- mutating tools ----------------------------------------------------------------------------------
-def allocate_stock(conn: sqlite3.Connection, order_id: int, warehouse_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def allocate_stock(conn: sqlite3.Connection, order_id: ID, warehouse_id: ID) -> dict[str, Any]:
+    """Reserve an order's whole quantity in one warehouse (order must be pending)."""
     order = _row(conn, "orders", order_id)
     _row(conn, "warehouses", warehouse_id)
     if order["status"] != "pending":
@@ -184,7 +152,9 @@ def allocate_stock(conn: sqlite3.Connection, order_id: int, warehouse_id: int) -
     return {"order_id": order_id, "status": "allocated", "warehouse_id": warehouse_id}
 
 
-def release_allocation(conn: sqlite3.Connection, order_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def release_allocation(conn: sqlite3.Connection, order_id: ID) -> dict[str, Any]:
+    """Undo an allocation: the order becomes pending and its stock available."""
     order = _row(conn, "orders", order_id)
     if order["status"] != "allocated":
         raise refuse(f"order {order_id} is {order['status']}, not allocated")
@@ -194,7 +164,9 @@ def release_allocation(conn: sqlite3.Connection, order_id: int) -> dict[str, Any
     return {"order_id": order_id, "status": "pending"}
 
 
-def capture_payment(conn: sqlite3.Connection, order_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def capture_payment(conn: sqlite3.Connection, order_id: ID) -> dict[str, Any]:
+    """Charge the balance due of an order to the customer's card on file."""
     order = _row(conn, "orders", order_id)
     customer = _row(conn, "customers", order["customer_id"])
     due = order["total_cents"] - _paid(conn, order_id)
@@ -209,7 +181,9 @@ def capture_payment(conn: sqlite3.Connection, order_id: int) -> dict[str, Any]:
     return {"payment_id": cur.lastrowid, "order_id": order_id, "amount_cents": due}
 
 
-def ship_order(conn: sqlite3.Connection, order_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def ship_order(conn: sqlite3.Connection, order_id: ID) -> dict[str, Any]:
+    """Ship an allocated, fully paid order today."""
     order = _row(conn, "orders", order_id)
     if order["status"] != "allocated":
         raise refuse(f"order {order_id} is {order['status']}; allocate its stock before shipping")
@@ -223,7 +197,11 @@ def ship_order(conn: sqlite3.Connection, order_id: int) -> dict[str, Any]:
     return {"order_id": order_id, "status": "shipped", "shipped_day": day, "on_time": day <= order["due_day"]}
 
 
-def place_purchase_order(conn: sqlite3.Connection, supplier_id: int, warehouse_id: int, quantity: int) -> dict[str, Any]:
+@TOOLS.tool
+def place_purchase_order(conn: sqlite3.Connection, supplier_id: ID, warehouse_id: ID,
+                         quantity: Annotated[int, Param(minimum=1, maximum=1000)]) -> dict[str, Any]:
+    """Buy stock from an active supplier for delivery to a warehouse after the supplier's lead time. Costs
+    quantity x unit cost from the purchasing budget."""
     supplier = _row(conn, "suppliers", supplier_id)
     _row(conn, "warehouses", warehouse_id)
     if not supplier["active"]:
@@ -237,7 +215,9 @@ def place_purchase_order(conn: sqlite3.Connection, supplier_id: int, warehouse_i
     return {"po_id": cur.lastrowid, "cost_cents": cost, "arrival_day": day + supplier["lead_days"]}
 
 
-def cancel_purchase_order(conn: sqlite3.Connection, po_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def cancel_purchase_order(conn: sqlite3.Connection, po_id: ID) -> dict[str, Any]:
+    """Cancel an open or delayed purchase order; its cost returns to the budget."""
     po = _row(conn, "purchase_orders", po_id)
     if po["status"] not in ("open", "delayed"):
         raise refuse(f"purchase order {po_id} is {po['status']}; only open or delayed orders can be cancelled")
@@ -246,7 +226,10 @@ def cancel_purchase_order(conn: sqlite3.Connection, po_id: int) -> dict[str, Any
     return {"po_id": po_id, "status": "cancelled", "refunded_cents": po["cost_cents"]}
 
 
-def refund_payment(conn: sqlite3.Connection, payment_id: int, amount_cents: int, reason: str) -> dict[str, Any]:
+@TOOLS.tool
+def refund_payment(conn: sqlite3.Connection, payment_id: ID, amount_cents: Annotated[int, Param(minimum=1, maximum=MAX_ID)],
+                   reason: Annotated[str, Param(minLength=3, maxLength=200)]) -> dict[str, Any]:
+    """Refund part or all of a charge. The amount may not exceed what is left of the charge."""
     payment = _row(conn, "payments", payment_id)
     if payment["kind"] != "charge":
         raise refuse(f"payment {payment_id} is a {payment['kind']}; only charges can be refunded")
@@ -260,7 +243,10 @@ def refund_payment(conn: sqlite3.Connection, payment_id: int, amount_cents: int,
     return {"refund_id": cur.lastrowid, "payment_id": payment_id, "amount_cents": amount_cents}
 
 
-def assign_shift(conn: sqlite3.Connection, staff_id: int, day: int, warehouse_id: int, hours: int = 8) -> dict[str, Any]:
+@TOOLS.tool
+def assign_shift(conn: sqlite3.Connection, staff_id: ID, day: Annotated[int, Param(minimum=0, maximum=6)], warehouse_id: ID,
+                 hours: Annotated[int, Param(minimum=4, maximum=10)] = 8) -> dict[str, Any]:
+    """Put a staff member on a shift (this week, today or later) at a warehouse."""
     person = _row(conn, "staff", staff_id)
     _row(conn, "warehouses", warehouse_id)
     if day < _today(conn):
@@ -281,7 +267,9 @@ def assign_shift(conn: sqlite3.Connection, staff_id: int, day: int, warehouse_id
     return {"shift_id": cur.lastrowid, "staff_id": staff_id, "day": day, "warehouse_id": warehouse_id, "hours": hours}
 
 
-def remove_shift(conn: sqlite3.Connection, shift_id: int) -> dict[str, Any]:
+@TOOLS.tool
+def remove_shift(conn: sqlite3.Connection, shift_id: ID) -> dict[str, Any]:
+    """Remove a shift of this week that has not started; its wages return to the budget."""
     shift = _row(conn, "shifts", shift_id)
     if shift["day"] < max(0, _today(conn)):
         raise refuse(f"shift {shift_id} is on day {shift['day']}, which has started or passed; it cannot be removed")
@@ -291,7 +279,9 @@ def remove_shift(conn: sqlite3.Connection, shift_id: int) -> dict[str, Any]:
     return {"shift_id": shift_id, "removed": True}
 
 
-def advance_clock(conn: sqlite3.Connection, days: int) -> dict[str, Any]:
+@TOOLS.tool
+def advance_clock(conn: sqlite3.Connection, days: Annotated[int, Param(minimum=1, maximum=7)]) -> dict[str, Any]:
+    """Move the simulated clock forward; purchase orders due by then are received."""
     day = _today(conn) + days
     conn.execute("UPDATE clock SET day = ?", (day,))
     received = conn.execute("SELECT id, warehouse_id, product_id, quantity FROM purchase_orders "
@@ -303,13 +293,15 @@ def advance_clock(conn: sqlite3.Connection, days: int) -> dict[str, Any]:
     return {"day": day, "date": day_date(day), "received_po_ids": [r[0] for r in received]}
 
 
-def submit(conn: sqlite3.Connection, note: str = "") -> dict[str, Any]:
+@TOOLS.tool
+def submit(conn: sqlite3.Connection, note: Annotated[str, Param(maxLength=2000)] = "") -> dict[str, Any]:
+    """Declare the task finished. No further actions are accepted after this."""
     return {"submitted": True}
 
 
-IMPLEMENTATIONS: dict[str, Callable[..., dict[str, Any]]] = {
-    spec.name: globals()[spec.name] for spec in TOOL_SPECS
-}
+TOOL_SPECS = TOOLS.tool_specs()
+IMPLEMENTATIONS: dict[str, Callable[..., dict[str, Any]]] = TOOLS.functions
+READ_ONLY = frozenset(TOOLS.read_only)
 
 
 def call_tool(conn: sqlite3.Connection, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
