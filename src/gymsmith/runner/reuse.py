@@ -1,8 +1,9 @@
 """Reusing a run id resumes that run, so it must not silently mix two configs in one run.
 
-What the rollouts depend on (the task set, agents, seeds, limits, reward policy, model) must match the config the
-run was recorded with; how they are run (concurrency, batch, retries, backend) may change between resumes, and
-`paired_heldout` may grow (`gymsmith eval --pair` adds held-out tasks to a training run).
+What the rollouts depend on (the task set, agents, seeds, group size, limits, reward policy, model) must match
+the config the run was recorded with; how they are run (concurrency, batch, retries, backend, the model
+server's address) may change between resumes, and `paired_heldout` may grow (`gymsmith eval --pair` adds
+held-out tasks to a training run).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from typing import Any
 
 from gymsmith.core.errors import GymsmithError
 
-IDENTITY = ("purpose", "taskset", "agents", "seeds", "max_steps", "time_limit_s", "policy", "step_rewards", "model")
-_MODEL_OPERATIONAL = frozenset({"api_key_env", "timeout_s", "max_retries", "backoff_s"})  # not the agent's behaviour
+IDENTITY = ("purpose", "taskset", "agents", "seeds", "group", "max_steps", "time_limit_s", "policy", "step_rewards",
+            "model")
+# where the server lives and how calls are retried are not the agent's behaviour (a model server that moved may
+# resume the run: `--retry-errors` with a new --model-url)
+_MODEL_OPERATIONAL = frozenset({"base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s"})
 
 
 class RunReuseError(GymsmithError, ValueError):
