@@ -145,6 +145,7 @@ def test_a_file_that_is_not_a_database_is_one_line_in_a_real_process(tmp_path):
 @pytest.mark.parametrize("args", [
     ["runs", "list"], ["runs", "show", "r1"], ["export", "--parquet", "{tmp}/x.parquet"], ["audit", "diversity"],
     ["audit", "divergence"], ["audit", "hacking"], ["audit", "reward"], ["replay", "nosuch"], ["report", "r1"],
+    ["mcp", "ops", "--task", "ops-0123456789abcdef0123"], ["serve", "--port", "1"],
 ])
 def test_a_read_only_command_refuses_a_missing_store_and_creates_none(tmp_path, args):
     missing = tmp_path / "typo.db"

@@ -19,7 +19,7 @@ from rich.table import Table
 from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id_column, open_store, preflight,
                                   print_table, require_runs)
-from gymsmith.core.errors import GymsmithError
+from gymsmith.core.errors import GymsmithError, StoreError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, run as run_config, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
@@ -669,6 +669,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
 
     from gymsmith.server.app import ServerSettings, create_app
 
+    if store:
+        open_store(store, create=False)  # a mistyped --store is refused here, not made an empty store
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
                               idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
@@ -687,8 +689,11 @@ def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (
 
     if task is None and seed is None:
         raise ValueError("give --task FILE or --seed N")
-    chosen = resolve_task(family, task=task, seed=seed, knobs=_knobs(knob, None if difficulty is None else str(difficulty)),
-                          store=store)
+    try:
+        chosen = resolve_task(family, task=task, seed=seed, knobs=_knobs(knob, None if difficulty is None else str(difficulty)),
+                              store=store)
+    except StoreError as exc:  # a task id looked up in a store that is missing (a mistyped --store) or broken
+        raise StoreError(f"--store {store}: {exc}") from None
     anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy))
 
 

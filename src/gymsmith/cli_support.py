@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -24,7 +23,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from gymsmith.core.errors import GymsmithError, KnobError, StoreError
-from gymsmith.store import DEFAULT_STORE, TrajectoryStore
+from gymsmith.store import TrajectoryStore
 
 USER_ERROR = 2  # exit code of every user error, as click uses for its own
 
@@ -97,24 +96,12 @@ class OneLineErrors(TyperGroup):
 
 # -- stores and runs ------------------------------------------------------------------------------------------------
 
-def _sqlite_file(location: str) -> Path | None:
-    """The file of a SQLite store (None for another database or an in-memory one)."""
-    if location.startswith("sqlite:///"):
-        rest = location.removeprefix("sqlite:///")
-        return None if rest in ("", ":memory:") else Path(rest)
-    return None if "://" in location else Path(location).expanduser()
-
-
 def open_store(location: str, *, create: bool) -> TrajectoryStore:
     """Open the store at `location` (the `--store` flag). With `create=False` (a command that only reads) a
     SQLite file that does not exist is refused instead of made empty: a mistyped path must not look like an empty
     store. Raises StoreError naming --store for that, and for a file that is not a database."""
-    path = _sqlite_file(location)
-    if not create and path is not None and not path.exists():
-        raise StoreError(f"--store {location}: no such store file; expected an existing store (the default is "
-                         f"{DEFAULT_STORE}, made by gymsmith run, eval or check)")
     try:
-        return TrajectoryStore(location)
+        return TrajectoryStore(location, create=create)
     except StoreError as exc:
         raise StoreError(f"--store {location}: {one_line(str(exc))}") from None
 

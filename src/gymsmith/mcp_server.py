@@ -78,7 +78,7 @@ def resolve_task(family: str, *, task: str | None, seed: int | None, knobs: dict
     elif Path(task).exists():
         spec = TaskSpec.model_validate(json.loads(Path(task).read_text()))
     else:
-        found = TrajectoryStore(store).find_task(task) if store else None
+        found = TrajectoryStore(store, create=False).find_task(task) if store else None  # a typo is no empty store
         if found is None:
             raise ValueError(f"task id {task!r} is not in the store {store!r}; pass a TaskSpec file or --seed")
         spec = found

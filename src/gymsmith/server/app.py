@@ -142,7 +142,7 @@ class SessionManager:
         return made
 
     def _lookup(self, task_id: str) -> TaskSpec:
-        found = TrajectoryStore(self.settings.store).find_task(task_id) if self.settings.store else None
+        found = TrajectoryStore(self.settings.store, create=False).find_task(task_id) if self.settings.store else None
         if found is None:
             raise HTTPException(404, f"task id {task_id!r} is not in the server's store "
                                      f"({self.settings.store or 'none configured: start with --store'}); "

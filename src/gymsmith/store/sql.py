@@ -56,6 +56,15 @@ def store_url(location: str | Path) -> str:
     return f"sqlite:///{path}"
 
 
+def sqlite_file(location: str | Path) -> Path | None:
+    """The file of a SQLite store at `location` (None for another database, or an in-memory one)."""
+    raw = str(location)
+    if raw.startswith("sqlite:///"):
+        rest = raw.removeprefix("sqlite:///")
+        return None if rest in ("", ":memory:") else Path(rest)
+    return None if "://" in raw or raw == ":memory:" else Path(raw).expanduser()
+
+
 class RunInfo(BaseModel):
     run_id: str
     created_at: float
@@ -68,7 +77,14 @@ class RunInfo(BaseModel):
 class TrajectoryStore:
     """Stores trajectories; safe for several writer processes on one SQLite file (WAL, busy timeout)."""
 
-    def __init__(self, location: str | Path = DEFAULT_STORE):
+    def __init__(self, location: str | Path = DEFAULT_STORE, *, create: bool = True):
+        """Open (with `create`, make when missing) the store at `location`. Without `create`, a SQLite file that
+        does not exist is refused rather than made empty (a mistyped path must not look like an empty store).
+        Raises StoreError naming the location: no such file, not a database, or not a database URL."""
+        path = sqlite_file(location)
+        if not create and path is not None and not path.exists():
+            raise StoreError(f"no such store file {str(location)!r}; expected an existing store (the default is "
+                             f"{DEFAULT_STORE}, made by gymsmith run, eval or check)")
         url = store_url(location)
         try:
             self.engine: Engine = create_engine(url, future=True, pool_pre_ping=True)
