@@ -73,3 +73,72 @@ def test_close_leaves_no_pipe_open():
         time.sleep(1.0)  # the worker exits on its closed stdin; its output threads reach end of file
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_async_vector_env_returns_what_sync_returns():
+    """make_vec(..., vectorization_mode="async") with its default settings (shared memory, copy) returns the
+    observations the sync vector env returns, after reset and after a step. Before gym_text.SharedText it returned
+    two strings of 100,000 tabs: Gymnasium decodes a Text space's shared buffer once, when the vector env is built."""
+    actions = ('{"tool": "get_status", "arguments": {}}', "not a tool call")
+    seen = {}
+    for mode in ("sync", "async"):
+        envs = gymnasium.make_vec(OPS, 2, vectorization_mode=mode)
+        try:
+            obs, info = envs.reset(seed=5)
+            after, reward, terminated, truncated, step_info = envs.step(actions)
+        finally:
+            envs.close()
+        seen[mode] = (obs, list(info["task_id"]), after, list(reward), list(terminated), list(step_info["error"]))
+    assert seen["async"] == seen["sync"]
+    obs, task_ids, after, *_ = seen["async"]
+    assert type(obs) is tuple and type(after) is tuple and all(isinstance(o, str) for o in obs + after)
+    assert obs[0] != obs[1] and all(0 < len(o) < 20_000 and "\t\t\t" not in o for o in obs + after)
+    assert '"day": 0' in after[0] and seen["async"][-1] == [None, "no_tool_call"]
+
+
+def test_shared_text_buffer_round_trip():
+    """gym_text's shared buffer: the read is live (a write after it shows), a deep copy is a tuple of str, any
+    character round-trips, and an observation longer than the space is refused."""
+    import copy
+
+    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+    from gymsmith.gym_text import SharedText
+
+    space = SharedText(max_length=8, charset=gymsmith.gym.CHARSET)
+    buffer = create_shared_memory(space, n=3)
+    view = read_from_shared_memory(space, buffer, n=3)
+    assert copy.deepcopy(view) == ("", "", "")
+    write_to_shared_memory(space, 1, "héllo\tƒ", buffer)
+    write_to_shared_memory(space, 2, "12345678", buffer)
+    write_to_shared_memory(space, 2, "ab", buffer)  # a shorter value replaces a longer one
+    assert copy.deepcopy(view) == ("", "héllo\tƒ", "ab") and view[1:] == ("héllo\tƒ", "ab") and len(view) == 3
+    with pytest.raises(ValueError, match="observation of 9 characters; the space holds at most 8"):
+        write_to_shared_memory(space, 0, "123456789", buffer)
+    assert view[0] == ""
+
+
+def test_ids_need_the_module_or_a_module_qualified_id():
+    """Gymnasium 1.4 loads no entry-point plug-ins: in a fresh interpreter `import gymnasium` registers no gymsmith
+    id, and the module-qualified id works without importing gymsmith.gym first (Gymnasium imports it)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import json, sys, gymnasium
+        assert "gymsmith.gym" not in sys.modules and {OPS!r} not in gymnasium.registry
+        try:
+            gymnasium.make({OPS!r})
+        except gymnasium.error.Error as exc:
+            refused = type(exc).__name__
+        env = gymnasium.make("gymsmith.gym:{OPS}")
+        obs, info = env.reset(seed=0)
+        env.close()
+        print(json.dumps({{"refused": refused, "imported": "gymsmith.gym" in sys.modules, "tools": len(info["tools"]),
+                          "obs": len(obs)}}))
+    """)
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["refused"] == "NamespaceNotFound" and result["imported"] and result["tools"] > 5 and result["obs"] > 100

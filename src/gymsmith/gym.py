@@ -2,6 +2,7 @@
 
     import gymnasium, gymsmith.gym            # importing registers gymsmith/<family>-v<major> for each family
     env = gymnasium.make("gymsmith/ops-v3")   # or, without the import: gymnasium.make("gymsmith.gym:gymsmith/ops-v3")
+    envs = gymnasium.make_vec("gymsmith/ops-v3", 4, vectorization_mode="async")   # "sync" too; tuples of str
     obs, info = env.reset(seed=0)             # info["tools"]: the OpenAI function specs
     obs, reward, terminated, truncated, info = env.step('{"tool": "get_status", "arguments": {}}')
 
@@ -10,6 +11,9 @@ with no tool call and answered with an error observation. The reward is 0 until 
 or the step limit), then the verifier's reward under `policy`, with its components in `info`. Tasks
 come from the train split only. Observations longer than MAX_OBSERVATION characters are cut, and
 characters outside CHARSET are replaced by "?".
+
+Gymnasium 1.4 loads no entry-point plug-ins, so `import gymnasium` alone registers none of these ids: import this
+module, or name it in the id ("gymsmith.gym:gymsmith/ops-v3"), which Gymnasium imports first.
 
 With ``step_rewards=True`` (``gymnasium.make(id, step_rewards=True)``) every step's reward is instead the change
 in the verifier's value of the state, V(s_t) - V(s_{t-1}) (docs/trainers.md, "Per-step rewards"): the verifier
@@ -39,6 +43,7 @@ from gymnasium import spaces
 from gymsmith.core.errors import is_infrastructure
 from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, Split, TaskSpec
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
+from gymsmith.gym_text import SharedText
 from gymsmith.registry import get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.progress import ProgressMeter
@@ -66,7 +71,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         self.step_rewards = step_rewards
         self._meter: ProgressMeter | None = None
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(min_length=0, max_length=MAX_OBSERVATION, charset=CHARSET)
+        # SharedText: a Text space that AsyncVectorEnv's shared memory carries intact (gym_text)
+        self.observation_space = SharedText(min_length=0, max_length=MAX_OBSERVATION, charset=CHARSET)
         self.action_space = spaces.Text(min_length=0, max_length=MAX_ACTION, charset=CHARSET)
         self._env = self.family.make_env()
         self._verifier: VerifierService | None = None
