@@ -8,13 +8,16 @@ oracle, random, null and two red-team agents, in real bubblewrap sandboxes with 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
+from rich.console import Console
 
 from gymsmith.registry import TaskSetSpec
 from gymsmith.report.html import write_summary_html
-from gymsmith.runner.local import RunConfig, summarize
+from gymsmith.runner.local import RunConfig, SummaryRow, summarize
+from gymsmith.store.sql import TrajectoryStore
 
 
 class DemoFamily(BaseModel):
@@ -47,10 +50,13 @@ def expectations(family: str, overall: dict[str, float]) -> list[tuple[str, bool
     return claims
 
 
-def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Path) -> bool:
-    """Run the demo, print the tables and verdicts, write the HTML summary; returns whether every claim held."""
-    from gymsmith.cli import console, execute, print_summary
+def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Path,
+             execute: Callable[[RunConfig, str], TrajectoryStore], print_summary: Callable[[list[SummaryRow], str], None],
+             console: Console) -> bool:
+    """Run the demo, print the tables and verdicts, write the HTML summary; returns whether every claim held.
 
+    The command line passes how to run a config into the store (`execute`, with its progress bar), how to show a
+    summary table and where to print, so the demo does not import the command line (it imports the demo)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     knobs = {"difficulty": [0.0, 1.0]}
     all_rows, notes, ok = [], [], True
