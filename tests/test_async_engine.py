@@ -77,7 +77,7 @@ def test_ctrl_c_with_500_in_flight_then_resume_loses_and_duplicates_nothing(tmp_
     with FakeEndpoint(latency_s=0.2, calls=2, barrier=n) as endpoint:
         command = [sys.executable, "-m", "gymsmith.cli", "run", "ops", "--count", "25", "--seeds", str(n // 25),
                    "--agents", "model", "--model-url", endpoint.base_url, "--model-name", "fake", "--model-key-env", "",
-                   "--store", str(db), "--run-id", "cc"]
+                   "--max-in-flight", str(n), "--store", str(db), "--run-id", "cc"]
         env = {**os.environ, "COLUMNS": "200"}
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 240
@@ -108,3 +108,19 @@ def _count(db) -> int:
             return conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
     except sqlite3.OperationalError:  # the run has not made its tables yet
         return 0
+
+
+def test_gymsmith_run_engine_flags(tmp_path):
+    """`--engine async` runs scripted agents in the engine too (on the loop: ops steps do not block); a bad
+    --engine is one line and exit 2."""
+    db = str(tmp_path / "f.db")
+    base = [sys.executable, "-m", "gymsmith.cli", "run", "ops", "--count", "3", "--agents", "oracle,null", "--store", db]
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(base + ["--engine", "async", "--max-in-flight", "4", "--run-id", "f"], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = TrajectoryStore(db).rollout_rows(["f"])
+    assert sorted((r["agent"], r["status"]) for r in rows) == [("null", "completed")] * 3 + [("oracle", "completed")] * 3
+    assert all(r["accepted"] == (r["agent"] == "oracle") for r in rows)
+    bad = subprocess.run(base + ["--engine", "threads"], capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --engine 'threads': expected auto, async or pool"

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from gymsmith.agents.stream_transport import StreamTransport
+from gymsmith.agents.stream_transport import PooledClient, StreamTransport
 
 
 async def _app(scope, receive, send):
@@ -25,7 +25,8 @@ async def _app(scope, receive, send):
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
-    payload = json.dumps({"path": scope["path"], "echo": json.loads(body or b"null")}).encode()
+    auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+    payload = json.dumps({"path": scope["path"], "echo": json.loads(body or b"null"), "auth": auth}).encode()
     headers = [(b"content-type", b"application/json")]
     if scope["path"] == "/chunked":
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -69,6 +70,19 @@ def test_bodies_by_length_chunked_and_close_over_kept_alive_connections(uvicorn_
     assert [(r.status_code, r.json()["path"], r.json()["echo"]) for r in replies] == [
         (201 if path == "/close" else 200, path, {"i": i}) for i in range(12) for path in ("/json", "/chunked", "/close")]
     assert 1 <= idle <= 4  # kept-alive connections went back to the pool (never more than max_connections)
+
+
+def test_pooled_client_posts_under_the_base_path_with_its_headers(uvicorn_url):
+    async def main():
+        client = PooledClient(base_url=uvicorn_url + "/v1/", headers={"Authorization": "Bearer k"}, max_connections=3)
+        try:
+            return await asyncio.gather(*(client.post("/chunked" if i % 2 else "/json", json={"é": i}) for i in range(9)))
+        finally:
+            await client.aclose()
+
+    replies = asyncio.run(main())
+    assert [r.json() for r in replies] == [{"path": "/v1/chunked" if i % 2 else "/v1/json", "echo": {"é": i},
+                                            "auth": "Bearer k"} for i in range(9)]
 
 
 async def _raw_server(handler):

@@ -250,7 +250,10 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                  model_url: Optional[str] = None, model_name: Optional[str] = None,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
                  paired_heldout: int = 0, group: Optional[int] = None, step_rewards: bool = False, tolerate_errors: bool = False,
-                 as_json: bool = False) -> None:
+                 as_json: bool = False,
+                 engine: str = "auto", max_in_flight: Optional[int] = None) -> None:
+    if engine not in ("auto", "async", "pool"):
+        raise ValueError(f"--engine {engine!r}: expected auto, async or pool")
     model = None
     if model_url or model_name:
         if not (model_url and model_name):
@@ -261,7 +264,8 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
-                       step_rewards=step_rewards, group=group)
+                       step_rewards=step_rewards, group=group,
+                       engine=engine, max_in_flight=max_in_flight)
     _check_model_endpoint(config)
     fail_on_errors(execute(config, store, backend=backend, address=address, as_json=as_json), config.run_id,
                    tolerate=tolerate_errors)
@@ -389,6 +393,12 @@ def _reading(store: str, run_ids: list[str], flag: str = "--run") -> TrajectoryS
     return opened
 
 
+_ENGINE = typer.Option("auto", help="async: model-bound rollouts as coroutines in one process, up to --max-in-flight "
+                       "at once (runner.async_engine); pool: one rollout per worker process (--concurrency); auto: "
+                       "async when an agent is 'model'.")
+_MAX_IN_FLIGHT = typer.Option(None, min=1, max=100_000, help="The async engine's rollouts at once; default sized to "
+                              "this machine (ops: as many as a quarter of the free memory holds, at most 4096; code: "
+                              "32 per core; web: 2 per core).")
 _STEP_REWARDS = typer.Option(False, "--step-rewards", help="Store each step's progress and step reward, valued by the "
                              "verifier (one verification per step that changes the state; docs/trainers.md).")
 
@@ -410,7 +420,8 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
         retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN_ID", help="Run again the "
                                                    "rollouts of RUN_ID stored as infrastructure errors (its own "
                                                    "config; each result replaces its error row)."),
-        step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON) -> None:
+        step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON,
+        engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT) -> None:
     """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout).
     Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors; --retry-errors RUN_ID runs
     those again. With the agent 'model', the endpoint is asked first (exit 2 when it is down or lacks the model)."""
@@ -421,7 +432,8 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
         raise ValueError("missing FAMILY: expected e.g. `gymsmith run ops` (or `gymsmith run --retry-errors RUN_ID`)")
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout, group=group,
-                 step_rewards=step_rewards, tolerate_errors=tolerate_errors, as_json=as_json)
+                 step_rewards=step_rewards, tolerate_errors=tolerate_errors, as_json=as_json,
+                 engine=engine, max_in_flight=max_in_flight)
 
 
 @app.command("eval")
@@ -434,14 +446,16 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
                                              "agents and config (for `gymsmith audit divergence`)."),
-          step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON) -> None:
+          step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON,
+          engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT) -> None:
     """Evaluate agents on held-out tasks only (with --pair, inside an existing training run). Exits 1 when any
     rollout ended in an infrastructure error, unless --tolerate-errors."""
     if pair is not None:
         return _pair_command(ctx, family, pair, count, store, concurrency, backend, address, tolerate_errors, as_json)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards,
-                 tolerate_errors=tolerate_errors, as_json=as_json)
+                 tolerate_errors=tolerate_errors, as_json=as_json,
+                 engine=engine, max_in_flight=max_in_flight)
 
 
 @app.command()
@@ -831,8 +845,7 @@ def demo(store: str = DEFAULT_STORE, train_tasks: int = 200, heldout_tasks: int 
     """ops and code end to end: train and held-out tasks across difficulties, scripted and red-team agents, checked claims."""
     from gymsmith.demo import run_demo
 
-    if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out, execute=execute,
-                    print_summary=print_summary, console=console):
+    if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out):
         raise typer.Exit(1)
 
 

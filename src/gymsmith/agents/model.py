@@ -75,9 +75,10 @@ class ModelAgent:
     name = "model"
 
     def __init__(self, config: ModelAgentConfig, *, system_prompt: str | None = None, client: Any = None):
-        """`client`: an `httpx.AsyncClient` for `config.base_url` shared with other agents (the async rollout
-        engine's: one connection pool for all its rollouts). The agent is then driven with `act_async` on that
-        client's event loop and leaves the client open on `close`; without one it owns a client and a loop."""
+        """`client`: a client for `config.base_url` shared with other agents (the async rollout engine's,
+        `make_client(config, connections=N)`: one connection pool for all its rollouts). The agent is then
+        driven with `act_async` on that client's event loop and leaves the client open on `close`; without one
+        it owns a client and a loop."""
         self.config = config
         self.template = config.system_prompt or system_prompt or DEFAULT_SYSTEM_PROMPT
         import httpx  # here, not at module level: every rollout worker imports this module, few talk to a model
@@ -214,19 +215,19 @@ class ModelAgent:
 
 
 def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> Any:
-    """An `httpx.AsyncClient` for `config`'s endpoint (its key, its per-call timeout). With `connections`, one
-    for many agents at once: at most that many connections, through `StreamTransport` (httpx's own pool slows
-    down in proportion to its connections); without, httpx's default transport."""
+    """A client for `config`'s endpoint (its key, its per-call timeout): an `httpx.AsyncClient`, or with
+    `connections`, one for many agents at once, `stream_transport.PooledClient` (at most that many connections;
+    httpx's pool and per-request work grow with the calls in flight)."""
     import httpx
 
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
-    transport = None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     if connections is not None:
-        from gymsmith.agents.stream_transport import StreamTransport
+        from gymsmith.agents.stream_transport import PooledClient
 
-        transport = StreamTransport(max_connections=connections)
-    return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, transport=transport,
-                             headers={"Authorization": f"Bearer {key}"} if key else {})
+        return PooledClient(base_url=config.base_url, headers=headers, timeout=config.timeout_s,
+                            max_connections=connections)
+    return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, headers=headers)
 
 
 def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
