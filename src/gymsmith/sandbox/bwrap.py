@@ -31,7 +31,7 @@ from gymsmith.sandbox import netns
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
-from gymsmith.sandbox.runtime import python_runtime
+from gymsmith.sandbox.runtime import PythonRuntime, python_runtime
 
 FORWARDER = Path(__file__).with_name("forward.py")
 COMMAND_SERVER = Path(__file__).with_name("proc.py")
@@ -54,19 +54,22 @@ class BwrapSandbox(Sandbox):
     """Isolated commands over a host workspace directory. See the module docstring for what is inside.
 
     Options: `allow` - `host:port` entries reachable through the egress proxy (none by default);
-    `extra_ro` - {host path: sandbox path} read-only mounts (e.g. the verifier's job directory).
+    `extra_ro` - {host path: sandbox path} read-only mounts (e.g. the verifier's job directory);
+    `runtime` - the packages commands may import (`runtime.python_runtime()`, pytest, by default; a registered
+    repository's read-only layer with its test dependencies, `runtime.layer_runtime`).
     """
 
     unsafe = False
 
     def __init__(self, workspace: Path, limits: Limits | None = None, *, allow: Sequence[str] = (),
-                 extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None):
+                 extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None,
+                 runtime: PythonRuntime | None = None):
         super().__init__(workspace, limits)
         exe = bwrap_path()
         if exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
         self.exe = exe
-        self.runtime = python_runtime()
+        self.runtime = runtime or python_runtime()
         self._netns_fd = netns.create_empty_netns()
         self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids)
         self.proxy = EgressProxy(allow) if allow else None

@@ -63,6 +63,14 @@ class PythonRuntime(BaseModel):
     digest: str        # changes when any of the above does (part of the environment fingerprint)
 
 
+def layer_runtime(packages_dir: Path, packages: dict[str, str]) -> PythonRuntime:
+    """The host interpreter with `packages_dir` (a read-only layer built beforehand, e.g. a registered
+    repository's test dependencies beside pytest) as the only site-packages a sandbox sees."""
+    base = python_runtime()
+    digest = hashlib.sha256(repr((base.digest, str(packages_dir), sorted(packages.items()))).encode()).hexdigest()[:16]
+    return base.model_copy(update={"packages_dir": str(packages_dir), "packages": dict(packages), "digest": digest})
+
+
 @lru_cache(maxsize=8)
 def python_runtime(packages: tuple[str, ...] = DEFAULT_PACKAGES) -> PythonRuntime:
     """Build (once per package set and version) the directory of packages a sandbox sees, and describe it.

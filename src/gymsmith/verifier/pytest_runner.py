@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
+from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.warm_server import JOBS, JobFiles, WarmServer, shared_instance
 
 SERVER = Path(__file__).with_name("pytest_server.py")
@@ -110,16 +111,19 @@ class WarmPytest(WarmServer):
 
 
 def fresh_pytest(files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 60.0,
-                 limits: Limits = RUNNER_LIMITS, extra_args: Sequence[str] = ()) -> TestRun:
-    """A new sandbox and a new `python -m pytest` for one run (the baseline); outcomes from JUnit XML."""
+                 limits: Limits = RUNNER_LIMITS, extra_args: Sequence[str] = (), runtime: PythonRuntime | None = None,
+                 ini: str = PYTEST_INI) -> TestRun:
+    """A new sandbox and a new `python -m pytest` for one run (the baseline); outcomes from JUnit XML.
+
+    `runtime`: the packages the sandbox sees (pytest by default); `ini`: the pytest.ini used when `files` has none."""
     jobs = JobFiles()
     try:
-        n, job_dir = jobs.write(files, {"pytest.ini": PYTEST_INI})
+        n, job_dir = jobs.write(files, {"pytest.ini": ini})
         report = Path(tempfile.mkdtemp(prefix="gymsmith-junit-"))
         os.chmod(report, 0o777)
         try:
             # the sandbox's workspace is only the report's directory; the job is mounted read-only
-            with BwrapSandbox(report, limits, extra_ro={str(jobs.root): JOBS}) as sb:
+            with BwrapSandbox(report, limits, extra_ro={str(jobs.root): JOBS}, runtime=runtime) as sb:
                 started = time.perf_counter()
                 result = _exec_in(sb, f"{JOBS}/{n}", tests, extra_args, timeout)
                 duration = time.perf_counter() - started

@@ -23,6 +23,7 @@ from typing import Any
 from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
+from gymsmith.sandbox.runtime import PythonRuntime
 
 JOBS = "/jobs"
 SERVER_DIR = "/run/gymsmith"
@@ -70,8 +71,8 @@ class WarmServer:
     script: Path  # set by subclasses: the server program, mounted read-only at SERVER_DIR
     label = "the warm test runner"  # how errors name the server
 
-    def __init__(self, *, limits: Limits, start_timeout_s: float = 30.0):
-        self.limits, self.start_timeout_s = limits, start_timeout_s
+    def __init__(self, *, limits: Limits, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
+        self.limits, self.start_timeout_s, self.runtime = limits, start_timeout_s, runtime
         self.jobs = JobFiles()
         self.lock = threading.Lock()
         self._sandbox: BwrapSandbox | None = None
@@ -90,7 +91,8 @@ class WarmServer:
         inside = f"{SERVER_DIR}/{self.script.name}"
         try:
             self._sandbox = BwrapSandbox(empty, self.limits, extra_ro={str(self.jobs.root): JOBS, str(self.script): inside,
-                                                                         str(PID1): f"{SERVER_DIR}/pid1.py"})
+                                                                         str(PID1): f"{SERVER_DIR}/pid1.py"},
+                                         runtime=self.runtime)
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
         # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gymsmith.sandbox.base import Limits
+from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.calltests.compiler import CompiledSuite
 from gymsmith.verifier.calltests.judge import outcome
 from gymsmith.verifier.calltests.wire import Stream, StreamStatus, TestRecord, read_stream
@@ -54,8 +55,8 @@ class CallRunner(WarmServer):
     script = SERVER
     label = "the call-check server"
 
-    def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0):
-        super().__init__(limits=limits, start_timeout_s=start_timeout_s)
+    def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
+        super().__init__(limits=limits, start_timeout_s=start_timeout_s, runtime=runtime)
 
     @staticmethod
     def _pump(stream, sink) -> None:

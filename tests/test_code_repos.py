@@ -1,0 +1,77 @@
+"""Registered repositories (issue 18): a real package from the index, registered once and cached (its sdist is
+fetched with pip on the first run on a machine; CI has index access). Refusals use small local packages
+written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gymsmith.families.code.realtests import reduce_module
+from gymsmith.repos import RepoError, add_repo, find_repo
+from gymsmith.sandbox.runtime import cache_root
+
+PACKAGE = "inflection==0.5.1"  # small, pure Python, one module, a self-contained pytest suite
+
+
+@pytest.fixture(scope="module")
+def repos(monkeypatch_module) -> Path:
+    root = cache_root() / "test-repos"
+    monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
+    try:
+        find_repo(PACKAGE)
+    except RepoError:
+        add_repo(PACKAGE, repos_dir=root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_registration_records_a_reliable_suite_and_call_checks(repos):
+    _, m = find_repo(PACKAGE)
+    assert m.baseline.runs == 3 and len(m.baseline.suite_seconds) == 3
+    assert m.baseline.reliable and not set(m.baseline.reliable) & set(m.baseline.flaky)
+    assert m.call_tests() >= 4 and all(s.tests for s in m.call_suites)
+    assert m.source_files and all(not f.rsplit("/", 1)[-1].startswith("test_") for f in m.source_files)
+    listed = CliRunner().invoke(__import__("gymsmith.cli", fromlist=["app"]).app, ["repos", "list", "--json"])
+    assert listed.exit_code == 0 and PACKAGE in listed.stdout
+
+
+def _local(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("files,message", [
+    ({"fast/__init__.py": "", "fast/_speed.c": "int x;\n", "tests/test_fast.py": "def test_x():\n    assert 1\n"},
+     "has native extensions"),
+    ({"fast/__init__.py": "def f():\n    return 1\n"}, "ships no test files"),
+    ({"fast/__init__.py": "def f():\n    return 1\n",
+      "tests/test_fast.py": "from fast import f\n\ndef test_f():\n    assert f() == 2\n"}, "does not pass in the sandbox"),
+])
+def test_packages_that_cannot_be_registered_are_refused_in_one_line(tmp_path, files, message):
+    result = CliRunner().invoke(__import__("gymsmith.cli", fromlist=["app"]).app,
+                                ["repos", "add", "fast==0.1", "--path", str(_local(tmp_path, files)),
+                                 "--repos-dir", str(tmp_path / "repos")])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]  # the rest is progress
+    assert result.exit_code == 2 and len(errors) == 1 and message in errors[0], result.stderr
+    assert not list((tmp_path / "repos").glob("fast*")), "a refused package left something registered"
+
+
+def test_parametrized_tests_become_one_call_check_per_case_and_unsupported_ones_are_dropped():
+    """One test per parametrize case; a TestCase method without set-up as a top-level test; loops dropped."""
+    source = ("import pytest\nfrom m import f\n\n@pytest.mark.parametrize('x,y', [(1, 2), (3, 4)])\ndef test_p(x, y):\n"
+              "    assert f(x) == y\n\ndef test_loop():\n    for i in range(3):\n        assert f(i)\n\n"
+              "class TestC:\n    def test_m(self):\n        assert 1\n")
+    text, dropped = reduce_module(source, "tests/test_m.py")
+    assert "def test_p__case0" in text and "def test_p__case1" in text and "test_loop" not in text and dropped == 1
+    assert "def test_TestC__test_m" in text  # a TestCase-style method that needs no set-up
