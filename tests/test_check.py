@@ -85,7 +85,9 @@ def test_drift_is_reported_against_the_last_check(tmp_path, monkeypatch):
     monkeypatch.setattr(check_module, "environment_fingerprint", lambda family: changed)
     drift = {o.name: o for o in check_family("ops", store=store, size=6, determinism_tasks=1)}
     outcome = drift["environment unchanged since the last check"]
-    assert not outcome.passed and outcome.warning
+    assert not outcome.passed and outcome.warning and outcome.status.value == "warn"
+    drift_rows = [h for h in check_history(store, "ops") if h["name"] == "environment unchanged since the last check"]
+    assert [h["status"] for h in drift_rows] == ["warn", "pass", "pass"]  # newest first; a warning is no failure
     assert f"packages.pydantic: {real['packages']['pydantic']} -> 0.0.1" in outcome.detail
     rows = store.rollout_rows()
     assert rows and all(r["fingerprint"] == real["digest"] for r in rows)  # every rollout records what it ran on
@@ -110,3 +112,21 @@ def test_an_exploit_that_crashes_or_beats_null_fails_the_check():
     assert "the agent itself failed on 2" in out["exploit:crashes never accepted, never above null"].detail
     assert not out["exploit:pays never accepted, never above null"].passed
     assert out["exploit:fine never accepted, never above null"].passed
+
+
+def test_check_history_from_before_schema_9_tells_warnings_from_failures(tmp_path):
+    """Rows stored before check_results.status (schema 9) kept only `passed`: reopening the store adds the column,
+    and the history calls a failed drift check a warning (the only warning then) and anything else failed."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    TrajectoryStore(path).engine.dispose()
+    with sqlite3.connect(path) as conn:  # the table as schema 8 had it
+        conn.execute("ALTER TABLE check_results DROP COLUMN status")
+        conn.executemany("INSERT INTO check_results (check_id, name, family, family_version, created_at, run_id, passed, "
+                         "detail) VALUES ('c1', ?, 'ops', '3.1.0', 1.0, 'c1', ?, '')",
+                         [("environment unchanged since the last check", 0), ("null never accepted", 0),
+                          ("oracle accepted on every task", 1)])
+    history = {h["name"]: h["status"] for h in check_history(TrajectoryStore(path), "ops")}
+    assert history == {"environment unchanged since the last check": "warn", "null never accepted": "fail",
+                       "oracle accepted on every task": "pass"}

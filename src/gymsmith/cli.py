@@ -482,11 +482,11 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
     else:
         table = Table("family", "check", "result", "detail", title="gymsmith check")
         for o in outcomes:
-            result = "[green]PASS[/]" if o.passed else "[yellow]WARN[/]" if o.warning else "[red]FAIL[/]"
+            result = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]", "fail": "[red]FAIL[/]"}[o.status.value]
             table.add_row(o.family, o.name, result, o.detail)
         console.print(table)
-    failed = [o for o in outcomes if not o.passed and not o.warning]
-    warned = [o for o in outcomes if o.warning and not o.passed]
+    failed = [o for o in outcomes if o.status.value == "fail"]
+    warned = [o for o in outcomes if o.status.value == "warn"]
     (err if as_json else console).print(f"{len(outcomes) - len(failed) - len(warned)} passed, {len(failed)} failed"
                                         + (f", {len(warned)} warnings" if warned else ""))  # stdout: JSON only
     if failed:

@@ -16,12 +16,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 from sqlalchemy import insert, select
 
 from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import Split, TaskSpec, Trajectory
+from gymsmith.core.types import CheckStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.local import RunConfig, run
 from gymsmith.runner.rollout import run_rollout
@@ -40,6 +40,12 @@ class CheckOutcome(BaseModel):
     passed: bool
     detail: str
     warning: bool = False  # reported, but does not fail `gymsmith check` (e.g. drift after an upgrade)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> CheckStatus:
+        """pass, warn (failed, but only a warning) or fail: what the check history stores."""
+        return CheckStatus.PASS if self.passed else CheckStatus.WARN if self.warning else CheckStatus.FAIL
 
 
 def _by_agent(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -258,9 +264,10 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
                                                         fingerprint=environment_fingerprint(family_name)["digest"]))
         conn.execute(insert(check_results), [dict(check_id=check_id, name=o.name, family=family_name,
                                                   family_version=family.version, created_at=now, run_id=check_id,
-                                                  passed=o.passed, detail=o.detail) for o in outcomes])
-    failed = sum(not o.passed and not o.warning for o in outcomes)
-    warned = sum(o.warning and not o.passed for o in outcomes)
+                                                  passed=o.passed, detail=o.detail, status=o.status.value)
+                                             for o in outcomes])
+    failed = sum(o.status is CheckStatus.FAIL for o in outcomes)
+    warned = sum(o.status is CheckStatus.WARN for o in outcomes)
     say(f"done in {time.monotonic() - started:.0f} s: {len(outcomes) - failed - warned} passed, {failed} failed, "
         f"{warned} warnings")
     return outcomes
@@ -282,12 +289,18 @@ def _task_progress(tasks: int, per_task: int, say: Callable[[str], None], starte
 
 
 def check_history(store: TrajectoryStore, family: str | None = None) -> list[dict[str, Any]]:
-    """Stored check results, newest first."""
+    """Stored check results, newest first, each with its `status` (pass, warn or fail). Rows stored before schema
+    9 kept only `passed`: a failed drift check there was a warning (the only one then), anything else failed."""
     query = select(check_results).order_by(check_results.c.created_at.desc(), check_results.c.name)
     if family:
         query = query.where(check_results.c.family == family)
     with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(query)]
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    for r in rows:
+        if r["status"] is None:
+            r["status"] = ("pass" if r["passed"] else "warn" if r["name"] == "environment unchanged since the last check"
+                           else "fail")
+    return rows
 
 
 def to_json(outcomes: list[CheckOutcome]) -> str:

@@ -207,6 +207,14 @@ class RolloutStatus(str, enum.Enum):
     ERROR = "error"          # infrastructure or verifier error: no reward, never a reward of 0
 
 
+class CheckStatus(str, enum.Enum):
+    """The outcome of one check of `gymsmith check`, as stored in its history."""
+
+    PASS = "pass"
+    WARN = "warn"  # reported, but does not fail the check run (e.g. drift after an upgrade)
+    FAIL = "fail"
+
+
 class EndReason(str, enum.Enum):
     """Why a rollout ended. Every reason but INFRASTRUCTURE has a reward; see docs/episodes.md for the rule."""
 

@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 8  # 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
+SCHEMA_VERSION = 9  # 9: check_results.status; 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
 metadata = MetaData()
 
 runs = Table(
@@ -114,6 +114,7 @@ check_results = Table(
     Column("run_id", String(128), nullable=False),  # the audit run whose rollouts the check used
     Column("passed", Boolean, nullable=False),
     Column("detail", Text, nullable=False),
+    Column("status", String(8)),  # pass | warn | fail (CheckStatus); NULL in rows from before schema 9
     Index("checks_by_family", "family", "created_at"),
 )
 

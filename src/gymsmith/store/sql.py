@@ -323,7 +323,8 @@ def _upgrade(engine: Engine) -> None:
              ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT"),  # schema 5 -> 6
              ("steps", "progress", "FLOAT"), ("steps", "step_reward", "FLOAT"), ("steps", "progress_error", "TEXT"),
              ("rollouts", "start_progress", "FLOAT"),  # schema 6 -> 7
-             ("rollouts", "group_id", "VARCHAR(64)")}  # schema 7 -> 8
+             ("rollouts", "group_id", "VARCHAR(64)"),  # schema 7 -> 8
+             ("check_results", "status", "VARCHAR(8)")}  # schema 8 -> 9
     def has(table: str, column: str) -> bool:
         return column in {c["name"] for c in inspect(engine).get_columns(table)}
 
