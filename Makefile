@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # Python extras installed into the venv; grows as the heavy parts land.
-EXTRAS ?= dev,postgres,ray,gym,serve,mcp,train,browser,web
+EXTRAS ?= dev,postgres,ray,gym,serve,mcp,train,trainers,browser,web
 # Debian packages the installed parts need at run time (installed only when missing).
 DEB_PACKAGES ?= postgresql chromium bubblewrap git
 STAMP  := $(VENV)/.installed-$(EXTRAS)

@@ -1,8 +1,9 @@
 """Adapters for trainers: a Parquet dataset of prompts, a GRPO-style reward function, and a multi-turn hook.
 
-- `export_dataset(spec, path)`: one row per task — `prompt` (chat messages), `tools` (OpenAI specs as
-  JSON), `task_id`, `split`, `task` (TaskSpec JSON). Loads with `datasets.load_dataset("parquet", ...)`.
-  Only train-split task sets unless `allow_heldout=True` (for an evaluation set).
+- `export_dataset(spec, path)`: one row per task — `prompt` (chat messages; the system message lists the tools
+  and the call syntax), `tools` (OpenAI specs as JSON), `task_id`, `split`, `task` (TaskSpec JSON). Loads with
+  `datasets.load_dataset("parquet", ...)`. Only train-split task sets unless `allow_heldout=True` (for an
+  evaluation set).
 - `grpo_reward(...)`: a function `reward(prompts, completions, task, **kwargs) -> list[float]` with the
   signature TRL's GRPOTrainer calls (dataset columns arrive as keyword lists). Each completion's tool calls
   are executed in a fresh environment of its task, then submitted and scored by the verifier.
@@ -42,14 +43,34 @@ DATASET_SCHEMA = pa.schema([
 ])
 
 
-def prompt_messages(task: TaskSpec, first_observation: str) -> list[dict[str, str]]:
+TOOL_CALL_FORMAT = ('To call a tool, write one JSON object on a line of its own: {"tool": NAME, "arguments": {...}}. '
+                    "Write one line per call; the calls run in order.")
+
+
+def tools_section(tools: list[dict[str, Any]]) -> str:
+    """The text that lists `tools` (OpenAI function specs) in a system message: one spec per line, as JSON, and
+    TOOL_CALL_FORMAT, the call syntax `grpo_reward` reads."""
+    return "# Tools\n" + "\n".join(json.dumps(t, separators=(",", ":")) for t in tools) + "\n\n" + TOOL_CALL_FORMAT
+
+
+def prompt_messages(task: TaskSpec, first_observation: str, *, tools_in_prompt: bool = False) -> list[dict[str, str]]:
+    """The messages that open an episode of `task`: the family's system prompt with the goal, and the first
+    observation. With `tools_in_prompt`, the system message also lists the task's tools (`tools_section`), for a
+    trainer that renders none itself: TRL's GRPOTrainer renders only the Python callables passed as its `tools`,
+    never a dataset's `tools` column."""
     template = getattr(get_family(task.family), "system_prompt", None) or "Task:\n{goal}"
-    return [{"role": "system", "content": template.format(goal=task.goal)}, {"role": "user", "content": first_observation}]
+    system = template.format(goal=task.goal)
+    if tools_in_prompt:
+        system += "\n\n" + tools_section([t.to_openai() for t in task.tools])
+    return [{"role": "system", "content": system}, {"role": "user", "content": first_observation}]
 
 
-def export_dataset(spec: TaskSetSpec, path: str | Path, *, allow_heldout: bool = False) -> int:
+def export_dataset(spec: TaskSetSpec, path: str | Path, *, allow_heldout: bool = False,
+                   tools_in_prompt: bool = True) -> int:
     """Write the task set as a prompt dataset; returns the row count. Raises SplitPolicyError for held-out
-    tasks unless `allow_heldout` (an evaluation set must say so)."""
+    tasks unless `allow_heldout` (an evaluation set must say so). The system message of each `prompt` lists the
+    task's tools and the call syntax unless `tools_in_prompt=False` (for a trainer that renders the `tools` column
+    through its chat template instead)."""
     if spec.split != "train" and not allow_heldout:
         raise SplitPolicyError(f"a training dataset uses split 'train', not {spec.split!r} (allow_heldout=True for eval)")
     rows = []
@@ -59,7 +80,7 @@ def export_dataset(spec: TaskSetSpec, path: str | Path, *, allow_heldout: bool =
             first = env.reset(task, seed=0).text
         finally:
             env.close()
-        rows.append({"prompt": prompt_messages(task, first), "tools": json.dumps([t.to_openai() for t in task.tools]),
+        rows.append({"prompt": prompt_messages(task, first, tools_in_prompt=tools_in_prompt), "tools": json.dumps([t.to_openai() for t in task.tools]),
                      "task_id": task.id, "split": split_of(task.id, heldout_fraction=spec.heldout_fraction).value,
                      "difficulty": task.difficulty, "task": task.model_dump_json()})
     path = Path(path)
