@@ -1,19 +1,32 @@
 """Registered repositories (issue 18): a real package from the index, registered once and cached (its sdist is
-fetched with pip on the first run on a machine; CI has index access). Refusals use small local packages
-written here."""
+fetched with pip on the first run on a machine; CI has index access), tasks synthesized from it, and every
+generated task run through the real environment, sandbox and verifier: the oracle accepted, the null agent and
+a sample of the code family's exploit agents not. Refusals use small local packages written here."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from gymsmith.agents.base import NullAgent
+from gymsmith.core.types import Split
+from gymsmith.families.code import mutate
+from gymsmith.families.code.env import code_task
+from gymsmith.families.code.exploits import EXPLOITS
+from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
+from gymsmith.families.code.repotasks import body_removals
+from gymsmith.registry import get_family
 from gymsmith.repos import RepoError, add_repo, find_repo
+from gymsmith.runner.rollout import run_rollout
 from gymsmith.sandbox.runtime import cache_root
+from gymsmith.verifier import VerifierService
 
 PACKAGE = "inflection==0.5.1"  # small, pure Python, one module, a self-contained pytest suite
+EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner")
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +88,54 @@ def test_parametrized_tests_become_one_call_check_per_case_and_unsupported_ones_
     text, dropped = reduce_module(source, "tests/test_m.py")
     assert "def test_p__case0" in text and "def test_p__case1" in text and "test_loop" not in text and dropped == 1
     assert "def test_TestC__test_m" in text  # a TestCase-style method that needs no set-up
+
+
+def test_body_removal_keeps_the_docstring_and_works_at_the_end_of_a_file():
+    source = 'def f(x):\n    """Doc."""\n    y = x + 1\n    return y\n'
+    [m] = body_removals(source)
+    assert mutate.apply(source, [m]) == 'def f(x):\n    """Doc."""\n    raise NotImplementedError\n'
+
+
+def test_template_tasks_are_unchanged_by_the_source_knob():
+    family = get_family("code")
+    task = family.generate(3, difficulty=0.4)
+    assert "source" not in task.knobs and family.generate(3, difficulty=0.4, source="templates").id == task.id
+
+
+def test_repository_tasks_oracle_accepted_null_and_exploits_not(repos):
+    family = get_family("code")
+    tasks = [family.generate(seed, source=PACKAGE, difficulty=d) for seed, d in ((0, 0.1), (1, 0.9))]
+    agents = [CodeOracle, NullAgent, *[e for e in EXPLOITS if e.name.removeprefix("exploit:") in EXPLOIT_SAMPLE]]
+    assert len(agents) == 2 + len(EXPLOIT_SAMPLE)
+    env = family.make_env()
+    try:
+        with VerifierService() as verifier:
+            for task in tasks:
+                ct = code_task(task)
+                assert task.knobs["source"] == PACKAGE and ct.fail_to_pass and ct.buggy_modules
+                assert set(ct.buggy_modules) <= set(find_repo(PACKAGE)[1].source_files)
+                for agent in agents:
+                    r = run_rollout(env=env, agent=agent(), task=task, split=Split.TRAIN, seed=0, run_id="repos",
+                                    verifier=verifier, policy="progress_gated", max_steps=30, time_limit_s=300).reward
+                    if agent is CodeOracle:
+                        assert r.accepted and r.value == 1.0, (task.id, r)
+                    else:
+                        assert not r.accepted and r.value == 0.0, (agent.name, task.id, r)
+    finally:
+        env.close()
+
+
+def test_the_start_state_has_the_bug_and_no_history(repos):
+    family = get_family("code")
+    task = family.generate(2, source=PACKAGE, difficulty=0.5)
+    ct = code_task(task)
+    env = family.make_env()
+    try:
+        env.reset(task, seed=0)
+        root = env.workspace.path
+        log = subprocess.run(["git", "-C", str(root), "log", "--oneline"], capture_output=True, text=True).stdout
+        assert len(log.splitlines()) == 1
+        for path in ct.buggy_modules:
+            assert (root / path).read_text() != ct.reference[path]
+    finally:
+        env.close()

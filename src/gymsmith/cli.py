@@ -21,6 +21,7 @@ from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id
                                   print_table, require_runs)
 from gymsmith.core.errors import GymsmithError, StoreError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
+from gymsmith.repos.cli import repos_app
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, run as run_config, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
@@ -36,6 +37,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(audit_app, name="audit")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(repos_app, name="repos")
 console = Console()
 err = Console(stderr=True)
 
@@ -465,7 +467,9 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
           store: str = _STORE, base_seed: int = 0, concurrency: int = _CONCURRENCY,
           as_json: bool = typer.Option(False, "--json", help="Print the outcomes as JSON."),
           tolerate_errors: bool = typer.Option(False, "--tolerate-errors", help="Report rollouts that ended in an "
-                                               "infrastructure error as a warning, not a failed check.")) -> None:
+                                               "infrastructure error as a warning, not a failed check."),
+          source: Optional[str] = typer.Option(None, "--source", help="code only: check tasks from this registered "
+                                               "repository (NAME or NAME==VERSION; `gymsmith repos list`).")) -> None:
     """The environments' own regression suite; exits 1 if any check fails (a rollout ending in an infrastructure
     error fails one, naming the count and the first reason). Results are kept in the store.
     Progress (per family and per task) goes to stderr."""
@@ -476,6 +480,7 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
         get_family(f)  # an unknown family is refused before any other runs
     outcomes = [o for f in families for o in check_family(
         f, store=s, size=size, base_seed=base_seed, concurrency=concurrency, tolerate_errors=tolerate_errors,
+        knobs={"source": source} if source else None,
         progress=lambda line, f=f: err.print(f"check {f}: {line}", markup=False, highlight=False, soft_wrap=True))]
     if as_json:
         sys.stdout.write(to_json(outcomes) + "\n")

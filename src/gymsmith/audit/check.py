@@ -215,8 +215,9 @@ def _drift(family: str, store: TrajectoryStore) -> CheckOutcome:
 
 def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, base_seed: int = 0,
                  concurrency: int = 2, determinism_tasks: int = 4, tolerate_errors: bool = False,
-                 progress: Callable[[str], None] | None = None) -> list[CheckOutcome]:
-    """Run every check on `size` tasks of the family (all splits, difficulty 0-1); store and return the outcomes.
+                 progress: Callable[[str], None] | None = None, knobs: dict[str, Any] | None = None) -> list[CheckOutcome]:
+    """Run every check on `size` tasks of the family (all splits, difficulty 0-1, and fixed `knobs`, e.g. a code
+    task source); store and return the outcomes.
 
     A rollout that ended in an infrastructure error fails the check "no rollout ended in an infrastructure
     error" (its detail gives the count and the first reason); with `tolerate_errors` that outcome is a warning.
@@ -235,7 +236,8 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     rungs = [f"oracle@{k}" for k in LEVELS[1:-1]] if hasattr(family, "partial_oracle") else []
     missing = [a for a in ("oracle", "null", "random") if a not in available]
     check_id = f"check-{family_name}-{time.strftime('%Y%m%d-%H%M%S')}-{content_hash(time.time_ns(), length=6)}"
-    taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed)
+    taskset = TaskSetSpec(family=family_name, count=size, split="all", base_seed=base_seed,
+                          knobs={"difficulty": [0.0, 1.0], **(knobs or {})})
     tasks = build_taskset(taskset)
     config = RunConfig(run_id=check_id, purpose="audit", taskset=taskset, agents=wanted + rungs, concurrency=concurrency)
     say(f"{len(tasks) * len(config.agents)} rollouts ({len(config.agents)} agents on {len(tasks)} tasks) in run {check_id}")

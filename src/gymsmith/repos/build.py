@@ -147,6 +147,9 @@ def add_repo(spec: str, *, path: Path | None = None, repos_dir: Path | None = No
         say(f"running its suite ({len(tests)} test files) {runs} times in the sandbox")
         baseline = run_baseline(files, tests, runtime, runs)
         share = len(baseline.reliable) / baseline.collected if baseline.collected else 0.0
+        if not baseline.collected:
+            raise RepoError(f"pytest collected no test of {spec} in the sandbox (a test dependency missing from its "
+                            "layer? name it with --test-dep)")
         if not baseline.reliable or share < MIN_PASSING:
             raise RepoError(f"the test suite of {spec} does not pass in the sandbox: {len(baseline.reliable)} of "
                             f"{baseline.collected} tests pass reliably (at least {MIN_PASSING:.0%} needed; e.g. failing: "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -91,10 +92,16 @@ def list_repos(root: str | Path | None = None) -> list[RepoManifest]:
     out = []
     for d in sorted(base.glob("*/")) if base.is_dir() else []:
         try:
-            out.append(RepoManifest.model_validate_json((d / MANIFEST).read_text()))
+            out.append(_read_manifest(str(d / MANIFEST), (d / MANIFEST).stat().st_mtime_ns))
         except (OSError, ValueError):
             continue
     return sorted(out, key=lambda m: m.spec)
+
+
+@lru_cache(maxsize=256)
+def _read_manifest(path: str, mtime_ns: int) -> RepoManifest:
+    """A manifest, parsed once per version of the file (the family's knobs list the repositories often)."""
+    return RepoManifest.model_validate_json(Path(path).read_text())
 
 
 def find_repo(spec: str, root: str | Path | None = None) -> tuple[Path, RepoManifest]:

@@ -18,6 +18,7 @@ from gymsmith.families.code.ladder import CodeTrivial, PartialCodeOracle, work_u
 from gymsmith.families.code.mutate import OPERATORS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.repo import pristine_repo
+from gymsmith.families.code.repotasks import REMOVED_BODY
 from gymsmith.families.code.templates import TEMPLATES
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
@@ -39,6 +40,16 @@ def goal_text(n_bugs: int, visible_failing: list[str], difficulty: float) -> str
             "thoroughly, and the verifier uses its own copy of every test file. Call submit when you are done.")
 
 
+TEMPLATES_SOURCE = "templates"
+
+
+def source_choices() -> tuple[str, ...]:
+    """`templates`, then every registered repository as NAME==VERSION (see docs/repos.md)."""
+    from gymsmith.repos import list_repos
+
+    return (TEMPLATES_SOURCE, *(m.spec for m in list_repos()))
+
+
 class CodeFamily:
     name = "code"
     version = "1.1.0"
@@ -47,7 +58,7 @@ class CodeFamily:
     system_prompt = ("You are a careful software engineer working in a sandboxed repository through tools. Read the "
                      "failing tests and the code, find the root cause, make the smallest change that fixes it, run the "
                      "tests, and call submit.\n\nTask:\n{goal}")
-    knobs = (
+    base_knobs = (
         DIFFICULTY,
         Knob(name="n_bugs", kind=KnobKind.INT, low=1, high=3, description="Bugs injected, each in its own module."),
         Knob(name="modules", kind=KnobKind.INT, low=1, high=len(TEMPLATES),
@@ -55,16 +66,32 @@ class CodeFamily:
         Knob(name="directness", kind=KnobKind.FLOAT, low=0.0, high=1.0,
              description="Chance that the visible failing test calls the buggy function directly (else through a caller)."),
         Knob(name="visible_tests", kind=KnobKind.INT, low=1, high=12, description="Visible tests per module."),
-        Knob(name="operator", kind=KnobKind.CHOICE, choices=("any", *OPERATORS), description="Mutation operator to use."),
+        Knob(name="operator", kind=KnobKind.CHOICE, choices=("any", *OPERATORS, REMOVED_BODY),
+             description=f"Mutation operator to use ({REMOVED_BODY}: registered repositories only)."),
     )
 
+    @property
+    def knobs(self) -> tuple[Knob, ...]:
+        """The declared knobs; `source`'s choices are the registered repositories of this machine."""
+        return (*self.base_knobs, Knob(name="source", kind=KnobKind.CHOICE, choices=source_choices(),
+                                       default=TEMPLATES_SOURCE,
+                                       description="Where bugs are injected: the embedded templates or a registered "
+                                                   "repository (NAME==VERSION; `gymsmith repos add`)."))
+
     def generate(self, seed: int, **knobs: Any) -> TaskSpec:
+        if knobs.get("source") and "==" not in str(knobs["source"]) and knobs["source"] != TEMPLATES_SOURCE:
+            from gymsmith.repos import find_repo
+            knobs = {**knobs, "source": find_repo(str(knobs["source"]))[1].spec}  # NAME -> its one registered version
         resolved = resolve_knobs(self.knobs, knobs, derive_knobs)
-        resolved["modules"] = max(resolved["modules"], resolved["n_bugs"])
+        if resolved["source"] == TEMPLATES_SOURCE:
+            del resolved["source"]  # template tasks keep the ids they had before repositories existed
+            resolved["modules"] = max(resolved["modules"], resolved["n_bugs"])
+        else:
+            del resolved["modules"]  # a repository's modules are its own
         ct = generate_code_task(seed, resolved)
         _, digest = pristine_repo(ct.files)
         return TaskSpec(family=self.name, family_version=self.version, seed=seed, knobs=resolved,
-                        goal=goal_text(resolved["n_bugs"], ct.visible_failing, resolved["difficulty"]),
+                        goal=goal_text(len(ct.buggy_modules), ct.visible_failing, resolved["difficulty"]),
                         start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS,
                         metadata={"modules": ct.modules, "language": "python",
                                   # any change to the hidden tests or references makes new task ids

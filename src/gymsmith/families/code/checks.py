@@ -19,7 +19,7 @@ from gymsmith.core.errors import UngradableState
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
-from gymsmith.families.code.generator import compiled_suite, run_hidden_tests, test_names
+from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.repo import Tree, changed_lines, pristine_repo, scan_tree
 from gymsmith.verifier.calltests import CompiledSuite
@@ -64,8 +64,13 @@ def answered_tests(start: dict[str, str], suites: list[CompiledSuite]) -> set[st
     hidden tests that ask nothing a visible test does not (every statement of theirs is in a visible test) or
     only on inputs a visible test uses (special-casing those inputs passes them). Passing them proves nothing
     on its own, so they earn no progress; they still gate acceptance."""
-    shown = {f"{path}::{name}" for path, text in start.items() if path.startswith("tests/") and path.endswith(".py")
-             for name in test_names(text)}
+    from gymsmith.families.code.realtests import base_name, visible_tests
+
+    visible = {(path, name) for path, text in start.items() if is_test_path(path) and path.endswith(".py")
+               for name in visible_tests(text)}
+    # a repository's parametrized test is split into name__case0, ...: shown when its function is
+    shown = {nodeid for suite in suites for nodeid in suite.nodeids()
+             if (suite.path, base_name(nodeid.split("::", 1)[1])) in visible}
     tests = [(nodeid, test) for suite in suites for nodeid, test in zip(suite.nodeids(), suite.tests)]
     asked = {stmt for nodeid, test in tests if nodeid in shown for stmt in test.statements}
     inputs = {x for nodeid, test in tests if nodeid in shown for x in test.inputs}
@@ -100,8 +105,12 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     tree = scan_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
     sources = source_files(tree, ct.modules)
-    templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
-    suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
-    run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
+    if task.knobs.get("source"):  # a registered repository: its call suites, in its own sandbox layer
+        from gymsmith.families.code.repotasks import repo_run_hidden
+        run, suites = repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)
+    else:
+        templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
+        suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
+        run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=answered_tests(ct.files, suites))

@@ -75,6 +75,15 @@ def start_files(task: TaskSpec) -> dict[str, str]:
     return code_task(task).files
 
 
+def _runtime(task: TaskSpec):
+    """The packages the agent's commands see: a registered repository's layer for its tasks, else pytest's."""
+    if task.knobs.get("source"):
+        from gymsmith.families.code.repotasks import runtime_of
+        return runtime_of(task.knobs["source"])
+    from gymsmith.sandbox.runtime import python_runtime
+    return python_runtime()
+
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link that leads nowhere (a loop)"))
 
@@ -247,8 +256,14 @@ class CodeEnvironment(ToolEnvironment):
         if self.workspace is None:
             self.workspace = CowWorkspace(disk_mb=self.limits.disk_mb)
         self.workspace.restore(pristine)
+        runtime = _runtime(task)
+        if self.sandbox is not None and getattr(self.sandbox, "runtime", None) is not None and runtime is not None \
+                and self.sandbox.runtime != runtime:
+            self.sandbox.close()  # another repository's packages: a sandbox that mounts this task's layer
+            self.sandbox = None
         if self.sandbox is None:
-            self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits)
+            options = {"runtime": runtime} if runtime is not None and self.backend == "bwrap" else {}
+            self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits, **options)
         else:
             self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
         self.task, self.start_tree = task, _start_tree(pristine)

@@ -241,7 +241,11 @@ def readme(modules: list[str]) -> str:
 
 
 def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
-    """The task for `seed` and resolved `knobs` (n_bugs, modules, directness, visible_tests, operator)."""
+    """The task for `seed` and resolved `knobs` (n_bugs, modules, directness, visible_tests, operator; with
+    `source`, from that registered repository: `repotasks.generate_repo_task`)."""
+    if knobs.get("source"):
+        from gymsmith.families.code.repotasks import generate_repo_task
+        return generate_repo_task(seed, knobs)
     rng = random.Random(f"code-task:{seed}")
     n_bugs, n_modules = int(knobs["n_bugs"]), max(int(knobs["modules"]), int(knobs["n_bugs"]))
     chosen = rng.sample(TEMPLATES, n_modules)

@@ -16,6 +16,9 @@ from gymsmith.agents.scripted import Script
 def work_units(task: TaskSpec) -> int:
     if task.metadata.get("source") == "repository":
         return 1
+    if task.knobs.get("source"):  # a registered repository: as many bugs as it had files with one
+        from gymsmith.families.code.env import code_task
+        return len(code_task(task).buggy_modules)
     return int(task.knobs["n_bugs"])
 
 

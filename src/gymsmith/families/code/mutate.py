@@ -48,6 +48,8 @@ class Mutation:
 
 def _offset(lines: list[str], pos: tuple[int, int]) -> int:
     line, col = pos
+    if line > len(lines):  # the start of the line after the last: the end of the text
+        return sum(len(x) for x in lines)
     return sum(len(x) for x in lines[: line - 1]) + len(lines[line - 1].encode()[:col].decode())
 
 

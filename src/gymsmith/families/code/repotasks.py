@@ -1,0 +1,285 @@
+"""Tasks synthesized from a registered repository (`code` with `source=NAME==VERSION`; see docs/repos.md).
+
+Bugs are injected into the package's own functions: the code family's AST mutations (`mutate.py`) plus
+`removed_body` (a function's body, after its docstring, replaced by `raise NotImplementedError`). A mutant is
+kept only when at least one of the package's call-check tests (recorded as reliable when the repository was
+registered, so each passes on the reference) fails on it and its run finished. FAIL_TO_PASS are the tests it
+fails; PASS_TO_PASS the other tests of the same test files (only the affected files run at verification).
+Outcomes are cached on disk per repository and runtime, so each mutant is judged once per machine.
+
+The agent's start state: the package's sources (one file per bug mutated) and test files, as one fresh
+commit; in each affected test file the failing tests not chosen to be shown are removed (they stay hidden).
+The verifier runs the hidden suites as call checks in the repository's own sandbox layer
+(`repo_run_hidden`): the same engine, isolation and trusted judging as template tasks.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import hashlib
+import json
+import os
+import random
+import threading
+from typing import Any
+
+from gymsmith.core.errors import VerifierError
+from gymsmith.families.code import mutate
+from gymsmith.families.code.generator import CodeTask, MutationRecord, _canary_name, names_used
+from gymsmith.families.code.realtests import base_name, method_name
+from gymsmith.repos.manifest import RepoManifest, find_repo
+from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
+from gymsmith.verifier.calltests import CallRunner, CompiledSuite, compile_suite, judge_run, records_by_nodeid
+from gymsmith.verifier.calltests.wire import TestRecord
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
+
+REPO_CATALOG_VERSION = 1
+MUTANT_TIMEOUT_S = 5.0
+VERIFY_TIMEOUT_S = 20.0
+PYTEST_INI = "[pytest]\npythonpath = .\n"
+REMOVED_BODY = "removed_body"
+
+
+# -- the repository ------------------------------------------------------------------------------------
+class Repo:
+    """A registered repository loaded for task synthesis and verification (one per spec and process)."""
+
+    def __init__(self, spec: str):
+        self.path, self.manifest = find_repo(spec)
+        tree = self.path / "tree"
+        self.files = {rel: (tree / rel).read_text() for rel in self.manifest.source_files + self.manifest.test_files
+                      if (tree / rel).is_file()}
+        self.sources = {p: self.files[p] for p in self.manifest.source_files if p in self.files}
+        self.runtime: PythonRuntime = layer_runtime(self.path / "layer", self.manifest.layer_packages)
+        self.suites = {s.path: compile_suite(s.source, s.path) for s in self.manifest.call_suites}
+        self.runner = CallRunner(runtime=self.runtime)
+        self.lock = threading.RLock()
+        digest = hashlib.sha256(repr((REPO_CATALOG_VERSION, sorted(self.files.items()), self.runtime.digest,
+                                      [s.model_dump() for s in self.manifest.call_suites])).encode()).hexdigest()[:16]
+        self.catalog_path = cache_root() / "repo-catalog" / f"{self.manifest.name}-{self.manifest.version}-{digest}.json"
+        self.catalog: dict[str, Any] = {}
+        if self.catalog_path.exists():
+            try:
+                self.catalog = json.loads(self.catalog_path.read_text())
+            except ValueError:
+                self.catalog = {}
+        self._reference: dict[str, TestRecord] | None = None
+
+    @property
+    def spec(self) -> str:
+        return self.manifest.spec
+
+    def reference_records(self) -> dict[str, TestRecord]:
+        """The reference's observations of every call suite (the exact types runs are judged against)."""
+        with self.lock:
+            if self._reference is None:
+                suites = list(self.suites.values())
+                observed = self.runner.observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
+                records = records_by_nodeid(suites, observed)
+                missing = [n for s in suites for n in s.nodeids() if n not in records]
+                if missing:
+                    raise VerifierError(f"the reference of {self.spec} did not finish its call checks ({len(missing)} "
+                                        f"missing, e.g. {missing[0]}); the verifier's sandbox may be overloaded")
+                self._reference = records
+            return self._reference
+
+    def run(self, sources: dict[str, str], suites: list[CompiledSuite], deadline_s: float) -> TestRun:
+        """Call-check `suites` on `sources`, judged here against the reference (a canary has no reference record,
+        so it never passes)."""
+        reference = self.reference_records()
+        with self.lock:
+            observed = self.runner.observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s)
+        return judge_run(suites, observed, reference).run
+
+    def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
+        """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file
+        paths; all by default), cached on disk."""
+        chosen = sorted(self.suites) if suites is None else sorted(suites)
+        key = f"{path}|{m.key}" + ("" if suites is None else f"|{','.join(chosen)}")
+        with self.lock:
+            if key in self.catalog:
+                return self.catalog[key]
+        sources = {**self.sources, path: mutate.apply(self.sources[path], [m])}
+        run = self.run(sources, [self.suites[p] for p in chosen], MUTANT_TIMEOUT_S)
+        entry = {"status": run.status.value,
+                 "failing": sorted(n for p in chosen for n in self.suites[p].nodeids() if run.outcome(n) is not TestOutcome.PASSED)}
+        with self.lock:
+            self.catalog[key] = entry
+            self.catalog_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.catalog_path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+            tmp.write_text(json.dumps(self.catalog))
+            os.replace(tmp, self.catalog_path)
+        return entry
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+_repos: dict[str, Repo] = {}
+_repos_lock = threading.Lock()
+
+
+def load_repo(spec: str) -> Repo:
+    """The registered repository `spec` (cached per process). Raises RepoError if it is not registered."""
+    with _repos_lock:
+        if spec not in _repos:
+            _repos[spec] = Repo(spec)
+            atexit.register(_repos[spec].close)  # its call server and job directory go with this process
+        return _repos[spec]
+
+
+def manifest_of(spec: str) -> RepoManifest:
+    return load_repo(spec).manifest
+
+
+# -- bugs ------------------------------------------------------------------------------------------------
+def body_removals(source: str) -> list[mutate.Mutation]:
+    """Every function whose body (after its docstring) is replaced by `raise NotImplementedError`."""
+    out = []
+    for name, fn in mutate._functions(ast.parse(source)):
+        body = fn.body[1:] if mutate._docstring(fn) is not None else fn.body
+        if not body or (len(body) == 1 and isinstance(body[0], ast.Raise | ast.Pass)):
+            continue
+        first, last = body[0], body[-1]
+        indent = " " * first.col_offset
+        out.append(mutate.Mutation(operator=REMOVED_BODY, function=name, line=first.lineno,
+                                   description=f"the body of {name} removed", start=(first.lineno, 0),
+                                   end=(last.end_lineno + 1, 0), replacement=f"{indent}raise NotImplementedError\n"))
+    return out
+
+
+def candidates(source: str, operator: str = "any") -> list[mutate.Mutation]:
+    pool = mutate.candidates(source) + body_removals(source)
+    return [m for m in pool if operator in ("any", m.operator)]
+
+
+def caught_functions(repo: Repo, path: str) -> dict[str, list[str]]:
+    """Function of `path` -> the test files that catch its body's removal (functions no test reaches left out).
+    Only mutants of these functions are tried, each judged on those files only: the affected test files the
+    task's FAIL_TO_PASS and PASS_TO_PASS come from (this saves most mutant runs)."""
+    out = {}
+    for m in body_removals(repo.sources[path]):
+        outcome = repo.mutant_outcome(path, m)
+        if outcome["status"] == RunStatus.COMPLETED.value and outcome["failing"]:
+            out[m.function] = sorted({n.split("::")[0] for n in outcome["failing"]})
+    return out
+
+
+def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> tuple[mutate.Mutation, list[str]] | None:
+    """The first mutant of `path` in a seeded order that finishes and fails at least one test."""
+    try:
+        reached = caught_functions(repo, path)
+        pool = [m for m in candidates(repo.sources[path], operator) if m.function in reached]
+    except SyntaxError:
+        return None
+    for m in rng.sample(pool, len(pool)):
+        outcome = repo.mutant_outcome(path, m, None if m.operator == REMOVED_BODY else reached[m.function])
+        if outcome["status"] == RunStatus.COMPLETED.value and outcome["failing"]:
+            return m, outcome["failing"]
+    return None
+
+
+# -- tasks -----------------------------------------------------------------------------------------------
+def _base(name: str) -> str:
+    return base_name(name)
+
+
+def drop_tests(source: str, drop: set[str]) -> str:
+    """The test file without the tests in `drop` (top-level functions, or `realtests.method_name` for a method of
+    a class), formatting of the rest intact."""
+    lines = source.splitlines(keepends=True)
+    spans = []
+    tree = ast.parse(source)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    nodes = [(fn.name, fn) for fn in tree.body if isinstance(fn, functions)] + \
+        [(method_name(c.name, m.name), m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+         if isinstance(m, functions)]
+    for name, fn in nodes:
+        if name in drop:
+            start = fn.lineno - 1 - len(fn.decorator_list)
+            if fn.decorator_list:
+                start = min(d.lineno for d in fn.decorator_list) - 1
+            end = fn.end_lineno
+            while end < len(lines) and not lines[end].strip():
+                end += 1
+            spans.append((start, end))
+    for start, end in sorted(spans, reverse=True):
+        del lines[start:end]
+    return "".join(lines)
+
+
+def readme(m: RepoManifest) -> str:
+    return (f"# {m.name} {m.version}\n\nThe source of {m.name} {m.version} and its tests. Run the tests with pytest:\n\n"
+            "    python -m pytest -q\n")
+
+
+def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
+    """The task for `seed` and resolved `knobs` on the repository `knobs['source']`: `n_bugs` bugs, each in its
+    own source file, or as many as the package has files with a usable bug (`buggy_modules` says how many).
+
+    Raises RuntimeError if no file has a usable bug."""
+    repo = load_repo(knobs["source"])
+    rng = random.Random(f"code-repo-task:{repo.spec}:{seed}")
+    n_bugs = int(knobs["n_bugs"])
+    operator = knobs.get("operator") or "any"
+    files = dict(repo.files)
+    mutations: list[MutationRecord] = []
+    failing: list[str] = []
+    buggy: list[str] = []
+    for path in rng.sample(sorted(repo.sources), len(repo.sources)):
+        if len(buggy) == n_bugs:
+            break
+        picked = pick_mutation(repo, path, rng, operator)
+        if picked is None:
+            continue
+        m, fails = picked
+        if set(fails) & set(failing):
+            continue  # two bugs failing the same test could mask each other
+        files[path] = mutate.apply(repo.sources[path], [m])
+        buggy.append(path)
+        failing += fails
+        mutations.append(MutationRecord(module=path, operator=m.operator, function=m.function, line=m.line,
+                                        description=m.description, key=m.key))
+    if not buggy:
+        raise RuntimeError(f"{repo.spec}: no source file has a usable {operator} bug")
+    rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}")  # what is shown does not depend on the search above
+    affected = sorted({f.split("::")[0] for f in failing})
+    hidden, canaries, p2p, visible_failing = {}, [], [], []
+    for path in affected:
+        record = next(s for s in repo.manifest.call_suites if s.path == path)
+        suite = repo.suites[path]
+        fails = sorted(n for n in suite.nodeids() if n in failing)
+        # the shown failing tests: preferably (directness) ones that name a mutated function
+        used = names_used(files[path]) if path in files else {}
+        mutated = {r.function.split(".")[-1] for r in mutations}
+        direct = [n for n in fails if used.get(_base(n.split("::")[1]), set()) & mutated]
+        indirect = [n for n in fails if n not in direct]
+        prefer_direct = rng.random() < float(knobs["directness"])
+        order = (direct + indirect) if prefer_direct else (indirect + direct)
+        shown_bases = {_base(n.split("::")[1]) for n in order[:max(1, int(knobs["visible_tests"]))]}
+        shown = [n for n in fails if _base(n.split("::")[1]) in shown_bases]
+        visible_failing += shown
+        hide = {_base(n.split("::")[1]) for n in fails} - shown_bases
+        if path in files:
+            files[path] = drop_tests(files[path], hide)
+        canary = _canary_name(rng, set(record.tests))
+        hidden[path] = record.source.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
+        canaries.append(f"{path}::{canary}")
+        p2p += [n for n in suite.nodeids() if n not in failing]
+    files["pytest.ini"] = PYTEST_INI
+    files["README.md"] = readme(repo.manifest)
+    return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
+                    hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=sorted(failing), pass_to_pass=sorted(p2p),
+                    visible_failing=sorted(visible_failing), mutations=mutations)
+
+
+def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
+    """The task's hidden suites run as call checks on `sources` in the repository's sandbox layer."""
+    repo = load_repo(spec)
+    suites = [compile_suite(hidden_tests[p], p) for p in sorted(hidden_tests)]
+    return repo.run(sources, suites, VERIFY_TIMEOUT_S), suites
+
+
+def runtime_of(spec: str) -> PythonRuntime:
+    return load_repo(spec).runtime
