@@ -139,3 +139,13 @@ def test_the_start_state_has_the_bug_and_no_history(repos):
             assert (root / path).read_text() != ct.reference[path]
     finally:
         env.close()
+
+
+def test_a_task_rebuilds_identically_from_the_disk_catalog(repos):
+    """The verifier process rebuilds a task from the seed: with a fresh in-memory state it must get the same one."""
+    from gymsmith.families.code import repotasks
+
+    family = get_family("code")
+    first = family.generate(5, source=PACKAGE, difficulty=0.6)
+    repotasks._repos.clear()  # as a new process would start
+    assert family.generate(5, source=PACKAGE, difficulty=0.6).id == first.id

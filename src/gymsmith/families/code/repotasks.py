@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import fcntl
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 REPO_CATALOG_VERSION = 1
 MUTANT_TIMEOUT_S = 5.0
+MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang
 VERIFY_TIMEOUT_S = 20.0
 PYTEST_INI = "[pytest]\npythonpath = .\n"
 REMOVED_BODY = "removed_body"
@@ -94,23 +96,40 @@ class Repo:
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file
-        paths; all by default), cached on disk."""
+        paths; all by default), cached on disk.
+
+        Tasks are rebuilt from these outcomes in other processes (the verifier's), so every process must see the
+        same ones: the disk catalog is read before judging, the first outcome written wins, and a run that hit
+        the deadline is judged again with a long one (a loaded machine must not turn a bug into a 'hang')."""
         chosen = sorted(self.suites) if suites is None else sorted(suites)
         key = f"{path}|{m.key}" + ("" if suites is None else f"|{','.join(chosen)}")
         with self.lock:
+            if key not in self.catalog:
+                self._merge_disk()
             if key in self.catalog:
                 return self.catalog[key]
         sources = {**self.sources, path: mutate.apply(self.sources[path], [m])}
-        run = self.run(sources, [self.suites[p] for p in chosen], MUTANT_TIMEOUT_S)
+        for deadline in (MUTANT_TIMEOUT_S, MUTANT_RETRY_S):
+            run = self.run(sources, [self.suites[p] for p in chosen], deadline)
+            if run.status is not RunStatus.TIMEOUT:
+                break
         entry = {"status": run.status.value,
                  "failing": sorted(n for p in chosen for n in self.suites[p].nodeids() if run.outcome(n) is not TestOutcome.PASSED)}
-        with self.lock:
-            self.catalog[key] = entry
-            self.catalog_path.parent.mkdir(parents=True, exist_ok=True)
+        self.catalog_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock, open(self.catalog_path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # read, merge and write as one step across processes
+            self._merge_disk()
+            entry = self.catalog.setdefault(key, entry)  # another process was first: its outcome stands
             tmp = self.catalog_path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
             tmp.write_text(json.dumps(self.catalog))
             os.replace(tmp, self.catalog_path)
         return entry
+
+    def _merge_disk(self) -> None:
+        try:
+            self.catalog = {**self.catalog, **json.loads(self.catalog_path.read_text())}
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
         self.runner.close()
