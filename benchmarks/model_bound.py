@@ -15,8 +15,12 @@ Each line: wall seconds (from the call of `run` to its return: workers', verifie
 included), rollouts/s, the model-bound ideal (N x calls x latency / in-flight, so `of_ideal` = ideal seconds /
 seconds), the most calls the endpoint had waiting at once (`endpoint_peak_in_flight`), and the peak memory of
 the process tree (this process and every descendant but the endpoint) as the sum of RSS and of PSS (PSS
-splits pages shared by forked processes among them; RSS counts them in each). The machine's load average is
-printed with each line: other work on the machine slows both sides alike only when they run back to back.
+splits pages shared by forked processes among them; RSS counts them in each). `cpu_seconds` is the CPU time
+(user + system) the same tree spent in the run, `cpu_ms_per_call` that per model call, and `cpu_floor_seconds`
+the least wall time that CPU allows on this machine's cores (cpu_seconds / cores): on a busy machine the wall
+time says more about the other work than about the runner, the CPU time does not. The time limit per rollout
+is lifted (an hour), so no rollout is cut short by a slow machine (`truncated` counts any that were). The
+machine's load average is printed with each line.
 
 Usage: python benchmarks/model_bound.py [--latencies 0.5,2] [--sizes 256,1024] [--pool-n 128] [--pool-concurrency 64]
                                          [--code-n 64] [--skip-pool] [--skip-code]
@@ -40,6 +44,7 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 CALLS = 10  # tool calls before submit: 11 model calls per rollout
+NO_LIMIT_S = 3600.0  # per rollout: a slow machine must not cut rollouts short (fewer calls would flatter the rate)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -48,16 +53,35 @@ def emit(**fields) -> None:
     print(json.dumps(fields), flush=True)
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 class TreeMemory:
-    """Samples the memory of this process and its descendants (but `exclude`'s subtree) until stopped; keeps the
-    peaks of the summed RSS and PSS, in MiB."""
+    """Samples the memory and CPU time of this process and its descendants (but `exclude`'s subtree) until
+    stopped; keeps the peaks of the summed RSS and PSS, in MiB, and the CPU seconds each process used since the
+    start (a process that ends between two samples loses at most one interval's)."""
 
     def __init__(self, exclude: int | None, interval_s: float = 0.25):
         self.exclude, self.interval_s = exclude, interval_s
         self.peak_rss = self.peak_pss = 0.0
         self.peak_processes = 0
+        self._cpu_start: dict[int, float] = {pid: cpu_seconds(pid) or 0.0 for pid in self._tree()}
+        self._cpu_last: dict[int, float] = dict(self._cpu_start)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @property
+    def cpu(self) -> float:
+        return sum(last - self._cpu_start.get(pid, 0.0) for pid, last in self._cpu_last.items())
 
     def __enter__(self) -> "TreeMemory":
         self._thread.start()
@@ -66,6 +90,7 @@ class TreeMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()
 
     def _tree(self) -> list[int]:
         children: dict[int, list[int]] = {}
@@ -88,20 +113,26 @@ class TreeMemory:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            rss = pss = 0
-            pids = self._tree()
-            for pid in pids:
-                try:
-                    rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-                    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                        if line.startswith("Pss:"):
-                            pss += int(line.split()[1]) * 1024
-                            break
-                except (OSError, ValueError, IndexError):
-                    continue
-            self.peak_rss = max(self.peak_rss, rss / 2**20)
-            self.peak_pss = max(self.peak_pss, pss / 2**20)
-            self.peak_processes = max(self.peak_processes, len(pids))
+            self._sample()
+
+    def _sample(self) -> None:
+        rss = pss = 0
+        pids = self._tree()
+        for pid in pids:
+            used = cpu_seconds(pid)
+            if used is not None:
+                self._cpu_last[pid] = used
+            try:
+                rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+                        break
+            except (OSError, ValueError, IndexError):
+                continue
+        self.peak_rss = max(self.peak_rss, rss / 2**20)
+        self.peak_pss = max(self.peak_pss, pss / 2**20)
+        self.peak_processes = max(self.peak_processes, len(pids))
 
 
 def ops_tasks(n: int) -> tuple[TaskSetSpec, int, dict[str, list[dict]]]:
@@ -116,20 +147,26 @@ def measure(label: str, endpoint: FakeEndpoint, config: RunConfig, n: int, in_fl
             workdir: Path, **extra) -> dict:
     store = TrajectoryStore(workdir / f"{config.run_id}.db")
     endpoint.stats(reset=True)
+    endpoint_cpu = -(cpu_seconds(endpoint.proc.pid) or 0.0)
     with TreeMemory(exclude=endpoint.proc.pid) as memory:
         t0 = time.perf_counter()
         run(config, store, collect=False)
         seconds = time.perf_counter() - t0
+    endpoint_cpu += cpu_seconds(endpoint.proc.pid) or 0.0
     rows = store.rollout_rows([config.run_id])
     ideal = n * (CALLS + 1) * latency / in_flight
+    cores = os.cpu_count() or 1
     result = dict(bench="model_bound", runner=label, family=config.taskset.family, latency_s=latency, rollouts=n,
                   in_flight=in_flight, calls_per_rollout=CALLS + 1, seconds=round(seconds, 2),
                   rollouts_per_s=round(n / seconds, 2), ideal_seconds=round(ideal, 2),
                   ideal_rollouts_per_s=round(n / ideal, 2), of_ideal=round(ideal / seconds, 3),
                   endpoint_peak_in_flight=endpoint.stats()["peak"],
                   peak_rss_mib=round(memory.peak_rss), peak_pss_mib=round(memory.peak_pss),
-                  peak_processes=memory.peak_processes, stored=len(rows),
-                  completed=sum(r["status"] == "completed" for r in rows),
+                  peak_processes=memory.peak_processes, cpu_seconds=round(memory.cpu, 1),
+                  cpu_ms_per_call=round(1000 * memory.cpu / (n * (CALLS + 1)), 2),
+                  cpu_floor_seconds=round(memory.cpu / cores, 1), endpoint_cpu_seconds=round(endpoint_cpu, 1),
+                  stored=len(rows), completed=sum(r["status"] == "completed" for r in rows),
+                  truncated=sum(r["status"] == "truncated" for r in rows),
                   accepted=sum(bool(r["accepted"]) for r in rows), errors=sum(r["status"] == "error" for r in rows),
                   **extra)
     store.close()
@@ -164,13 +201,13 @@ def main() -> None:
                 for n in sizes:
                     spec, seeds = specs[n]
                     config = RunConfig(run_id=f"async-{latency:g}-{n}", taskset=spec, agents=["model"], seeds=seeds,
-                                       model=model, engine="async", max_in_flight=n)
+                                       model=model, engine="async", max_in_flight=n, time_limit_s=NO_LIMIT_S)
                     engine[n] = measure("async_engine", endpoint, config, n, n, latency, workdir)
                 if args.skip_pool:
                     continue
                 spec, seeds = specs[args.pool_n]
                 config = RunConfig(run_id=f"pool-{latency:g}", taskset=spec, agents=["model"], seeds=seeds, model=model,
-                                   engine="pool", concurrency=args.pool_concurrency)
+                                   engine="pool", concurrency=args.pool_concurrency, time_limit_s=NO_LIMIT_S)
                 pool = measure("process_pool", endpoint, config, args.pool_n, min(args.pool_n, args.pool_concurrency),
                                latency, workdir, note=f"the pool at its largest concurrency ({args.pool_concurrency} "
                                f"worker processes) on N={args.pool_n}, smaller than the engine's N")
@@ -179,6 +216,7 @@ def main() -> None:
                          async_rollouts=n, pool_rollouts=args.pool_n,
                          async_rollouts_per_s=result["rollouts_per_s"], pool_rollouts_per_s=pool["rollouts_per_s"],
                          speedup=round(result["rollouts_per_s"] / pool["rollouts_per_s"], 2),
+                         async_cpu_ms_per_call=result["cpu_ms_per_call"], pool_cpu_ms_per_call=pool["cpu_ms_per_call"],
                          async_peak_pss_mib=result["peak_pss_mib"], pool_peak_pss_mib=pool["peak_pss_mib"])
         if not args.skip_code:
             code_bench(args.code_n, workdir)
@@ -191,7 +229,7 @@ def code_bench(n: int, workdir: Path, latency: float = 0.5) -> None:
     with FakeEndpoint(latency_s=latency, calls=CALLS, plans=plans, pad_tool="list_files") as endpoint:
         model = ModelAgentConfig(base_url=endpoint.base_url, model="fake", api_key_env=None)
         config = RunConfig(run_id=f"code-{n}", taskset=spec, agents=["model"], seeds=4, model=model, engine="async",
-                           max_in_flight=n)
+                           max_in_flight=n, time_limit_s=NO_LIMIT_S)
         measure("async_engine", endpoint, config, n, n, latency, workdir)
 
 

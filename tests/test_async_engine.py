@@ -124,3 +124,40 @@ def test_gymsmith_run_engine_flags(tmp_path):
     assert all(r["accepted"] == (r["agent"] == "oracle") for r in rows)
     bad = subprocess.run(base + ["--engine", "threads"], capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --engine 'threads': expected auto, async or pool"
+
+
+def test_blocking_environment_steps_run_off_the_loop_side_by_side(plugin_path, tmp_path, monkeypatch):
+    """A family whose steps block (`blocking_steps = True`): every reset waits at a barrier for 8 resets at once.
+    On the event loop the first would hold it (the barrier breaks after 60 s: 8 infrastructure errors); on
+    threads of their own all 8 pass. The plug-in family is registered again under its name, so the verifier
+    process (which loads the installed plug-in) scores it as usual."""
+    import threading
+
+    import plugfam
+
+    from gymsmith.registry import register_family, reload_families
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])))
+    barrier = threading.Barrier(8, timeout=60)
+
+    class WaitingEnv(plugfam.Env):
+        def _reset(self, task, seed):
+            barrier.wait()
+            return super()._reset(task, seed)
+
+    class Blocking(plugfam.PluginFamily):
+        blocking_steps = True
+
+        def make_env(self):
+            return WaitingEnv()
+
+    register_family(Blocking())
+    try:
+        config = RunConfig(run_id="block", taskset=TaskSetSpec(family="plugfam", count=2), agents=["null"], seeds=4,
+                           engine="async", max_in_flight=8)
+        store = TrajectoryStore(tmp_path / "b.db")
+        run(config, store)
+    finally:
+        reload_families()
+    rows = store.rollout_rows(["block"])
+    assert len(rows) == 8 and all(r["status"] == "completed" for r in rows), [r["error"] for r in rows][:2]

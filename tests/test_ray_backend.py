@@ -187,3 +187,25 @@ def test_a_run_waiting_for_cpus_says_so_and_goes_on_once_they_are_free(ray_clust
         with pytest.warns(RuntimeWarning, match=r"1 of 1 actor\(s\) not up after 1 s; .* cluster has 0 free"):
             out = waiting.run(config, store)
     assert len(out) == 2 and all(t.reward.value == 1.0 for t in out)
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_one_engine_per_actor_holds_many_rollouts_in_flight(ray_cluster, tmp_path, kind):
+    """A model-agent run on Ray goes to one async engine per actor: 2 actors hold 40 rollouts in flight at once
+    (the fake endpoint's barrier of 40 is passed: with a rollout at a time per actor it never would be, and every
+    call would time out after 300 s), and each rollout is stored once."""
+    from gymsmith.agents.fake_endpoint import FakeEndpoint
+    from gymsmith.agents.model import ModelAgentConfig
+
+    with FakeEndpoint(latency_s=0.1, calls=2, barrier=40) as endpoint:
+        config = RunConfig(run_id="engine", taskset=TaskSetSpec(family="ops", count=10, base_seed=4), agents=["model"],
+                           seeds=4, concurrency=2, max_in_flight=40, retries=0,
+                           model=ModelAgentConfig(base_url=endpoint.base_url, model="fake", api_key_env=None,
+                                                  timeout_s=300, max_retries=0))
+        store = _store(kind, tmp_path, "e")
+        out = run_on_ray(config, store)
+        stats = endpoint.stats()
+    assert stats["barrier_passed"] and stats["peak"] >= 40 and stats["requests"] == 40 * 3
+    rows = store.rollout_rows(["engine"])
+    assert len(rows) == len({r["rollout_id"] for r in rows}) == len(out) == 40
+    assert all(r["status"] == "completed" for r in rows)

@@ -9,9 +9,9 @@ process pool) keeps a few dozen in flight on one machine; here each rollout is a
   retries), and a rollout that still runs after `RunConfig.rollout_deadline()` is cancelled and stored as an
   infrastructure error naming the limit;
 - environment steps run on the loop when they are quick (ops: an in-memory SQLite), or, for families whose
-  steps block (`BLOCKING_FAMILIES`: code's sandbox commands, web's browser), each environment's calls run on a
-  thread of its own (the same thread every time: Playwright's sync API is bound to it), so a slow step holds up
-  only its rollout;
+  steps block (a family with `blocking_steps = True`, and `BLOCKING_FAMILIES`: code's sandbox commands, web's
+  browser), each environment's calls run on a thread of its own (the same thread every time: Playwright's sync
+  API is bound to it), so a slow step holds up only its rollout;
 - final states (and, with step rewards, every state) are scored by a small pool of verifier processes
   (`VerifierService`, one per core by default), never in this process: the verifier stays where the agent's
   side cannot reach it;
@@ -45,7 +45,8 @@ from gymsmith.verifier.service import VerifierService
 T = TypeVar("T")
 BLOCKING_FAMILIES = frozenset({"code", "web"})  # their steps wait on sandboxes or a browser: run them off the loop
 MIB = 1 << 20
-MEMORY_PER_ROLLOUT = {"ops": 4 * MIB}  # measured with benchmarks/model_bound.py (peak RSS / rollouts in flight)
+MEMORY_PER_ROLLOUT = {"ops": 4 * MIB}  # measured: 632 MiB PSS in all for 1,024 in flight with 11-call conversations
+# (benchmarks/model_bound.py); the margin is for longer conversations
 MAX_IN_FLIGHT_PER_CORE = {"code": 32, "web": 2}  # a sandbox, or a Chromium, per rollout in flight
 DEFAULT_MAX_IN_FLIGHT = 4096
 
@@ -122,16 +123,18 @@ class AsyncEngine:
     """
 
     def __init__(self, config: RunConfig, *, verifier_workers: int | None = None, max_in_flight: int | None = None):
-        self.config = config
+        # one engine per run config: its agents, limits and model client are the config's
+        self.config, self.client = config, None
         self.family = get_family(config.taskset.family)
         self.factories = agent_factories(config, self.family)
         self.max_in_flight = max_in_flight or config.max_in_flight or default_max_in_flight(self.family.name)
-        self.blocking = self.family.name in BLOCKING_FAMILIES
+        self.blocking = bool(getattr(self.family, "blocking_steps", self.family.name in BLOCKING_FAMILIES))
         self.verifier = VerifierService(workers=verifier_workers or os.cpu_count() or 1).start()
         self.verify_threads = ThreadPoolExecutor(self.verifier._workers, thread_name_prefix="gymsmith-verify")
         self.idle: list[_Lane] = []
         self.fingerprint = environment_fingerprint(self.family.name)["digest"]
         self.in_flight = self.peak_in_flight = 0
+        self._batch_slots: asyncio.Semaphore | None = None
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, work: list[WorkItem], store: TrajectoryStore, tally: RunTally) -> None:
@@ -145,18 +148,13 @@ class AsyncEngine:
         """`run` on the running event loop (cancel it to stop: the running rollouts are cancelled, unstored)."""
         # an in-memory SQLite store is one connection, this thread's: written here; a file or server, by one thread
         writer = ThreadPoolExecutor(1, thread_name_prefix="gymsmith-store") if store.shared_location else None
-        client = self._client()
         slots = asyncio.Semaphore(self.max_in_flight)
         running: set[asyncio.Task] = set()
         failure: list[BaseException] = []
 
         async def one(task: TaskSpec, agent: str, seed: int) -> None:
             try:
-                trajectory = await self._rollout(task, agent, seed, client)
-                if writer is None:
-                    store.add(trajectory, task)
-                else:
-                    await asyncio.get_running_loop().run_in_executor(writer, store.add, trajectory, task)
+                trajectory = await self._stored(task, agent, seed, store, writer)
                 tally.add(trajectory if tally.collect else RolloutOutcome.of(trajectory))
             except asyncio.CancelledError:
                 raise
@@ -183,29 +181,58 @@ class AsyncEngine:
                 t.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-            await client.aclose() if client is not None else None
+            if self.client is not None:
+                await self.client.aclose()
+                self.client = None
             if writer is not None:
                 writer.shutdown(wait=True)  # a transaction under way commits whole (or not at all): never half
         if failure:
             raise failure[0]
 
-    def _client(self):
+    async def run_batch(self, task: TaskSpec, items: list[tuple[str, int]], store: TrajectoryStore | None,
+                        writer: ThreadPoolExecutor | None, *, collect: bool) -> list[Trajectory | RolloutOutcome]:
+        """Run `items` ((agent, seed) pairs) of `task` at once, within this engine's `max_in_flight` (shared by
+        every batch running on this event loop), each written into `store` (when given; through `writer` when
+        given) as it ends. Returns, in the order of `items`, the trajectories, or only their outcomes when they
+        are stored and not collected (as `RolloutWorker.run_batch`)."""
+        if self._batch_slots is None:  # made here: it belongs to the loop the batches run on
+            self._batch_slots = asyncio.Semaphore(self.max_in_flight)
+
+        async def one(agent: str, seed: int) -> Trajectory | RolloutOutcome:
+            async with self._batch_slots:
+                trajectory = await self._stored(task, agent, seed, store, writer)
+            return trajectory if collect or store is None else RolloutOutcome.of(trajectory)
+
+        return list(await asyncio.gather(*(one(agent, seed) for agent, seed in items)))
+
+    async def _stored(self, task: TaskSpec, agent: str, seed: int, store: TrajectoryStore | None,
+                      writer: ThreadPoolExecutor | None) -> Trajectory:
+        """One rollout, written into `store` (when given) in its own transaction, by `writer` (when given)."""
+        trajectory = await self._rollout(task, agent, seed)
+        if store is not None and writer is None:
+            store.add(trajectory, task)
+        elif store is not None:
+            await asyncio.get_running_loop().run_in_executor(writer, store.add, trajectory, task)
+        return trajectory
+
+    def _model_client(self) -> None:
+        """The model agents' shared client, made on first use (on the engine's loop: its pool belongs to it)."""
         model = self.config.model
-        if model is None or "model" not in self.config.agents:
-            return None
+        if self.client is not None or model is None or "model" not in self.config.agents:
+            return
         from gymsmith.agents.model import ModelAgent, make_client
 
-        client = make_client(model, connections=self.max_in_flight)
+        client = self.client = make_client(model, connections=self.max_in_flight)
         prompt = getattr(self.family, "system_prompt", None)
         self.factories = {**self.factories, "model": lambda: ModelAgent(model, system_prompt=prompt, client=client)}
-        return client
 
-    async def _rollout(self, task: TaskSpec, agent_name: str, seed: int, client) -> Trajectory:
+    async def _rollout(self, task: TaskSpec, agent_name: str, seed: int) -> Trajectory:
         """One rollout, retried in a fresh environment after an infrastructure error (`config.retries` times);
         cut off after `config.rollout_deadline()` seconds (stored as an infrastructure error naming the limit)."""
         c = self.config
         split = split_of(task.id, heldout_fraction=c.taskset.heldout_fraction)
         deadline = c.rollout_deadline()
+        self._model_client()
         for attempt in range(c.retries + 1):
             lane = await self._lane()
             agent = self.factories[agent_name]()
@@ -265,3 +292,36 @@ def run_in_engine(config: RunConfig, store: TrajectoryStore, work: list[WorkItem
     """`gymsmith.runner.run` with `engine='async'`: `work` in one `AsyncEngine` in this process."""
     with AsyncEngine(config) as engine:
         engine.run(work, store, tally)
+
+
+class EngineThread:
+    """An AsyncEngine on an event loop of its own thread, serving batches to callers on other threads (a Ray
+    actor's concurrent method calls): `run_batch` blocks its caller, not the other batches. Close it when done."""
+
+    def __init__(self, config: RunConfig, *, verifier_workers: int = 1, max_in_flight: int | None = None):
+        import threading
+
+        self.engine = AsyncEngine(config, verifier_workers=verifier_workers, max_in_flight=max_in_flight)
+        factory = _loop_factory() or asyncio.new_event_loop
+        self.loop = factory()
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="gymsmith-store")
+        self.thread = threading.Thread(target=self.loop.run_forever, name="gymsmith-engine", daemon=True)
+        self.thread.start()
+
+    def run_batch(self, task: TaskSpec, items: list[tuple[str, int]], store: TrajectoryStore | None, *,
+                  collect: bool) -> list[Trajectory | RolloutOutcome]:
+        """`AsyncEngine.run_batch` on the engine's loop; raises what it raises."""
+        coroutine = self.engine.run_batch(task, items, store, self.writer if store is not None else None,
+                                          collect=collect)
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        async def stop() -> None:
+            if self.engine.client is not None:
+                await self.engine.client.aclose()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.writer.shutdown(wait=True)
+        self.engine.close()

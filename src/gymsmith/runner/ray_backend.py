@@ -8,6 +8,12 @@ An actor that dies takes its running rollout with it; that rollout is retried on
 that dies too it is stored as an infrastructure error — never lost, never duplicated. Rollouts that were
 only queued on the dead actor are handed out again without counting against them (`runner.recovery`, shared
 with the local pool).
+
+A run that uses the async engine (`RunConfig.uses_engine()`: a model agent) runs one `AsyncEngine` per actor:
+the actor takes many batches at once (its "engine" concurrency group, each call on a thread of its own that
+waits for its batch), and they all run as coroutines on the engine's one event loop, up to the run's
+`max_in_flight` split evenly among the actors. A dead actor's batches were all running: the first unstored
+rollout of the earliest is charged the death, the others are run again uncharged (as above).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import warnings
 from collections.abc import Callable
 
 from gymsmith.core.types import TaskSpec, Trajectory
+from gymsmith.runner.async_engine import EngineThread, default_max_in_flight
 from gymsmith.registry import get_family
 from gymsmith.runner.local import (IN_FLIGHT, ProgressCallback, RolloutWorker, RunConfig, RunTally,
                                    agent_factories, check_split_policy, plan_run, task_chunks)
@@ -30,6 +37,7 @@ from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 SLOW_START_S = 20.0  # actors not up by then: say why the run may be waiting (for CPUs, usually)
+ENGINE_CALLS = 256  # batches an actor's engine takes at once (threads of its "engine" concurrency group)
 
 
 class _Actor:
@@ -37,7 +45,11 @@ class _Actor:
     sandbox pool and caches stay warm), fed TaskSpecs as JSON; it writes into the store itself when told where."""
 
     def __init__(self):
+        import threading
+
         self.verifier = VerifierService(workers=1).start()
+        self.engine: EngineThread | None = None  # for runs on the async engine, made by their first batch
+        self.engine_lock = threading.Lock()
         self.worker: RolloutWorker | None = None
         self.store: TrajectoryStore | None = None
         self.stores: dict[str, TrajectoryStore] = {}
@@ -48,6 +60,10 @@ class _Actor:
     def configure(self, config_json: str, store_location: str | None) -> dict:
         """Serve the run `config_json` from now on; returns this actor's environment fingerprint."""
         config = RunConfig.model_validate_json(config_json)
+        self.config = config
+        if self.engine is not None and self.engine.engine.config != config:  # an engine serves one run config
+            self.engine.close()
+            self.engine = None
         if self.worker is None:
             self.worker = RolloutWorker(config, self.verifier)
         else:
@@ -63,7 +79,19 @@ class _Actor:
         out = self.worker.run_batch(TaskSpec.model_validate_json(task_json), items, self.store, collect=collect)
         return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
+    def engine_rollouts(self, task_json: str, items: list[tuple[str, int]], collect: bool, max_in_flight: int) -> bytes:
+        """`items` of the task run at once on this actor's engine (the configured run's, made on first use with
+        `max_in_flight`), each stored as it ends (when the actor writes the store); pickled as `rollouts`.
+        Called on the "engine" concurrency group: many batches at once."""
+        with self.engine_lock:
+            if self.engine is None:
+                self.engine = EngineThread(self.config, max_in_flight=max_in_flight)
+        out = self.engine.run_batch(TaskSpec.model_validate_json(task_json), items, self.store, collect=collect)
+        return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
     def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
         if self.worker is not None:
             self.worker.close()
         self.verifier.close()
@@ -133,7 +161,7 @@ class RayRunner:
 
     def _new_actor(self):
         ray = self._ray()
-        return ray.remote(num_cpus=1, max_restarts=0)(_Actor).remote()
+        return ray.remote(num_cpus=1, max_restarts=0, concurrency_groups={"engine": ENGINE_CALLS})(_Actor).remote()
 
     def start(self, n: int) -> "RayRunner":
         """Start actors (if fewer are running) so that `n` are up or starting; returns self. A run does this
@@ -219,7 +247,13 @@ class RayRunner:
         if on_actor_pids:
             on_actor_pids(ray.get([a.pid.remote() for a in actors]))
         size = config.batch_size(len(plan.work), workers_store=location is not None)
+        in_flight, per_actor = IN_FLIGHT, 0  # batches per actor; rollouts in flight per actor's engine
+        if config.uses_engine():  # the run's rollouts in flight, split among the actors
+            per_actor = -(-(config.max_in_flight or default_max_in_flight(config.taskset.family)) // len(actors))
+            size = max(size, -(-per_actor // ENGINE_CALLS)) if location is not None else size
         queue = list(reversed(task_chunks(plan.work, size)))
+        if per_actor and queue:  # enough batches to fill the engine (a batch holds one task's rollouts: often < size)
+            in_flight = max(1, min(ENGINE_CALLS, -(-per_actor * len(queue) // len(plan.work))))
         pending: dict = {}  # object ref -> (submission number, slot, the actor it went to, (task, items))
         deaths = WorkerDeaths(config, store, tally, workers_store=location is not None, on_death=on_actor_death)
         serial = itertools.count()
@@ -228,11 +262,15 @@ class RayRunner:
             if queue:
                 chunk = queue.pop()
                 actor = actors[slot]
-                ref = actor.rollouts.remote(chunk[0].model_dump_json(), chunk[1], collect)
+                if config.uses_engine():
+                    ref = actor.engine_rollouts.options(concurrency_group="engine").remote(
+                        chunk[0].model_dump_json(), chunk[1], collect, per_actor)
+                else:
+                    ref = actor.rollouts.remote(chunk[0].model_dump_json(), chunk[1], collect)
                 pending[ref] = (next(serial), slot, actor, chunk)
 
         for slot in range(len(actors)):
-            for _ in range(IN_FLIGHT):
+            for _ in range(in_flight):
                 submit(slot)
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
@@ -248,7 +286,7 @@ class RayRunner:
                     replace(slot)
                 cause = f"Ray actor lost: {''.join(traceback.format_exception_only(exc)).strip()[:300]}"
                 queue.extend(deaths.worker_died(failed, cause))
-                for _ in range(IN_FLIGHT):
+                for _ in range(in_flight):
                     submit(slot)
                 continue
             tally.add_returned(task, returned, None if location else store)
