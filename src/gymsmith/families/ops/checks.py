@@ -791,13 +791,27 @@ def _staff(ep: Episode) -> CheckResult:
     covered_before = sum(min(start_count[slot], c) for slot, c in needs.items())
     missing = {slot: max(0, c - start_count[slot]) for slot, c in needs.items()}
     week = [s for s in p_shifts.values() if 0 <= s["day"] <= 6]
+    # Only shifts a finishing roster keeps are progress (found by red-teaming: the dearest shifts first, until no
+    # roster could be finished within the labour budget, kept ~99% of an honest partial roster's credit). The
+    # budget for the whole roster is what was left at the start; the agent's shifts can be removed, wages back.
+    kept = covered - covered_before
+    if short and not found.violations():
+        limit, spent_before = ep.pristine.execute("SELECT limit_cents, spent_cents FROM budgets WHERE category = 'labour'").fetchone()
+        mine = [(r["staff_id"], r["day"], r["warehouse_id"]) for rows in added.values() for r in rows]
+        most = rostering.most_kept(staff.values(), missing, week, mine, limit - spent_before, shift_hours=SHIFT_HOURS,
+                                   max_days=MAX_DAYS_PER_WEEK)
+        if most is None:
+            found.unreachable.append("no legal roster covers the shift needs within the labour budget")
+        else:
+            kept = min(kept, most)
     cheapest = rostering.cheapest_roster(staff.values(), missing, week, shift_hours=SHIFT_HOURS, max_days=MAX_DAYS_PER_WEEK)
     per_shift = sum(s.cost_cents for s in cheapest) / len(cheapest) if cheapest else 0.0
     n_added = sum(len(rows) for rows in added.values())
     components = progress_components(
-        [Part("coverage", covered - covered_before, required - covered_before,
-              f"{covered - covered_before} of the {required - covered_before} missing shifts covered "
-              f"({covered_before} of {required} were covered at the start)")],
+        [Part("coverage", kept, required - covered_before,
+              f"{covered - covered_before} of the {required - covered_before} missing shifts covered, {kept} of them as "
+              f"a roster that can still be finished within the budget keeps them ({covered_before} of {required} were "
+              "covered at the start)")],
         economy=per_shift * n_added / spend if spend else 1.0,
         economy_detail=f"shifts added cost {spend} cents, {round(per_shift * n_added)} at the cheapest legal roster's "
                        "cost per shift")

@@ -13,6 +13,9 @@ them this week: at most `max_days` working days and `max_hours_week` hours, less
 costing the member's wage for `shift_hours`. Successive shortest paths (Bellman-Ford, since residual edges
 have negative costs) give the cheapest flow of every size, and capacities are integers, so the cheapest
 flow that covers every missing shift is a roster, and the cheapest one.
+
+`most_kept` uses the same flow to credit an agent's partial roster: how many of its shifts a legal roster
+within the budget can keep (a shift every finishing roster must remove is no progress).
 """
 
 from __future__ import annotations
@@ -85,6 +88,53 @@ def cheapest_roster(staff: Iterable[Mapping[str, Any]], missing: Mapping[tuple[i
     same cost are broken by the order of `staff` and of the days, so the result is deterministic.
     Raises NoRoster when no legal roster covers every missing shift.
     """
+    roster = _roster(list(staff), missing, list(rostered), shift_hours, max_days, {})
+    if roster is None:
+        raise NoRoster(f"the labour rules leave too few people to cover {sum(missing.values())} missing shifts")
+    return roster
+
+
+def most_kept(staff: Iterable[Mapping[str, Any]], missing: Mapping[tuple[int, int], int],
+              rostered: Iterable[Mapping[str, Any]], keep: Iterable[tuple[int, int, int]], budget_cents: int, *,
+              shift_hours: int, max_days: int) -> int | None:
+    """How many of the shifts `keep` ((staff_id, day, warehouse), e.g. an agent's partial roster) a legal roster
+    that covers `missing` and costs at most `budget_cents` can keep; None when no such roster exists at all.
+
+    Each shift of `keep` is given a bonus B off its cost and the cheapest roster is found for that B: with B
+    above every wage the roster keeps as many as any legal roster can, and B = 0 is the cheapest roster. A
+    binary search on B finds the roster keeping the most within the budget among those the bonuses reach (as
+    B grows, a cheapest roster keeps more of `keep` and costs more). It is a lower bound on the true most, and
+    exact whenever the roster keeping all it can is within the budget (an honest partial roster)."""
+    staff, rostered, keep = list(staff), list(rostered), set(keep)
+
+    def solve(bonus: int) -> tuple[int, int] | None:
+        roster = _roster(staff, missing, rostered, shift_hours, max_days, dict.fromkeys(keep, bonus))
+        if roster is None:
+            return None
+        return sum((s.staff_id, s.day, s.warehouse_id) in keep for s in roster), sum(s.cost_cents for s in roster)
+
+    cheapest = solve(0)
+    if cheapest is None or cheapest[1] > budget_cents:
+        return None
+    top = 1 + sum(s["hourly_cents"] for s in staff) * shift_hours
+    most = solve(top)
+    if most is not None and most[1] <= budget_cents:
+        return most[0]
+    best, lo, hi = cheapest[0], 0, top  # solve(lo) fits the budget, solve(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        found = solve(mid)
+        if found is not None and found[1] <= budget_cents:
+            lo, best = mid, max(best, found[0])
+        else:
+            hi = mid
+    return best
+
+
+def _roster(staff: list[Mapping[str, Any]], missing: Mapping[tuple[int, int], int], rostered: list[Mapping[str, Any]],
+            shift_hours: int, max_days: int, bonus: Mapping[tuple[int, int, int], int]) -> list[Shift] | None:
+    """The roster of least cost (each shift's wage, less its `bonus` by (staff_id, day, warehouse)) covering
+    `missing`, or None when the rules leave too few people. `Shift.cost_cents` is the wage, never less."""
     used_days: dict[int, set[int]] = {}
     used_hours: dict[int, int] = {}
     for s in rostered:
@@ -116,8 +166,9 @@ def cheapest_roster(staff: Iterable[Mapping[str, Any]], missing: Mapping[tuple[i
             graph.add(person, person_day, 1, 0)
             for (d, w), node in slot_node.items():
                 if d == day:
-                    choices.append((graph.add(person_day, node, 1, wage), s["id"], d, w, wage))
+                    edge = graph.add(person_day, node, 1, wage - bonus.get((s["id"], d, w), 0))
+                    choices.append((edge, s["id"], d, w, wage))
     if graph.cheapest_flow(source, sink, need) < need:
-        raise NoRoster(f"the labour rules leave too few people to cover {need} missing shifts")
+        return None
     return sorted((Shift(sid, d, w, wage) for edge, sid, d, w, wage in choices if graph.edges[edge][1] == 0),
                   key=lambda shift: (shift.day, shift.warehouse_id, shift.staff_id))

@@ -224,9 +224,11 @@ def _tickets(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: O
         out.gate.append(f"tickets still open: {sorted(set(targets) - closed)}")
     if not replied:
         out.gate.append(f"ticket {newest} has no reply with the requested text")
-    out.components["closed"] = RewardComponent(value=len(closed) / len(targets), weight=0.5,
+    # every sub-goal weighs the same: each close and the reply (found by red-teaming: the reply weighed 0.375 of
+    # the task whatever the number of tickets, so replying alone outscored closing two of four)
+    out.components["closed"] = RewardComponent(value=len(closed) / len(targets), weight=float(len(targets)),
                                                detail=f"{len(closed)} of {len(targets)} tickets closed")
-    out.components["replied"] = RewardComponent(value=1.0 if replied else 0.0, weight=0.3, detail=f"reply on ticket {newest}")
+    out.components["replied"] = RewardComponent(value=1.0 if replied else 0.0, weight=1.0, detail=f"reply on ticket {newest}")
     return Needs(tables={"tickets", "messages"}, audit={**{("ticket.close", t): 1 for t in targets}, ("ticket.reply", newest): 1},
                  before=[(("ticket.reply", newest), ("ticket.close", newest))])
 
