@@ -850,7 +850,8 @@ def demo(store: str = DEFAULT_STORE, train_tasks: int = 200, heldout_tasks: int 
     """ops and code end to end: train and held-out tasks across difficulties, scripted and red-team agents, checked claims."""
     from gymsmith.demo import run_demo
 
-    if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out):
+    if not run_demo(store=store, train_tasks=train_tasks, heldout_tasks=heldout_tasks, html_path=out, execute=execute,
+                    print_summary=print_summary, console=console):
         raise typer.Exit(1)
 
 
