@@ -114,8 +114,10 @@ def test_session_limit_and_bad_tool_calls(server):
     for i, c in enumerate(clients):
         c.reset(seed=10 + i)
     extra = RemoteEnvironment(server.url, family="ops")
-    with pytest.raises(RemoteError, match=r"HTTP 503: session limit reached \(3 open\)"):
+    with pytest.raises(RemoteError, match=r"HTTP 429: session limit reached \(3 open\)"):
         extra.reset(seed=20)
+    refused = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 21})
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1  # a limit the client can wait out
     r = clients[0].step(Action(tool="ship_order", arguments='{"order_id": '))
     assert r.observation.error.kind.value == "malformed_json" and not r.done
     for c in clients:

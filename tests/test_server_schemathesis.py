@@ -6,7 +6,8 @@ every default check (server errors, undocumented status codes, responses against
 bodies accepted, schema-invalid ones refused, Allow headers) in its examples, coverage, fuzzing and stateful
 phases. The stateful phase follows the links the schema publishes from a new session (its id and
 X-Session-Key) to step, state and close, so it drives real sessions. Bounded: 10 examples per operation and
-30 s in all; idle sessions expire after 5 s so the fuzzer does not fill the session limit."""
+30 s in all; idle sessions expire after 5 s, and past the session limit
+a new session is refused with 429 (documented), which is not a server error."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ rewards go back to the client.
 Security: a bearer token is required whenever the server binds beyond loopback (and may be required on
 loopback too); each session has its own key, so only the client that opened it can drive it; bodies are
 validated against the schema of the families served (`schema.py`; 422 with the reason in one line); idle
-sessions expire and their environments are closed; past `max_sessions` a new session is refused with 503 and
+sessions expire and their environments are closed; past `max_sessions` a new session is refused with 429 (and a Retry-After) and
 the limit in the message. Every error body is `{"detail": "<one line>"}` (`ErrorMessage`), and every status a
 route can answer is in the OpenAPI schema.
 """
@@ -106,7 +106,7 @@ class SessionManager:
 
     def open(self, req: Any) -> tuple[str, _Session, Observation]:
         """Open a session for a body of `schema.reset_body`. Raises HTTPException 404 (task id not in the store),
-        409 (a task the family does not generate), 503 (session limit), GymsmithError (the generator refused)."""
+        409 (a task the family does not generate), 429 (session limit), GymsmithError (the generator refused)."""
         family = get_family(req.family)
         if req.task is not None:
             task = self._served(family, req.task)
@@ -118,7 +118,8 @@ class SessionManager:
             raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
         with self.lock:
             if len(self.sessions) >= self.settings.max_sessions:
-                raise HTTPException(503, f"session limit reached ({self.settings.max_sessions} open); close one or retry later")
+                raise HTTPException(429, f"session limit reached ({self.settings.max_sessions} open); close one or retry later",
+                                    headers={"Retry-After": str(max(1, int(self.settings.idle_timeout_s)))})
             sid = secrets.token_hex(8)
             session = _Session(task, family.make_env(), secrets.token_urlsafe(24))
             self.sessions[sid] = session
@@ -194,7 +195,7 @@ ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (whe
           403: "The X-Session-Key does not open this session.", 404: "No such session (or expired), or task id not in "
           "the server's store.", 409: "The task given is not one this server's family generates.",
           422: "The request does not match the schema, or the generator refused the knobs.",
-          503: "Session limit reached; close one or retry later."}
+          429: "Session limit reached; close one or retry later (see Retry-After)."}
 
 
 # how a client goes on from a new session (and how a stateful fuzzer finds real sessions to drive)
@@ -278,7 +279,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     # the body's type is built from the families served, so it is set here rather than written in the signature
     open_session.__annotations__["req"] = Annotated[reset_body({f.name: tuple(f.knobs) for f in served}), Body()]
     app.post("/sessions", response_model=SessionCreated, status_code=201, dependencies=[Depends(authorise)],
-             responses={**errors(400, 404, 409, 503), 201: {"links": SESSION_LINKS}})(open_session)
+             responses={**errors(400, 404, 409, 429), 201: {"links": SESSION_LINKS}})(open_session)
 
     @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)],
               responses=errors(400, 403, 404))

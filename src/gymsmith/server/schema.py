@@ -5,7 +5,7 @@ number is expected (JSON Schema's `integer` and `number` do not admit `false`; p
 it as 0), while an integral float such as `3.0` is accepted as an integer (JSON Schema counts it as one).
 
 A body valid against this schema opens a session unless a session limit, a store lookup or the task given
-refuses it; those refusals have status codes of their own (503, 404, 409), documented per route in `app.py`.
+refuses it; those refusals have status codes of their own (429, 404, 409), documented per route in `app.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ SEED = dict(ge=0, le=2**53 - 1)
 
 
 class ErrorMessage(BaseModel):
-    """Every error this server answers (4xx and 503) carries one line naming the input and what was expected."""
+    """Every error this server answers (all 4xx) carries one line naming the input and what was expected."""
 
     detail: str = Field(description="What was wrong, in one line.")
 
