@@ -130,3 +130,28 @@ def test_check_history_from_before_schema_9_tells_warnings_from_failures(tmp_pat
     history = {h["name"]: h["status"] for h in check_history(TrajectoryStore(path), "ops")}
     assert history == {"environment unchanged since the last check": "warn", "null never accepted": "fail",
                        "oracle accepted on every task": "pass"}
+
+
+def test_a_time_limit_cuts_the_determinism_comparison_to_the_steps_both_took():
+    """Where a timed-out rollout stops depends on the wall clock (a loaded machine runs fewer run_tests in the same
+    120 s): the determinism check then compares the steps both rollouts took, and still catches a difference in them."""
+    from gymsmith.audit.check import repeat_difference
+    from gymsmith.core.types import EndReason, Split
+    from gymsmith.registry import get_family
+    from gymsmith.runner.rollout import run_rollout
+    from gymsmith.verifier.policies import DEFAULT_POLICY
+    from gymsmith.verifier.service import VerifierService
+
+    family = get_family("ops")
+    task = family.generate(1)
+    with VerifierService() as verifier:
+        runs = [run_rollout(env=family.make_env(), agent=family.agents()["random"](), task=task, split=Split.TRAIN, seed=7,
+                            run_id="t", verifier=verifier, policy=DEFAULT_POLICY, max_steps=12, time_limit_s=120)
+                for _ in range(2)]
+    assert [len(r.steps) for r in runs] == [12, 12] and repeat_difference(*runs) == (None, False)
+    short = runs[1].model_copy(update={"steps": runs[1].steps[:5], "end_reason": EndReason.TIME_LIMIT})
+    assert repeat_difference(runs[0], short) == (None, True)
+    assert repeat_difference(runs[0], runs[1].model_copy(update={"steps": runs[1].steps[:5]}))[0]  # no time limit: differ
+    bent = [*short.steps]
+    bent[2] = bent[2].model_copy(update={"observation": bent[2].observation.model_copy(update={"text": "other"})})
+    assert "first difference" in repeat_difference(runs[0], short.model_copy(update={"steps": bent}))[0]

@@ -21,7 +21,7 @@ from sqlalchemy import insert, select
 
 from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import CheckStatus, Split, TaskSpec, Trajectory
+from gymsmith.core.types import CheckStatus, EndReason, Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.local import RunConfig, run
 from gymsmith.runner.rollout import run_rollout
@@ -141,6 +141,23 @@ def first_difference(a: list[str], b: list[str]) -> str | None:
     return None
 
 
+# Long enough for every oracle and a random agent's mix of tools; a random agent on a real package's suite takes
+# about a second per step, so 300 steps ran into the time limit (two minutes a rollout) on every task.
+DETERMINISM_STEPS = 80
+
+
+def repeat_difference(first: Trajectory, second: Trajectory) -> tuple[str | None, bool]:
+    """(the first difference between two rollouts of the same seeded agent on the same task, or None; whether a
+    time limit cut either short). The wall clock decides where a timed-out rollout stops, so then only the steps
+    both took are compared, all but the last (the limit may have cut it short), and not the final state."""
+    a, b = _signature(first), _signature(second)
+    timed_out = EndReason.TIME_LIMIT in (first.end_reason, second.end_reason)
+    if timed_out:
+        both = min(len(first.steps), len(second.steps))  # the reset line and every step but the last
+        a, b = a[:both], b[:both]
+    return first_difference(a, b), timed_out
+
+
 def _infrastructure(family: str, errors: list[str], total: int, *, tolerate: bool) -> CheckOutcome:
     """Fails when any of the check's `total` rollouts ended in an infrastructure error (`errors`: their reasons);
     only a warning with `tolerate`."""
@@ -155,7 +172,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                            errors: list[str] | None = None) -> list[CheckOutcome]:
     """The determinism and reset checks; the reasons of their rollouts' infrastructure errors go to `errors`."""
     family = get_family(family_name)
-    diffs, reset_failures, changed = [], [], 0
+    diffs, reset_failures, changed, cut = [], [], 0, 0
     with VerifierService() as verifier:
         for task in tasks:
             for agent in agents:
@@ -165,12 +182,13 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                     try:
                         runs.append(run_rollout(env=env, agent=family.agents()[agent](), task=task, split=Split.TRAIN,
                                                 seed=7, run_id="determinism", verifier=verifier, policy=DEFAULT_POLICY,
-                                                max_steps=300, time_limit_s=120))
+                                                max_steps=DETERMINISM_STEPS, time_limit_s=120))
                     finally:
                         env.close()
                 if errors is not None:
                     errors += [r.error or "" for r in runs if r.status == "error"]
-                d = first_difference(_signature(runs[0]), _signature(runs[1]))
+                d, timed_out = repeat_difference(runs[0], runs[1])
+                cut += timed_out
                 if d:
                     diffs.append(f"{task.id} / {agent}: {d}")
             env = family.make_env()
@@ -190,7 +208,9 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                 env.close()
     n = len(tasks) * len(agents)
     return [CheckOutcome(family=family_name, name="same seeded rollout twice is identical", passed=not diffs,
-                         detail=f"{n - len(diffs)}/{n} identical" + ("\n" + "\n".join(diffs[:3]) if diffs else "")),
+                         detail=f"{n - len(diffs)}/{n} identical"
+                                + (f" ({cut} cut short by the time limit: the steps both took compared)" if cut else "")
+                                + ("\n" + "\n".join(diffs[:3]) if diffs else "")),
             CheckOutcome(family=family_name, name="reset restores the pristine state", passed=not reset_failures,
                          detail=f"{len(tasks) - len(reset_failures)}/{len(tasks)} exact ({changed} had changed state)" +
                                 ("; " + "; ".join(reset_failures[:3]) if reset_failures else ""))]
