@@ -70,3 +70,20 @@ def test_violations_zero_the_reward_and_reject():
 def test_a_run_that_did_not_complete_is_not_accepted():
     timed_out = run(set(P2P + F2P)).model_copy(update={"status": RunStatus.TIMEOUT})
     assert "hidden test run timeout" in grade(timed_out, F2P, P2P, [], FIX, VISIBLE).gate_failures
+
+
+def test_bugs_that_share_a_test_file_are_credited_one_by_one():
+    """A real package's bugs fail tests in the same files (issue 18: on semver, fixing one of three bugs scored 0,
+    since the file's progress waited for the other bug's hidden test). Given which tests each bug fails, each bug
+    is a sub-goal of its own; a bug whose tests are all shown is all or nothing; damage in its files voids it."""
+    one, two = [A[0], A[1]], [A[2], B[0], B[1]]  # bug one: a's t0 (shown) and t1; bug two: a's t2 and b's t0-t1
+    fixed_one = set(P2P) | set(one)
+    by_file = progress(report(run(fixed_one), F2P, P2P, [], VISIBLE))
+    by_bug = progress(report(run(fixed_one), F2P, P2P, [], VISIBLE), bugs=[one, two])
+    assert by_file == 0.25 and by_bug == 0.5  # by file: a half done (hidden t1 of t1, t2), b not started
+    assert progress(report(run(set(P2P) | set(two)), F2P, P2P, [], VISIBLE), bugs=[one, two]) == 0.5
+    all_shown = {A[0], A[1]}  # bug one has no hidden test: all or nothing
+    assert progress(report(run(set(P2P) | {A[0]}), F2P, P2P, [], all_shown), bugs=[one, two]) == 0.0
+    assert progress(report(run(fixed_one), F2P, P2P, [], all_shown), bugs=[one, two]) == 0.5
+    assert progress(report(run(fixed_one - {A[3]}), F2P, P2P, [], VISIBLE), bugs=[one, two]) == 0.0  # a's p2p broken
+    assert progress(report(run(set(P2P + F2P)), F2P, P2P, [], VISIBLE), bugs=[one, two]) == 1.0

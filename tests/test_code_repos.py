@@ -149,3 +149,17 @@ def test_a_task_rebuilds_identically_from_the_disk_catalog(repos):
     first = family.generate(5, source=PACKAGE, difficulty=0.6)
     repotasks._repos.clear()  # as a new process would start
     assert family.generate(5, source=PACKAGE, difficulty=0.6).id == first.id
+
+
+def test_every_bug_keeps_a_hidden_failing_test_and_bugs_fail_disjoint_tests(repos):
+    """Passing what was shown never proves a fix: each bug fails at least two test functions and one stays hidden
+    (a bug whose only failing test was shown could be 'fixed' by special-casing its inputs, and accepted)."""
+    from gymsmith.families.code.repotasks import test_key
+
+    family = get_family("code")
+    for seed in range(6):
+        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        assert ct.bug_tests and sorted(sum(ct.bug_tests, [])) == sorted(ct.fail_to_pass)  # disjoint, covering
+        for tests in ct.bug_tests:
+            assert len({test_key(n) for n in tests}) >= 2
+            assert set(tests) - set(ct.visible_failing), (seed, tests)

@@ -113,4 +113,5 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
         run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
-    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=answered_tests(ct.files, suites))
+    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=answered_tests(ct.files, suites),
+                 bugs=ct.bug_tests or None)

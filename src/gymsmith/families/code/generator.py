@@ -62,6 +62,8 @@ class CodeTask(BaseModel):
     pass_to_pass: list[str]
     visible_failing: list[str]
     mutations: list[MutationRecord]
+    bug_tests: list[list[str]] = Field(default_factory=list, description="Per bug, the FAIL_TO_PASS tests it fails, "
+                                       "where bugs share test files (repository tasks); empty: one bug per test file.")
 
 
 def test_names(tests_source: str) -> list[str]:

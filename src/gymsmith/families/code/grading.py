@@ -16,10 +16,10 @@ verdict itself was forged and the run proves nothing. A violation zeroes the rew
 
 Components measure progress from the start state, so doing nothing earns 0 (potential-based: at the
 start every FAIL_TO_PASS test fails by construction):
-- `fail_to_pass` (0.9): `progress`, per buggy module the share of its *hidden* FAIL_TO_PASS tests that now
+- `fail_to_pass` (0.9): `progress`, per bug the share of its *hidden* FAIL_TO_PASS tests that now
   pass — the agent saw the visible ones' inputs and expected values, so passing those (or hidden tests on
   the same inputs) proves nothing on its own; the caller says which tests were shown (`visible`) — counted
-  only while none of that module's PASS_TO_PASS tests fails; averaged over the buggy modules, minus the
+  only while none of the PASS_TO_PASS tests of its test files fails; averaged over the bugs, minus the
   share of all PASS_TO_PASS tests broken (any module), floored at 0. What worked is worth nothing by
   itself, and breaking it forfeits the progress it was traded for.
 - `edit_economy` (0.1, or half the smallest step of progress if less, so more of the fix always scores
@@ -100,40 +100,50 @@ def _file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def progress(r: GradeReport) -> float:
+def _units(r: GradeReport, bugs: list[list[str]] | None) -> list[set[str]]:
+    """The FAIL_TO_PASS tests of each sub-goal: `bugs` when the task says which tests each bug fails (a real
+    package's bugs share test files), else one per test file with failing tests (templates: a bug per file)."""
+    if bugs:
+        return [set(tests) for tests in bugs]
+    tests = r.f2p_passed + r.f2p_failed
+    return [{t for t in tests if _file(t) == f} for f in sorted({_file(t) for t in tests})]
+
+
+def progress(r: GradeReport, bugs: list[list[str]] | None = None) -> float:
     """Progress in [0, 1] from the start state, where every FAIL_TO_PASS test failed.
 
-    Per test file with failing tests (one per bug): the share of its unanswered hidden FAIL_TO_PASS tests that
-    pass — counted only while every PASS_TO_PASS test of that file still passes (do no harm: otherwise wrecking
-    a module, every function raising say, would buy the tests that expect an exception). The files' mean, minus
-    the share of all PASS_TO_PASS tests broken (collateral damage, in any file: an unfixed buggy module
-    wrecked is damage too), floored at 0.
+    Per bug (`_units`): the share of its unanswered hidden FAIL_TO_PASS tests that pass — counted only while
+    every PASS_TO_PASS test of the test files it fails in still passes (do no harm: otherwise wrecking a module,
+    every function raising say, would buy the tests that expect an exception). The bugs' mean, minus the share
+    of all PASS_TO_PASS tests broken (collateral damage, in any file: an unfixed buggy module wrecked is damage
+    too), floored at 0.
     """
-    files = sorted({_file(t) for t in r.f2p_passed + r.f2p_failed})
-    if not files:
+    units = _units(r, bugs)
+    if not units:
         return 0.0
-    per_file = []
-    for f in files:
-        mine = lambda tests: [t for t in tests if _file(t) == f]  # noqa: E731
+    per_unit = []
+    for unit in units:
+        mine = lambda tests: [t for t in tests if t in unit]  # noqa: E731
         hidden_passed, hidden_failed = mine(r.hidden_f2p_passed), mine(r.hidden_f2p_failed)
-        # with no unanswered hidden test (rare: see checks.answered_tests), a file's progress is all or nothing
+        # with no unanswered hidden test (rare: see checks.answered_tests), a bug's progress is all or nothing
         fixed = _share(hidden_passed, hidden_failed) if hidden_passed or hidden_failed else float(not mine(r.f2p_failed))
-        per_file.append(0.0 if mine(r.p2p_failed) else fixed)
+        files = {_file(t) for t in unit}
+        per_unit.append(0.0 if any(_file(t) in files for t in r.p2p_failed) else fixed)
     # damage anywhere costs: a broken test of an unfixed buggy module too (else wrecking it was free)
-    return max(0.0, sum(per_file) / len(per_file) - _share(r.p2p_failed, r.p2p_passed))
+    return max(0.0, sum(per_unit) / len(per_unit) - _share(r.p2p_failed, r.p2p_passed))
 
 
-def economy_weight(r: GradeReport) -> float:
+def economy_weight(r: GradeReport, bugs: list[list[str]] | None = None) -> float:
     """WEIGHTS['edit_economy'], or half the smallest step of progress if that is less (one more hidden test
-    passing in the file with the most), so that doing strictly more of the fix always scores more."""
-    files = sorted({_file(t) for t in r.f2p_passed + r.f2p_failed})
-    hidden = [sum(_file(t) == f for t in r.hidden_f2p_passed + r.hidden_f2p_failed) for f in files]
-    step = WEIGHTS["fail_to_pass"] / (len(files) * max([1, *hidden])) if files else WEIGHTS["fail_to_pass"]
+    passing in the bug with the most), so that doing strictly more of the fix always scores more."""
+    units = _units(r, bugs)
+    hidden = [sum(t in unit for t in r.hidden_f2p_passed + r.hidden_f2p_failed) for unit in units]
+    step = WEIGHTS["fail_to_pass"] / (len(units) * max([1, *hidden])) if units else WEIGHTS["fail_to_pass"]
     return round(min(WEIGHTS["edit_economy"], step / 2), 6)
 
 
-def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
-    done = progress(r)
+def components(r: GradeReport, edits: EditFacts, bugs: list[list[str]] | None = None) -> dict[str, RewardComponent]:
+    done = progress(r, bugs)
     changed = edits.source_lines_changed
     economy = 0.0 if changed == 0 else min(1.0, edits.lines_needed / changed)
     if edits.other_files_changed:
@@ -144,14 +154,15 @@ def components(r: GradeReport, edits: EditFacts) -> dict[str, RewardComponent]:
             detail=f"{len(r.hidden_f2p_passed)}/{len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)} hidden failing tests now "
                    f"pass; {len(r.p2p_passed)}/{len(r.p2p_passed) + len(r.p2p_failed)} passing tests still pass"),
         "edit_economy": RewardComponent(
-            value=round(economy * done, 6), weight=economy_weight(r),
+            value=round(economy * done, 6), weight=economy_weight(r, bugs),
             detail=f"{changed} source lines changed, the fix needs {edits.lines_needed}"
                    + (f"; files outside the source changed: {edits.other_files_changed[:5]}" if edits.other_files_changed else "")),
     }
 
 
 def grade(run: TestRun, f2p: list[str], p2p: list[str], canaries: list[str], edits: EditFacts,
-          visible: set[str] | frozenset[str] = frozenset()) -> CheckResult:
-    """`visible`: node ids of the tests the agent was shown (they earn no progress on their own)."""
+          visible: set[str] | frozenset[str] = frozenset(), bugs: list[list[str]] | None = None) -> CheckResult:
+    """`visible`: node ids of the tests the agent was shown (they earn no progress on their own); `bugs`: the
+    FAIL_TO_PASS tests of each bug, when bugs share test files (else a bug per test file)."""
     r = report(run, f2p, p2p, canaries, visible)
-    return CheckResult(components=components(r, edits), gate_failures=gate_failures(r), violations=violations(r, edits))
+    return CheckResult(components=components(r, edits, bugs), gate_failures=gate_failures(r), violations=violations(r, edits))

@@ -19,10 +19,12 @@ import ast
 import atexit
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import random
 import threading
+from functools import lru_cache
 from typing import Any
 
 from gymsmith.core.errors import VerifierError
@@ -35,7 +37,7 @@ from gymsmith.verifier.calltests import CallRunner, CompiledSuite, compile_suite
 from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-REPO_CATALOG_VERSION = 1
+REPO_CATALOG_VERSION = 1  # the outcomes' meaning; task synthesis may change without it
 MUTANT_TIMEOUT_S = 5.0
 MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang
 VERIFY_TIMEOUT_S = 20.0
@@ -101,14 +103,18 @@ class Repo:
         Tasks are rebuilt from these outcomes in other processes (the verifier's), so every process must see the
         same ones: the disk catalog is read before judging, the first outcome written wins, and a run that hit
         the deadline is judged again with a long one (a loaded machine must not turn a bug into a 'hang')."""
+        return self.bugs_outcome([(path, m)], suites)
+
+    def bugs_outcome(self, bugs: list[tuple[str, mutate.Mutation]], suites: list[str] | None = None) -> dict[str, Any]:
+        """`mutant_outcome` of several mutants together, each in its own source file."""
         chosen = sorted(self.suites) if suites is None else sorted(suites)
-        key = f"{path}|{m.key}" + ("" if suites is None else f"|{','.join(chosen)}")
+        key = "+".join(sorted(f"{path}|{m.key}" for path, m in bugs)) + ("" if suites is None else f"|{','.join(chosen)}")
         with self.lock:
             if key not in self.catalog:
                 self._merge_disk()
             if key in self.catalog:
                 return self.catalog[key]
-        sources = {**self.sources, path: mutate.apply(self.sources[path], [m])}
+        sources = {**self.sources, **{path: mutate.apply(self.sources[path], [m]) for path, m in bugs}}
         for deadline in (MUTANT_TIMEOUT_S, MUTANT_RETRY_S):
             run = self.run(sources, [self.suites[p] for p in chosen], deadline)
             if run.status is not RunStatus.TIMEOUT:
@@ -185,8 +191,15 @@ def caught_functions(repo: Repo, path: str) -> dict[str, list[str]]:
     return out
 
 
+def test_key(nodeid: str) -> tuple[str, str]:
+    """(test file, test function): the cases of one parametrized test are one test to show or hide."""
+    path, name = nodeid.split("::", 1)
+    return path, base_name(name)
+
+
 def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> tuple[mutate.Mutation, list[str]] | None:
-    """The first mutant of `path` in a seeded order that finishes and fails at least one test."""
+    """The first mutant of `path` in a seeded order that finishes and fails at least two tests (two test
+    functions: one can be shown and one kept hidden, so passing what was shown never proves the fix)."""
     try:
         reached = caught_functions(repo, path)
         pool = [m for m in candidates(repo.sources[path], operator) if m.function in reached]
@@ -194,16 +207,36 @@ def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> t
         return None
     for m in rng.sample(pool, len(pool)):
         outcome = repo.mutant_outcome(path, m, None if m.operator == REMOVED_BODY else reached[m.function])
-        if outcome["status"] == RunStatus.COMPLETED.value and outcome["failing"]:
+        if outcome["status"] == RunStatus.COMPLETED.value and len({test_key(n) for n in outcome["failing"]}) >= 2:
             return m, outcome["failing"]
     return None
 
 
+def independent(repo: Repo, bugs: list[tuple[str, mutate.Mutation]], files: set[str]) -> list[list[str]] | None:
+    """Per bug, the tests of `files` it fails, if every subset of `bugs` fails exactly the union of what each of
+    its bugs fails alone there, and no two bugs fail the same test; else None.
+
+    This is what makes a multi-bug task's reward rise with every bug fixed, in any order: bugs that mask or
+    compound each other (a real package's functions call each other) would make fixing one pay nothing, or
+    leave a PASS_TO_PASS test failing on the start state. Every outcome is cached on disk like a single mutant's."""
+    suites = sorted(files)
+    alone = []
+    for bug in bugs:
+        outcome = repo.bugs_outcome([bug], suites)
+        if outcome["status"] != RunStatus.COMPLETED.value:
+            return None
+        alone.append(set(outcome["failing"]))
+    if sum(map(len, alone)) != len(set().union(*alone)):
+        return None
+    for size in range(2, len(bugs) + 1):
+        for subset in itertools.combinations(range(len(bugs)), size):
+            outcome = repo.bugs_outcome([bugs[i] for i in subset], suites)
+            if outcome["status"] != RunStatus.COMPLETED.value or set(outcome["failing"]) != set().union(*(alone[i] for i in subset)):
+                return None
+    return [sorted(tests) for tests in alone]
+
+
 # -- tasks -----------------------------------------------------------------------------------------------
-def _base(name: str) -> str:
-    return base_name(name)
-
-
 def drop_tests(source: str, drop: set[str]) -> str:
     """The test file without the tests in `drop` (top-level functions, or `realtests.method_name` for a method of
     a class), formatting of the rest intact."""
@@ -244,42 +277,53 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     operator = knobs.get("operator") or "any"
     files = dict(repo.files)
     mutations: list[MutationRecord] = []
-    failing: list[str] = []
     buggy: list[str] = []
+    bugs: list[tuple[str, mutate.Mutation]] = []
+    per_bug: list[list[str]] = []  # the tests each bug fails
     for path in rng.sample(sorted(repo.sources), len(repo.sources)):
-        if len(buggy) == n_bugs:
+        if len(bugs) == n_bugs:
             break
         picked = pick_mutation(repo, path, rng, operator)
         if picked is None:
             continue
         m, fails = picked
-        if set(fails) & set(failing):
+        if any(set(fails) & set(tests) for tests in per_bug):
             continue  # two bugs failing the same test could mask each other
+        if bugs:
+            together = independent(repo, [*bugs, (path, m)], {test_key(n)[0] for n in [*fails, *sum(per_bug, [])]})
+            if together is None:
+                continue
+            per_bug = together[:-1]
+            fails = together[-1]
+        bugs.append((path, m))
+        per_bug.append(sorted(fails))
+    if not bugs:
+        raise RuntimeError(f"{repo.spec}: no source file has a usable {operator} bug")
+    for path, m in bugs:
         files[path] = mutate.apply(repo.sources[path], [m])
         buggy.append(path)
-        failing += fails
         mutations.append(MutationRecord(module=path, operator=m.operator, function=m.function, line=m.line,
                                         description=m.description, key=m.key))
-    if not buggy:
-        raise RuntimeError(f"{repo.spec}: no source file has a usable {operator} bug")
+    failing = sorted(set().union(*per_bug))
     rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}")  # what is shown does not depend on the search above
-    affected = sorted({f.split("::")[0] for f in failing})
-    hidden, canaries, p2p, visible_failing = {}, [], [], []
+    shown: set[tuple[str, str]] = set()
+    used = lru_cache(maxsize=None)(lambda path: names_used(files[path]) if path in files else {})
+    for (path, m), fails in zip(bugs, per_bug):
+        # the shown failing tests of each bug: preferably (directness) ones that name its function; never all of
+        # them (at least two test functions fail: see pick_mutation), so each bug keeps a hidden failing test
+        keys = sorted({test_key(n) for n in fails})
+        direct = [k for k in keys if m.function.split(".")[-1] in used(k[0]).get(k[1], set())]
+        indirect = [k for k in keys if k not in direct]
+        prefer_direct = rng.random() < float(knobs["directness"])
+        order = (direct + indirect) if prefer_direct else (indirect + direct)
+        shown |= set(order[:min(len(keys) - 1, max(1, int(knobs["visible_tests"])))])
+    visible_failing = [n for n in failing if test_key(n) in shown]
+    affected = sorted({test_key(n)[0] for n in failing})
+    hidden, canaries, p2p = {}, [], []
     for path in affected:
         record = next(s for s in repo.manifest.call_suites if s.path == path)
         suite = repo.suites[path]
-        fails = sorted(n for n in suite.nodeids() if n in failing)
-        # the shown failing tests: preferably (directness) ones that name a mutated function
-        used = names_used(files[path]) if path in files else {}
-        mutated = {r.function.split(".")[-1] for r in mutations}
-        direct = [n for n in fails if used.get(_base(n.split("::")[1]), set()) & mutated]
-        indirect = [n for n in fails if n not in direct]
-        prefer_direct = rng.random() < float(knobs["directness"])
-        order = (direct + indirect) if prefer_direct else (indirect + direct)
-        shown_bases = {_base(n.split("::")[1]) for n in order[:max(1, int(knobs["visible_tests"]))]}
-        shown = [n for n in fails if _base(n.split("::")[1]) in shown_bases]
-        visible_failing += shown
-        hide = {_base(n.split("::")[1]) for n in fails} - shown_bases
+        hide = {test_key(n)[1] for n in failing if test_key(n)[0] == path and test_key(n) not in shown}
         if path in files:
             files[path] = drop_tests(files[path], hide)
         canary = _canary_name(rng, set(record.tests))
@@ -289,8 +333,8 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     files["pytest.ini"] = PYTEST_INI
     files["README.md"] = readme(repo.manifest)
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
-                    hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=sorted(failing), pass_to_pass=sorted(p2p),
-                    visible_failing=sorted(visible_failing), mutations=mutations)
+                    hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=failing, pass_to_pass=sorted(p2p),
+                    visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=per_bug)
 
 
 def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
