@@ -8,7 +8,7 @@ EXTRAS ?= dev,postgres,ray,gym,serve,mcp,train,trainers,browser,web
 DEB_PACKAGES ?= postgresql chromium bubblewrap git
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: setup system-packages demo test bench clean
+.PHONY: setup system-packages demo lint test bench clean
 
 setup: system-packages $(STAMP)
 
@@ -25,7 +25,10 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/gymsmith demo
 
-test: setup
+lint: setup
+	$(PY) -m ruff check src tests benchmarks examples
+
+test: setup lint
 	$(PY) -m pytest -q -ra --durations=15
 
 bench: setup

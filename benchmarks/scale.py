@@ -80,7 +80,7 @@ def _emit_ray_vs_local(mode: str, local: list[float], remote: list[float], **ext
     m_local, m_remote = statistics.median(local), statistics.median(remote)
     emit(benchmark="ray_vs_local", mode=mode, rollouts=800, reps=len(remote), local_2_processes_s=round(m_local, 3),
          ray_2_actors_s=round(m_remote, 3), slowdown=round(m_remote / m_local, 2),
-         slowdowns=[round(r / l, 2) for l, r in zip(local, remote)], target="<= 1.3x", **extra)
+         slowdowns=[round(r / lo, 2) for lo, r in zip(local, remote)], target="<= 1.3x", **extra)
 
 
 def runners(tmp: Path) -> None:

@@ -5,7 +5,6 @@ raise on a bad completion. Real parts throughout: SQLite, bubblewrap, Chromium, 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import pytest

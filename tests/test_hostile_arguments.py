@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gymsmith.core import NO_TOOL_CALL, Action, ActionErrorKind, EndReason, Observation, RolloutStatus, Split
+from gymsmith.core import NO_TOOL_CALL, Action, ActionErrorKind, Observation
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.envs.base import (
     MAX_ARGUMENT_DEPTH,
@@ -41,9 +40,6 @@ from gymsmith.envs.base import (
     unbounded_fields,
 )
 from gymsmith.registry import get_family
-from gymsmith.runner.rollout import run_rollout
-from gymsmith.store.sql import TrajectoryStore
-from gymsmith.verifier.service import VerifierService
 
 MB = 1 << 20
 

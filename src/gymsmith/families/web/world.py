@@ -121,7 +121,7 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     b.add("users", username=AGENT_USER, role="support")
     b.add("users", username=STAFF_USER, role="support")
     b.add("users", username=ADMIN_USER, role="admin")
-    names = [f"{f} {l}" for f in FIRST for l in LAST]
+    names = [f"{first} {last}" for first in FIRST for last in LAST]
     rng.shuffle(names)
     n_customers = max(12, knobs["records"] // 3)
     base_names = names[:n_customers]
