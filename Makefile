@@ -27,6 +27,7 @@ demo: setup
 
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
+	$(VENV)/bin/lint-imports
 
 test: setup lint
 	$(PY) -m pytest -q -ra --durations=15

@@ -102,7 +102,7 @@ def test_web_ladder_on_each_goal_kind(tmp_path):
     tasks = [fam.generate(7, kind=k, difficulty=0.6) for k in ("address", "refund", "tickets")]
     agents = [f"oracle@{k}" for k in LEVELS] + ["null", "trivial"]
     store = TrajectoryStore(tmp_path / "s.db")
-    from gymsmith.runner.local import RunConfig, run
+    from gymsmith.runner import RunConfig, run
 
     spec = TaskSetSpec(family="web", count=3, split="all")
     run(RunConfig(run_id="web-ladder", purpose="audit", taskset=spec, agents=agents, concurrency=2), store,

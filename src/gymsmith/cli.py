@@ -22,7 +22,8 @@ from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id
 from gymsmith.core.errors import GymsmithError, StoreError
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.repos.cli import repos_app
-from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, run as run_config, summarize
+from gymsmith.runner.driver import run as run_config
+from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY

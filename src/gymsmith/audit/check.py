@@ -23,7 +23,8 @@ from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import CheckStatus, EndReason, Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
-from gymsmith.runner.local import RunConfig, run
+from gymsmith.runner.driver import run
+from gymsmith.runner.local import RunConfig
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.registry.fingerprint import environment_fingerprint, fingerprint_diff
 from gymsmith.store.schema import check_fingerprints, check_results

@@ -30,7 +30,8 @@ from gymsmith.audit.reward import spearman
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
-from gymsmith.runner.local import RunConfig, run
+from gymsmith.runner.driver import run
+from gymsmith.runner.local import RunConfig
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 

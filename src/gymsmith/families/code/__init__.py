@@ -19,6 +19,7 @@ from gymsmith.families.code.mutate import OPERATORS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.repo import pristine_repo
 from gymsmith.families.code.repotasks import REMOVED_BODY
+from gymsmith.families.code.task import FAMILY_VERSION
 from gymsmith.families.code.templates import TEMPLATES
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
@@ -52,7 +53,7 @@ def source_choices() -> tuple[str, ...]:
 
 class CodeFamily:
     name = "code"
-    version = "1.1.0"
+    version = FAMILY_VERSION
     checks_module = "gymsmith.families.code.checks"
     ladder_knobs = {"difficulty": [0.5, 1.0]}  # the reward ladder on multi-bug tasks (2-3 bugs): more than one sub-goal
     system_prompt = ("You are a careful software engineer working in a sandboxed repository through tools. Read the "

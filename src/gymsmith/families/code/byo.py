@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.grading import EditFacts, grade
-from gymsmith.families.code.repo import changed_lines, pristine_repo, read_tree
+from gymsmith.families.code.task import FAMILY_VERSION
+from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, read_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
@@ -201,9 +202,7 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
 
 
 def _family_version() -> str:
-    from gymsmith.families.code import CodeFamily
-
-    return CodeFamily.version
+    return FAMILY_VERSION
 
 
 def repository_files(task: TaskSpec) -> dict[str, str]:
@@ -211,8 +210,6 @@ def repository_files(task: TaskSpec) -> dict[str, str]:
 
 
 def is_test_or_config(path: str) -> bool:
-    from gymsmith.families.code.checks import is_test_path
-
     return is_test_path(path) or path.rsplit("/", 1)[-1] in ("pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
 
 

@@ -21,7 +21,7 @@ from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
-from gymsmith.families.code.repo import Tree, changed_lines, pristine_repo, scan_tree
+from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.protocol import CheckResult
 
@@ -29,11 +29,6 @@ VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a fa
 MAX_SOURCE_BYTES = 200_000
 SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py",
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
-
-
-def is_test_path(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return path.startswith("tests/") or name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
 
 
 def source_files(final: Tree, modules: list[str]) -> dict[str, str]:

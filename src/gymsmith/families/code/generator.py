@@ -22,10 +22,10 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, Field
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
+from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
 from gymsmith.verifier.calltests import CompiledSuite, compile_suite, judge_run, records_by_nodeid, shared_call_runner
@@ -38,46 +38,8 @@ MUTANT_TIMEOUT_S = 1.5  # a mutant that loops forever is not kept (judged by thi
 PYTEST_INI = "[pytest]\npythonpath = .\n"
 
 
-class MutationRecord(BaseModel):
-    """One injected bug (private: it is the answer)."""
-
-    module: str
-    operator: str
-    function: str
-    line: int
-    description: str
-    key: str
-
-
-class CodeTask(BaseModel):
-    """Everything about a generated coding task; only `files` is given to the agent."""
-
-    files: dict[str, str] = Field(description="The agent's start state: buggy modules, visible tests, config, README.")
-    modules: list[str] = Field(description="Source files of the repository, e.g. ['lru.py', 'dates.py'].")
-    buggy_modules: list[str]
-    reference: dict[str, str] = Field(description="Reference source of every module (the fix).")
-    hidden_tests: dict[str, str] = Field(description="Full test files, with canaries, that replace tests/ at verification.")
-    canaries: list[str] = Field(description="Node ids of hidden tests that must FAIL; passing means the runner was tampered with.")
-    fail_to_pass: list[str]
-    pass_to_pass: list[str]
-    visible_failing: list[str]
-    mutations: list[MutationRecord]
-    bug_tests: list[list[str]] = Field(default_factory=list, description="Per bug, the FAIL_TO_PASS tests it fails, "
-                                       "where bugs share test files (repository tasks); empty: one bug per test file.")
-
-
 def test_names(tests_source: str) -> list[str]:
     return [n.name for n in ast.parse(tests_source).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
-
-
-def names_used(tests_source: str) -> dict[str, set[str]]:
-    """Per test function: every name and attribute it mentions (to tell direct tests of a function)."""
-    out = {}
-    for fn in ast.parse(tests_source).body:
-        if isinstance(fn, ast.FunctionDef):
-            out[fn.name] = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | \
-                           {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
-    return out
 
 
 def keep_tests(tests_source: str, keep: set[str]) -> str:
@@ -225,14 +187,6 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> t
 
 
 # -- tasks ---------------------------------------------------------------------------------------------
-def _canary_name(rng: random.Random, taken: set[str]) -> str:
-    words = ("regression", "edge", "roundtrip", "boundary", "consistency", "invariant", "sample", "known_value")
-    while True:
-        name = f"test_{rng.choice(words)}_{rng.getrandbits(24):06x}"
-        if name not in taken:
-            return name
-
-
 def readme(modules: list[str]) -> str:
     lines = ["# utilities", "", "Small, dependency-free Python modules. Tests live in `tests/` and run with pytest:", "",
              "    python -m pytest -q", "", "## Modules", ""]
@@ -285,7 +239,7 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
             keep = set(rng.sample(pool, min(len(pool), int(knobs["visible_tests"]))))
         files[f"{template}.py"] = module_source
         files[test_file] = keep_tests(tests, keep)
-        canary = _canary_name(rng, set(all_tests))
+        canary = canary_name(rng, set(all_tests))
         hidden[test_file] = suite.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
         canaries.append(f"{test_file}::{canary}")
         f2p += failing

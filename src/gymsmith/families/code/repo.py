@@ -175,3 +175,9 @@ def changed_lines(before: str, after: str) -> int:
         return sum((ca - cb).values()) + sum((cb - ca).values())
     ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
     return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+
+
+def is_test_path(path: str) -> bool:
+    """A test file or a pytest hook as the verifier sees it: under tests/, conftest.py, test_*.py, *_test.py."""
+    name = path.rsplit("/", 1)[-1]
+    return path.startswith("tests/") or name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")

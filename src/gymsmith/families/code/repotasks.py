@@ -29,7 +29,7 @@ from typing import Any
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
-from gymsmith.families.code.generator import CodeTask, MutationRecord, _canary_name, names_used
+from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
 from gymsmith.repos.manifest import RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -326,7 +326,7 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         hide = {test_key(n)[1] for n in failing if test_key(n)[0] == path and test_key(n) not in shown}
         if path in files:
             files[path] = drop_tests(files[path], hide)
-        canary = _canary_name(rng, set(record.tests))
+        canary = canary_name(rng, set(record.tests))
         hidden[path] = record.source.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
         canaries.append(f"{path}::{canary}")
         p2p += [n for n in suite.nodeids() if n not in failing]
