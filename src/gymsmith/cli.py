@@ -25,6 +25,7 @@ from gymsmith.repos.cli import repos_app
 from gymsmith.runner.driver import run as run_config
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
+from gymsmith.core import logs
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 
@@ -34,6 +35,18 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Generate and inspect tasks."
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect stored runs.")
 audit_app = typer.Typer(no_args_is_help=True, help="Audits over stored rollouts.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in the sandbox, to debug environments and limits.")
+
+
+@app.callback()
+def _options(log_level: str = typer.Option(None, "--log-level", metavar="LEVEL",
+                                           help="Diagnostics on stderr from this level up: DEBUG, INFO, WARNING (default; "
+                                                "else $GYMSMITH_LOG_LEVEL) or ERROR.")) -> None:
+    try:
+        logs.configure(log_level)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(audit_app, name="audit")

@@ -15,6 +15,7 @@ asks for as much as `token_info` allows; with "auto" it starts with vLLM's field
 
 from __future__ import annotations
 
+import logging
 import asyncio
 import json
 import os
@@ -27,6 +28,8 @@ from gymsmith.agents.endpoint import validate_base_url
 from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
 from gymsmith.core.errors import InfrastructureError
 from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent operating a software environment through tools. Work step by step: call exactly the "
@@ -182,6 +185,7 @@ class ModelAgent:
         failures: list[str] = []
         for attempt in range(c.max_retries + 1):
             if attempt:
+                log.info("model call to %s: retry %d of %d after %s", c.base_url, attempt, c.max_retries, failures[-1])
                 await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
             t0 = time.perf_counter()
             try:

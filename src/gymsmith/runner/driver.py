@@ -7,6 +7,7 @@ cycle (issue 19).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from gymsmith.core.types import TaskSpec, Trajectory
@@ -15,6 +16,8 @@ from gymsmith.runner.local import ProgressCallback, RolloutWorker, RunConfig, Ru
 from gymsmith.runner.process_pool import run_in_processes
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
+
+log = logging.getLogger(__name__)
 
 
 def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback | None = None,
@@ -42,11 +45,14 @@ def run(config: RunConfig, store: TrajectoryStore, *, progress: ProgressCallback
     `process_pool.WorkerFailure` when a worker process raises outside a rollout.
     """
     plan = plan_run(config, store, tasks)
+    backend = "async engine" if config.uses_engine() else "worker processes" if (
+        config.processes if config.processes is not None else config.concurrency > 1) else "this process"
+    log.info("run %s: %d rollouts to run (%d already stored) in %s", config.run_id, len(plan.work), plan.finished, backend)
     tally = RunTally(plan.finished, plan.total, progress, collect)
-    if config.uses_engine():
+    if backend == "async engine":
         run_in_engine(config, store, plan.work, tally)
         return tally.results
-    if not (config.processes if config.processes is not None else config.concurrency > 1):
+    if backend == "this process":
         with VerifierService() as verifier:
             worker = RolloutWorker(config, verifier)
             try:

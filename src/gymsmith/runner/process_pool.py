@@ -9,6 +9,7 @@ and a fresh worker takes its place.
 
 from __future__ import annotations
 
+import logging
 import itertools
 import multiprocessing
 import os
@@ -24,6 +25,8 @@ from gymsmith.runner.local import IN_FLIGHT, RolloutWorker, RunConfig, RunTally,
 from gymsmith.runner.recovery import Chunk, WorkerDeaths
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
+
+log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 30.0
 
@@ -160,6 +163,7 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
                     failed = list(w.batches)
                     w.batches.clear()
                     cause = w.cause_of_death()
+                    log.warning("%s with %d batch(es) in hand; starting another", cause, len(failed))
                     w.stop(0)  # already dead: release its pipes
                     workers[workers.index(w)] = fresh = _Worker(ctx, config_json, location)
                     queue.extendleft(reversed(deaths.worker_died(failed, cause)))

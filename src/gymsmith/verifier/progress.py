@@ -16,6 +16,7 @@ V(s_T) - V(s_0). Nothing the agent wrote is read here: the value is the verifier
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from pathlib import Path
 from gymsmith.core.types import Reward, TaskSpec
 from gymsmith.envs.base import Environment, clip, scrub
 from gymsmith.verifier.service import VerifierService
+
+log = logging.getLogger(__name__)
 
 MAX_PROGRESS_ERROR_CHARS = 1_000  # a failed per-step verification's reason, as stored with the step
 
@@ -112,6 +115,8 @@ class ProgressMeter:
                 verdict = self.verifier.verify(self.task, snapshot, policy=self.policy)
         except Exception as exc:  # noqa: BLE001 - a failed per-step value is logged with the step, never fatal
             self.failures += 1
+            log.warning("task %s: a per-step verification failed (the rollout goes on): %s", self.task.id,
+                        _describe(exc).splitlines()[0][:300])
             return None, _describe(exc)
         finally:
             self.seconds += time.perf_counter() - t0

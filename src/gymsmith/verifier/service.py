@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import itertools
 import os
 import queue
@@ -16,6 +17,8 @@ from gymsmith.core.types import Reward, TaskSpec
 from gymsmith.envs.base import FinalState
 from gymsmith.verifier.policies import DEFAULT_POLICY, get_policy
 from gymsmith.verifier.protocol import VerifyRequest, VerifyResponse
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -128,6 +131,7 @@ class VerifierService:
         finally:
             self._idle.put(worker if worker is not None and worker.alive() else None)
         if response.error is not None or response.reward is None:
+            log.warning("verification of task %s failed: %s", task.id, (response.error or "no reward").splitlines()[0][:300])
             raise VerifierError(response.error or "verifier returned neither a reward nor an error")
         return response.reward
 
@@ -147,6 +151,8 @@ class VerifierService:
         """`worker`, or a new one in its place when it was never started or has died."""
         if worker is not None and worker.alive():
             return worker
+        if worker is not None:
+            log.warning("verifier process %d ended (exit code %s); starting another", worker.proc.pid, worker.proc.poll())
         worker = _Worker(self._env)
         with self._lock:
             self._all.append(worker)
