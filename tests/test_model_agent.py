@@ -143,8 +143,9 @@ def test_context_truncation_keeps_task_and_whole_turns(ops):
         obs = Observation(text="x" * 500)
         for _ in range(12):
             agent.act(obs)
-        body = agent._truncate()
+        body, encoded = agent._truncate()
         agent.close()
+    assert encoded == [json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in body]  # what is sent is this
     assert body[0]["role"] == "system" and body[1]["content"] == "start"
     assert "earlier messages were removed" in body[2]["content"]
     assert sum(len(json.dumps(m)) for m in body) <= 3000 + 1000  # the last turn is always kept whole

@@ -103,6 +103,10 @@ class ModelAgent:
         self.awaiting: dict[str, Any] | None = None  # the call whose observation comes next
         self.truncated_messages = 0
         self._token_context: list[int | None] = []  # the last turn's prompt and completion ids (tokens.chain_prompt)
+        # each message's compact JSON, encoded once: messages are only ever appended, never changed, and the
+        # conversation is sent whole on every call (encoding it again each time was most of the engine's CPU)
+        self._encoded: list[str] = []
+        self._tools_json = _dumps(self.tools)
 
     def act(self, observation: Observation) -> Action:
         if self._needs_reply(observation):
@@ -153,35 +157,47 @@ class ModelAgent:
         else:
             self.messages.append({"role": "user", "content": observation.text})
 
-    def _truncate(self) -> list[dict[str, Any]]:
-        """Keep the system and task messages; drop whole oldest turns until the rest fits."""
-        head, turns = self.messages[:2], _turns(self.messages[2:])
-        size = lambda ms: sum(len(json.dumps(m)) for m in ms)  # noqa: E731
+    def _truncate(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """Keep the system and task messages; drop whole oldest turns until the rest fits (`max_context_chars` of
+        compact JSON). Returns the messages to send and their JSON."""
+        for m in self.messages[len(self._encoded):]:
+            self._encoded.append(_dumps(m))
+        total = sum(map(len, self._encoded))
+        if total <= self.config.max_context_chars:
+            return self.messages, self._encoded
+        head, turns = [0, 1], _turns(self.messages[2:], start=2)
         dropped = 0
-        while turns and size(head) + sum(size(t) for t in turns) > self.config.max_context_chars and len(turns) > 1:
-            dropped += len(turns.pop(0))
-        if not dropped:
-            return self.messages
+        while len(turns) > 1 and total > self.config.max_context_chars:
+            turn = turns.pop(0)
+            dropped += len(turn)
+            total -= sum(len(self._encoded[i]) for i in turn)
         self.truncated_messages = dropped
-        return head + [{"role": "user", "content": TRUNCATION_NOTE.format(n=dropped)}] + [m for t in turns for m in t]
+        note = {"role": "user", "content": TRUNCATION_NOTE.format(n=dropped)}
+        kept = head + [i for t in turns for i in t]
+        return ([self.messages[0], self.messages[1], note, *(self.messages[i] for i in kept[2:])],
+                [self._encoded[0], self._encoded[1], _dumps(note), *(self._encoded[i] for i in kept[2:])])
 
-    async def _post(self, body: dict[str, Any]) -> tuple[Any, str]:
-        """POST `body` with the token fields of the current level; with token_info "auto", one level lower each
-        time the server refuses one of them. Returns the response and the level it was sent with."""
+    async def _post(self, encoded: list[str]) -> tuple[Any, str]:
+        """POST the chat completion of the messages `encoded` (their JSON) with the token fields of the current
+        level; with token_info "auto", one level lower each time the server refuses one of them. Returns the
+        response and the level it was sent with."""
         c = self.config
         key = (c.base_url, c.model)
         level = _LEVELS.get(key, LEVEL_ORDER[0]) if c.token_info == "auto" else c.token_info
+        head = '{"model":' + _dumps(c.model) + ',"messages":[' + ",".join(encoded) + '],"tools":' + self._tools_json
         while True:
-            response = await self._client.post("/chat/completions", json={**body, **TOKEN_LEVELS[level]})
+            rest = {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed,
+                    **TOKEN_LEVELS[level]}
+            body = (head + "," + _dumps(rest)[1:]).encode("utf-8")  # the same object as one dict would encode to
+            response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
             if c.token_info != "auto" or level == "off" or not refused_field(level, response.status_code, response.text):
                 return response, level
             level = _LEVELS[key] = LEVEL_ORDER[LEVEL_ORDER.index(level) + 1]
 
     async def _complete(self) -> tuple[dict[str, Any], dict[str, Any]]:
         c = self.config
-        messages = list(self._truncate())  # a copy: the conversation goes on growing
-        body = {"model": c.model, "messages": messages, "tools": self.tools, "temperature": c.temperature,
-                "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed}
+        messages, encoded = self._truncate()
+        messages, encoded = list(messages), list(encoded)  # copies: the conversation goes on growing
         failures: list[str] = []
         for attempt in range(c.max_retries + 1):
             if attempt:
@@ -189,7 +205,7 @@ class ModelAgent:
                 await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
             t0 = time.perf_counter()
             try:
-                response, level = await self._post(body)
+                response, level = await self._post(encoded)
             except (self._httpx.TimeoutException, self._httpx.TransportError) as exc:
                 failures.append(f"{type(exc).__name__}")
                 continue
@@ -234,12 +250,17 @@ def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> 
     return httpx.AsyncClient(base_url=config.base_url.rstrip("/"), timeout=config.timeout_s, headers=headers)
 
 
-def _turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Group messages into turns: an assistant message and every tool or user message that answers it."""
-    turns: list[list[dict[str, Any]]] = []
-    for m in messages:
+def _turns(messages: list[dict[str, Any]], start: int = 0) -> list[list[int]]:
+    """Group messages into turns, as indexes from `start`: an assistant message and every tool or user message
+    that answers it."""
+    turns: list[list[int]] = []
+    for i, m in enumerate(messages, start):
         if m["role"] == "assistant" or not turns:
-            turns.append([m])
+            turns.append([i])
         else:
-            turns[-1].append(m)
+            turns[-1].append(i)
     return turns
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+JSON_HEADERS = {"Content-Type": "application/json"}

@@ -213,9 +213,12 @@ class PooledClient:
                  "User-Agent": "gymsmith", **(headers or {})}
         self._headers = b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in fixed.items())
 
-    async def post(self, path: str, *, json: Any) -> httpx.Response:
-        """POST `json` (encoded compactly) to the base URL's path + `path`; the whole response, as httpx's."""
-        body = _dumps(json).encode("utf-8")
+    async def post(self, path: str, *, json: Any = None, content: bytes | None = None,
+                   headers: dict[str, str] | None = None) -> httpx.Response:
+        """POST `json` (encoded compactly), or `content` already encoded as JSON, to the base URL's path + `path`;
+        the whole response, as httpx's. `headers` is accepted for httpx's signature: this client always sends
+        its own (JSON, and the key it was made with)."""
+        body = content if content is not None else _dumps(json).encode("utf-8")
         head = b"POST " + self._prefix + path.encode("ascii") + b" HTTP/1.1\r\n" + self._headers
         status, headers, content = await self.transport.exchange(self._key, b"POST", head, body, self.timeout)
         return httpx.Response(status, headers=headers, content=content)
