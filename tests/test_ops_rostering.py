@@ -75,3 +75,28 @@ def test_cheapest_roster_prefers_the_cheaper_person_and_is_deterministic():
     roster = cheapest_roster(staff, missing, [], shift_hours=HOURS, max_days=MAX_DAYS)
     assert [(s.staff_id, s.day) for s in roster] == [(2, 0), (1, 1)]  # 2 is off on day 1
     assert roster == cheapest_roster(staff, missing, [], shift_hours=HOURS, max_days=MAX_DAYS)
+
+
+def test_each_distinct_flow_is_solved_once_and_the_answer_is_not_shared(monkeypatch):
+    """Every verification of a task prices the same start state: the flow is solved once per distinct input
+    (a zero bonus is no bonus), and what a caller does with the roster it gets does not reach the next caller."""
+    from gymsmith.families.ops import rostering
+
+    rng = random.Random(5)
+    staff, missing, rostered = _week(rng)
+    solved = []
+    real = rostering._solve_roster
+    monkeypatch.setattr(rostering, "_solve_roster", lambda *a: solved.append(a) or real(*a))
+    monkeypatch.setattr(rostering, "_SOLVED", {})
+    try:
+        first = cheapest_roster(staff, missing, rostered, shift_hours=HOURS, max_days=MAX_DAYS)
+    except NoRoster:
+        pytest.skip("this seed's week has no roster")
+    first.clear()
+    again = cheapest_roster(staff, missing, rostered, shift_hours=HOURS, max_days=MAX_DAYS)
+    assert len(solved) == 1 and again == real(staff, missing, rostered, HOURS, MAX_DAYS, {}) and again
+    rostering._roster(staff, missing, rostered, HOURS, MAX_DAYS, {(staff[0]["id"], 0, 1): 0})
+    assert len(solved) == 1
+    other = [dict(s, hourly_cents=s["hourly_cents"] + 1) for s in staff]
+    cheapest_roster(other, missing, rostered, shift_hours=HOURS, max_days=MAX_DAYS)
+    assert len(solved) == 2  # another input is solved

@@ -35,6 +35,10 @@ class Shift:
     cost_cents: int
 
 
+CACHE_SIZE = 2048  # distinct flow problems whose answer is kept (a roster: a few dozen small tuples)
+_SOLVED: dict[str, list[Shift] | None] = {}
+
+
 class NoRoster(ValueError):
     """The labour rules leave too few people to cover the missing shifts."""
 
@@ -132,6 +136,21 @@ def most_kept(staff: Iterable[Mapping[str, Any]], missing: Mapping[tuple[int, in
 
 
 def _roster(staff: list[Mapping[str, Any]], missing: Mapping[tuple[int, int], int], rostered: list[Mapping[str, Any]],
+            shift_hours: int, max_days: int, bonus: Mapping[tuple[int, int, int], int]) -> list[Shift] | None:
+    """`_solve_roster`, solved once per distinct input: every verification of a task prices the same start state
+    (each sample of a group, each per-step value), and the flow is most of a staffing check's time."""
+    bonus = {k: v for k, v in bonus.items() if v}  # a zero bonus changes nothing
+    key = repr(([sorted(dict(s).items()) for s in staff], sorted(missing.items()),
+                [sorted(dict(r).items()) for r in rostered], shift_hours, max_days, sorted(bonus.items())))
+    if key not in _SOLVED:
+        if len(_SOLVED) >= CACHE_SIZE:
+            _SOLVED.pop(next(iter(_SOLVED)))  # the oldest
+        _SOLVED[key] = _solve_roster(staff, missing, rostered, shift_hours, max_days, bonus)
+    roster = _SOLVED[key]
+    return None if roster is None else list(roster)
+
+
+def _solve_roster(staff: list[Mapping[str, Any]], missing: Mapping[tuple[int, int], int], rostered: list[Mapping[str, Any]],
             shift_hours: int, max_days: int, bonus: Mapping[tuple[int, int, int], int]) -> list[Shift] | None:
     """The roster of least cost (each shift's wage, less its `bonus` by (staff_id, day, warehouse)) covering
     `missing`, or None when the rules leave too few people. `Shift.cost_cents` is the wage, never less."""
