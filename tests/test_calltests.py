@@ -299,3 +299,53 @@ def test_no_result_of_an_earlier_job_is_in_the_memory_a_driver_starts_with(runne
     before = count()
     runner.observe({"mod.py": leaker}, [SUITE])  # its stream carries the marker
     assert count() == before
+
+
+def test_a_comparison_with_no_value_the_verifier_holds_is_refused():
+    """`actual == expected` with `expected` computed by the test: both sides would be observed beside the agent's
+    code, which can report one side's value for the other (a red-team agent did, on real packages' suites)."""
+    for body in ("expected = [double(1)]\n    expected = [2]\n    assert pair(1, 1)[:1] == expected",
+                 "assert double(3) == double(1) + double(2)", "assert sorted([double(2)]) == [double(2)]",
+                 "assert len(pair(1, 2)) == len([double(0), 1])", "assert double(1) in pair(2, 3) and double(0) == 0"):
+        with pytest.raises(UnsupportedTest, match="no expected value the verifier holds"):
+            compile_suite(f"from mod import double, pair\n\ndef test_x():\n    {body}\n", "tests/test_x.py")
+    kept = compile_suite("from mod import double\n\nN = 3\n\ndef test_x():\n    assert double(N) == 6\n    assert double(1)\n",
+                         "tests/test_x.py")
+    assert [t.name for t in kept.tests] == ["test_x"]
+
+
+FORGE_RAISES = '''
+
+def _forge():  # reports, for every slot that raised or should have, an exception claiming every builtin class
+    import builtins, sys
+    frame = sys._getframe()
+    while frame is not None and "_gymsmith_raises" not in frame.f_globals:
+        frame = frame.f_back
+    if frame is None:
+        return
+    ns = frame.f_globals
+    everything = [c for c in vars(builtins).values() if isinstance(c, type) and issubclass(c, BaseException)]
+    class Forged(*[c for c in everything if c.__name__ in ("ValueError", "KeyError", "TypeError")]):
+        pass
+    real = ns["_gymsmith_raises"]
+
+    class Raises(real):
+        def __exit__(self, kind, exc, tb):
+            return real.__exit__(self, Forged, Forged(), None)
+    ns["_gymsmith_raises"] = Raises
+
+
+_forge()
+'''
+
+
+def test_a_forged_exception_must_have_the_references_builtin_classes(runner, reference):
+    """The driver reports what was raised from beside the agent's code: a forged report (an exception class
+    deriving from ValueError, KeyError and TypeError at once, raised whether or not the code raised) does not pass
+    a `raises(ValueError)` test, because the reference raised a ValueError and nothing else builtin."""
+    broken = MODULE.replace('raise ValueError("negative")', "pass") + FORGE_RAISES
+    v = verdicts(runner, reference, broken)
+    assert "test_raises" not in passed(v)
+    assert "builtin classes" in v.reasons["tests/test_mod.py::test_raises"], v.reasons["tests/test_mod.py::test_raises"]
+    honest = MODULE.replace('raise ValueError("negative")', "raise type('Negative', (ValueError,), {})('n')")
+    assert "test_raises" in passed(verdicts(runner, reference, honest))  # a subclass of the same builtin still passes

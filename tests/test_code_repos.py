@@ -18,7 +18,7 @@ from gymsmith.families.code.env import code_task
 from gymsmith.families.code.exploits import EXPLOITS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
-from gymsmith.families.code.repotasks import body_removals
+from gymsmith.families.code.repotasks import _repos, body_removals, load_repo
 from gymsmith.registry import get_family
 from gymsmith.repos import RepoError, add_repo, find_repo
 from gymsmith.runner.rollout import run_rollout
@@ -35,8 +35,10 @@ def repos(monkeypatch_module) -> Path:
     monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
     try:
         find_repo(PACKAGE)
+        load_repo(PACKAGE)  # compiles its call checks: one reduced by an earlier gymsmith is refused
     except RepoError:
         add_repo(PACKAGE, repos_dir=root)
+        _repos.clear()
     return root
 
 

@@ -206,3 +206,36 @@ def test_attack_gain_privileges(sb):
     r = sb.exec("mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; grep CapEff /proc/self/status")
     assert "CapEff:\t0000000000000000" in r.stdout and "1000" in r.stdout.split()
     assert not os.path.ismount("/usr") or open("/proc/self/mounts").read().count(" /usr ") == 0
+
+
+FIND_PYTHON = r'''
+import os, sys, sysconfig, zipfile
+stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+allowed = (stdlib + "/", "/workspace/", "/run/")
+found = []
+for root, dirs, files in os.walk("/", followlinks=False):
+    dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+    for f in files:
+        path = os.path.join(root, f)
+        if f.endswith((".py", ".pyc", ".whl", ".egg", ".zip", ".tar.gz")) and not path.startswith(allowed) \
+                and os.path.exists(path):  # a link into what is not mounted (an SDK's launcher) dangles
+            found.append(path)
+site = [p for p in sys.path if "packages" in p]
+print(len(found), site)
+print("\n".join(found[:40]))
+'''
+
+
+def test_attack_find_other_copies_of_python_packages(sb):
+    """A host's /usr holds copies of Python packages (Debian's dist-packages, vendored libraries, wheels, SDKs):
+    a task made from one of them could be solved by copying it (a red-team agent did, for six, more-itertools and
+    inflection). In the sandbox the only Python source is the standard library (no bundled wheels, no test suite)
+    and the runtime's own packages (mounted over site-packages); this walks the whole filesystem for any other."""
+    r = sb.exec(["python3", "-c", FIND_PYTHON])
+    assert r.ok, r
+    count, *listed = [line for line in r.stdout.splitlines() if line]
+    site = count.split(" ", 1)[1]
+    runtime_packages = [p for p in listed if any(p.startswith(d.strip(" '[]") + "/") for d in site.split(","))]
+    others = [p for p in listed if p not in runtime_packages]
+    assert not others, others
+    assert not sb.exec(["python3", "-c", "import six"]).ok  # the host has it; the sandbox must not

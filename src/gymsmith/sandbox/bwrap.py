@@ -1,7 +1,7 @@
 """The bubblewrap backend: commands run in user, pid, mount, ipc and uts namespaces, in an empty network namespace.
 
-What a command sees: /usr and the Python installation read-only (its site-packages replaced by
-`runtime.python_runtime()`), a private /proc and /dev, a size-capped tmpfs /tmp, and the workspace at
+What a command sees: the programs of /usr and the libraries they load, and the Python installation, read-only
+(its site-packages replaced by `runtime.python_runtime()`), a private /proc and /dev, a size-capped tmpfs /tmp, and the workspace at
 /workspace, the only writable place. It runs as uid 1000 with no capabilities. The network is an empty
 namespace (loopback only), or, with an allowlist, loopback plus a forwarder to the host's filtering
 proxy through a unix socket.
@@ -22,6 +22,8 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -42,7 +44,44 @@ BASE_ENV = {"HOME": "/tmp", "USER": "sandbox", "LANG": "C.UTF-8", "TMPDIR": "/tm
             "PYTHONHASHSEED": "0", "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@sandbox",
             "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@sandbox", "GIT_CONFIG_NOSYSTEM": "1"}
 ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache")  # only what tools need: the rest of /etc stays hidden
+# The parts of /usr a command sees: programs, the libraries they load, git's helpers, locales, time zones,
+# certificates. Not the rest: a host's /usr holds other copies of Python packages (Debian's dist-packages, pip's
+# and setuptools' vendored libraries, wheels, SDKs with their own Python), among them the very packages a task is
+# made from: a red-team agent copied six, more-itertools and inflection from them and was accepted. The only Python
+# source a sandbox holds is the interpreter's standard library and the runtime's packages (`python_sources`).
+USR_DIRS = ("/usr/bin", "/usr/sbin", "/usr/libexec", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64", "/usr/lib/git-core", "/usr/lib/locale", "/usr/lib/ssl", "/usr/share/git-core",
+            "/usr/share/zoneinfo", "/usr/share/ca-certificates", "/usr/share/misc", "/usr/share/terminfo")
+# parts of the interpreter's installation that are not its standard library: bundled wheels (pip's and
+# setuptools', which vendor third-party packages) and the interpreter's own test suite
+PREFIX_HIDDEN = ("ensurepip/_bundled", "test")
 EGRESS_ETC_FILES = ("/etc/ssl/certs",)  # certificates, for HTTPS through the egress proxy
+
+
+def python_mounts(rt) -> list[str]:
+    """bwrap arguments that give a sandbox the interpreter and its standard library, and nothing else of its
+    installation: not its scripts (a pyenv's bin/ holds every tool installed into it), not its site-packages (the
+    runtime's packages are mounted there), not its bundled wheels or test suite (`PREFIX_HIDDEN`)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,  # the base interpreter's, not a venv's
+            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars=base)
+    stdlib = sorted({os.path.realpath(paths["stdlib"]), os.path.realpath(paths["platstdlib"])})
+    here = os.path.dirname(rt.interpreter)
+    under_usr = any(here == d or here.startswith(d + "/") for d in USR_DIRS)
+    args = [x for d in stdlib for x in ("--ro-bind", d, d)]
+    if not under_usr:  # a pyenv, a venv-style install: the interpreter, its shared library, python3/python names
+        libdir = sysconfig.get_config_var("LIBDIR") or ""
+        shared = [os.path.join(libdir, f) for f in os.listdir(libdir) if f.startswith("libpython")] if os.path.isdir(libdir) else []
+        args += [x for f in [rt.interpreter, *shared] if os.path.isfile(f) for x in ("--ro-bind", f, f)]
+        name = os.path.basename(rt.interpreter)
+        args += [x for alias in ("python3", "python") if alias != name
+                 for x in ("--symlink", name, os.path.join(here, alias))]
+    hidden = [d for d in (os.path.join(root, rel) for root in stdlib for rel in PREFIX_HIDDEN) if os.path.isdir(d)]
+    for d in [*rt.site_dirs[1:], *hidden]:
+        args += ["--tmpfs", d, "--remount-ro", d]
+    if rt.site_dirs:  # hide the host's packages; only ours are importable
+        args += ["--ro-bind", rt.packages_dir, rt.site_dirs[0]]
+    return args
 
 
 def bwrap_path() -> str | None:
@@ -86,7 +125,10 @@ class BwrapSandbox(Sandbox):
         # The namespaces are made once per sandbox start, so their set-up cost is paid once per rollout.
         a = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-             "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+             "--hostname", "sandbox"]
+        for d in USR_DIRS:
+            if os.path.isdir(d) and not os.path.islink(d):
+                a += ["--ro-bind", d, d]
         if self._netns_fd is None:
             a.append("--unshare-net")  # no pre-made namespace (not root): bwrap makes one
         for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -97,11 +139,7 @@ class BwrapSandbox(Sandbox):
         for f in ETC_FILES + (EGRESS_ETC_FILES if self.proxy is not None else ()):
             a += ["--ro-bind-try", f, f]
         a += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
-        rt = self.runtime
-        if not rt.prefix.startswith("/usr/"):
-            a += ["--ro-bind", rt.prefix, rt.prefix]
-        for i, d in enumerate(rt.site_dirs):  # hide the host's packages; only ours are importable
-            a += ["--ro-bind", rt.packages_dir, d] if i == 0 else ["--tmpfs", d, "--remount-ro", d]
+        a += python_mounts(self.runtime)
         a += ["--dir", RUN_DIR, "--ro-bind", str(COMMAND_SERVER), f"{RUN_DIR}/proc.py", "--bind", str(self.workspace), WORKSPACE]
         for src, dest in extra_rw.items():
             a += ["--bind", src, dest]
@@ -283,7 +321,8 @@ class BwrapSandbox(Sandbox):
             "isolation": "bubblewrap: user, pid, mount, ipc, uts, net namespaces; uid 1000, no capabilities",
             "network": ("empty namespace (loopback only)" if not self.proxy else
                         f"loopback + egress proxy allowing {', '.join(self.proxy.allow)}"),
-            "filesystem": "read-only /usr and Python; writable /workspace only; /tmp tmpfs "
+            "filesystem": "read-only programs, libraries and the Python standard library (no other Python source); "
+                          "writable /workspace only; /tmp tmpfs "
                           f"{self.limits.tmp_mb} MiB",
             "memory": f"{cg} {self.limits.memory_mb} MiB (whole tree)" if cg else f"rlimit AS {self.limits.memory_mb} MiB per process",
             "pids": f"{cg} {self.limits.pids}" if cg else "NOT ENFORCED (no writable cgroup)",

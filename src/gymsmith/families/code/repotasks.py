@@ -31,13 +31,13 @@ from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
-from gymsmith.repos.manifest import RepoManifest, find_repo
+from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
-from gymsmith.verifier.calltests import CallRunner, CompiledSuite, compile_suite, judge_run, records_by_nodeid
+from gymsmith.verifier.calltests import CallRunner, CompiledSuite, UnsupportedTest, compile_suite, judge_run, records_by_nodeid
 from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-REPO_CATALOG_VERSION = 1  # the outcomes' meaning; task synthesis may change without it
+REPO_CATALOG_VERSION = 2  # the outcomes' meaning; task synthesis may change without it
 MUTANT_TIMEOUT_S = 5.0
 MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang
 VERIFY_TIMEOUT_S = 20.0
@@ -56,7 +56,11 @@ class Repo:
                       if (tree / rel).is_file()}
         self.sources = {p: self.files[p] for p in self.manifest.source_files if p in self.files}
         self.runtime: PythonRuntime = layer_runtime(self.path / "layer", self.manifest.layer_packages)
-        self.suites = {s.path: compile_suite(s.source, s.path) for s in self.manifest.call_suites}
+        try:
+            self.suites = {s.path: compile_suite(s.source, s.path) for s in self.manifest.call_suites}
+        except UnsupportedTest as exc:  # reduced by an earlier gymsmith whose call checks this one refuses
+            raise RepoError(f"{spec}: registered by an earlier gymsmith; its tests need reducing again ({exc}): "
+                            f"gymsmith repos add {self.manifest.spec}") from None
         self.runner = CallRunner(runtime=self.runtime)
         self.lock = threading.RLock()
         digest = hashlib.sha256(repr((REPO_CATALOG_VERSION, sorted(self.files.items()), self.runtime.digest,

@@ -23,7 +23,9 @@ module level: docstrings, imports (`import pytest` is dropped), `NAME = <literal
 argument-free `test*` functions; inside a test: any statement without `assert` or `pytest` in it, `assert
 <expr>` at the test's top level, and `with pytest.raises(E[, F...]):` blocks without assertions. An
 operand of an assertion is *trusted* (evaluated by the verifier) when it is built only from literals,
-literal constants and a few pure builtins (`list`, `range`, `sorted`, ...); anything else is observed.
+literal constants and a few pure builtins (`list`, `range`, `sorted`, ...); anything else is observed. A
+comparison needs a trusted operand: `assert actual == expected` with `expected` computed by the test is not
+supported, since both values would be computed beside the agent's code, which could report one for the other.
 `and`, `or`, `not` and comparisons are always evaluated on the trusted side, so no `__eq__`, `__bool__`
 or `__contains__` of the agent's choosing decides an outcome.
 """
@@ -219,6 +221,9 @@ class _Compiler:
             if isinstance(stmt, ast.Assert):
                 hoisted: list[ast.expr] = []
                 check = self.split(stmt.test, env, hoisted)
+                if _self_judged(check):
+                    raise UnsupportedTest(f"{_where(self.path, stmt)}: the assertion compares values that are all computed "
+                                          "beside the code under test (no expected value the verifier holds)")
                 checks.append(_renumber(check, slots))
                 body.extend(observe(h) for h in hoisted)
                 continue
@@ -297,6 +302,34 @@ def _renumber(check: Check, offset: int) -> Check:
     if kind == "cmp":
         return ("cmp", _renumber(check[1], offset), [(op, _renumber(r, offset)) for op, r in check[2]])
     return check
+
+
+def _trusted(check: Check) -> bool:
+    """Whether `check` reads a value the verifier holds (a literal, a literal constant)."""
+    kind = check[0]
+    if kind == "const":
+        return True
+    if kind in ("and", "or"):
+        return any(_trusted(c) for c in check[1])
+    if kind == "not":
+        return _trusted(check[1])
+    if kind == "cmp":
+        return _trusted(check[1]) or any(_trusted(c) for _, c in check[2])
+    return False
+
+
+def _self_judged(check: Check) -> bool:
+    """Whether a comparison in `check` has only observed operands, e.g. `actual == expected` with `expected`
+    computed in the test. Both would be computed beside the agent's code, which can report one side's value for
+    the other (a red-team agent did): such a comparison decides nothing the agent could not forge."""
+    kind = check[0]
+    if kind == "cmp":
+        return not _trusted(check)
+    if kind in ("and", "or"):
+        return any(_self_judged(c) for c in check[1])
+    if kind == "not":
+        return _self_judged(check[1])
+    return False
 
 
 @lru_cache(maxsize=256)

@@ -8,6 +8,7 @@ A test passes exactly when every row holds:
 | the driver finished the test (every slot observed, no uncaught error) | failed (missing / error) |
 | every observed slot has the exact type structure the reference's has  | failed (type)         |
 |   (`wire.signature`: int is not bool is not float, list is not tuple, no subclass, no proxy) |  |
+| a slot that raised reports the builtin exception classes the reference's did | failed (raised)  |
 | every check evaluates to True on the decoded values                   | failed (check)        |
 
 Evaluation uses only builtin operations on values the verifier itself built from the stream (ints, strs,
@@ -118,6 +119,14 @@ def evaluate(check: Check, slots: list[Any]) -> Any:
     raise ValueError(f"unknown check {kind!r}")
 
 
+def _builtin_bases(raised: Raised) -> frozenset[str]:
+    """The builtin classes in a raised exception's reported MRO. The report comes from beside the agent's code,
+    which can claim any MRO (a red-team agent claimed every builtin exception, so that every `raises(E)` held):
+    the builtin part must be the reference's own, e.g. ValueError, Exception, BaseException, object. A class of
+    the agent's deriving from the same builtin (an honest subclass) still matches."""
+    return frozenset(q for m, q in raised.mro if m == "builtins")
+
+
 def _truth(value: Any) -> bool:
     if isinstance(value, Opaque | Raised):
         return False
@@ -136,6 +145,9 @@ def outcome(test: CompiledTest, record: TestRecord | None, reference: TestRecord
         return False, "no reference observation for this test"
     for k, (got, want) in enumerate(zip(record.slots, reference.slots)):
         if k in test.raise_slots:
+            if isinstance(got, Raised) and isinstance(want, Raised) and _builtin_bases(got) != _builtin_bases(want):
+                return False, (f"slot {k}: raised an exception whose builtin classes {sorted(_builtin_bases(got))[:6]} are "
+                               f"not the reference's {sorted(_builtin_bases(want))}")
             continue
         if signature(got) != signature(want):
             return False, f"slot {k}: type {signature(got)[:80]} where the reference gives {signature(want)[:80]}"
