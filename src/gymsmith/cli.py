@@ -162,7 +162,7 @@ def tasks_list(family: str, count: int = 10, split: str = "all", base_seed: int 
 
 
 def print_summary(rows: list[SummaryRow], title: str) -> None:
-    table = Table("split", "agent", "difficulty", "rollouts", "errors", "mean reward", "acceptance", title=title)
+    table = Table("split", id_column("agent"), "difficulty", "rollouts", "errors", "mean reward", "acceptance", title=title)
     for r in rows:
         table.add_row(r.split, r.agent, r.difficulty_bin, str(r.rollouts), str(r.errors),
                       "—" if r.mean_reward is None else f"{r.mean_reward:.3f}",
@@ -536,13 +536,13 @@ def audit_diversity(store: str = _STORE, run: list[str] = _RUNS, as_json: bool =
     results = diversity(_reading(store, run), run or None)
     if as_json:
         return emit_json(results)
-    table = Table("family", "agent", "tasks", "rollouts", "paths/task", "final states/task", "entropy (bits)",
+    table = Table("family", id_column("agent"), "tasks", "rollouts", "paths/task", "final states/task", "entropy (bits)",
                   "collapsed", "warning", title="trajectory diversity")
     for r in results:
         table.add_row(r.family, r.agent, str(r.tasks), str(r.rollouts), f"{r.mean_distinct_paths:.2f}",
                       f"{r.mean_distinct_final_states:.2f}", f"{r.mean_path_entropy_bits:.2f}", str(r.collapsed_tasks),
                       r.warning or "")
-    console.print(table)
+    print_table(console, table)
 
 
 @audit_app.command("divergence")
@@ -607,7 +607,7 @@ def audit_hacking(store: str = _STORE, run: list[str] = _RUNS,
     flags = hacking_audit(_reading(store, run), run or None, top_share=top)
     if as_json:
         return emit_json(flags[:limit])
-    table = Table("score", id_column("rollout"), "agent", "reward", "reasons",
+    table = Table("score", id_column("rollout"), id_column("agent"), "reward", "reasons",
                   title=f"reward-hacking audit: {len(flags)} flagged")
     for f in flags[:limit]:
         table.add_row(f"{f.score:.1f}", f.rollout_id, f.agent + (" (privileged)" if f.privileged else ""), f"{f.reward:.2f}",
@@ -674,12 +674,12 @@ def _ladder(family: str, store: TrajectoryStore, *, count: int, seed: int, concu
                             f"increasing on {report.strictly_increasing}/{report.tasks}")
         for r in report.rungs:
             table.add_row(f"oracle@{r.level}", f"{r.done:.2f}", f(r.mean_reward), f"{r.accepted}/{r.rollouts}")
-        console.print(table)
-        others = Table("agent", "mean reward", "max reward", "accepted", "tasks above null", title="agents doing no "
+        print_table(console, table)
+        others = Table(id_column("agent"), "mean reward", "max reward", "accepted", "tasks above null", title="agents doing no "
                        "real work (null, trivial, red team) and references (random, greedy)")
         for a in report.agents:
             others.add_row(a.agent, f(a.mean_reward), f(a.max_reward), f"{a.accepted}/{a.rollouts}", str(a.above_null))
-        console.print(others)
+        print_table(console, others)
         for line in report.failures:
             console.print(f"[red]FAIL[/] {line}")
         for line in report.examples[:3]:
