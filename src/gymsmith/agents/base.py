@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol, runtime_checkable
 
-from gymsmith.core.types import Action, Observation, TaskSpec, ToolSpec
+from gymsmith.core.types import Action, AgentRole, Observation, TaskSpec, ToolSpec
 
 
 @runtime_checkable
@@ -27,6 +27,7 @@ class NullAgent:
     """Submits at once. Must never be accepted: a family whose null agent passes checks nothing."""
 
     name = "null"
+    role = AgentRole.BASELINE
 
     def reset(self, task: TaskSpec, observation: Observation, *, seed: int) -> None:
         pass
@@ -60,6 +61,7 @@ class RandomAgent:
     """Seeded, schema-valid random tool calls, mostly reusing values it has seen; submits with a small chance per step."""
 
     name = "random"
+    role = AgentRole.BASELINE
 
     def __init__(self, submit_probability: float = 0.02):
         self.submit_probability = submit_probability

@@ -15,9 +15,9 @@ asks for as much as `token_info` allows; with "auto" it starts with vLLM's field
 
 from __future__ import annotations
 
-import logging
 import asyncio
 import json
+import logging
 import os
 import time
 from typing import Any, Literal
@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, field_validator
 from gymsmith.agents.endpoint import validate_base_url
 from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
 from gymsmith.core.errors import InfrastructureError
-from gymsmith.core.types import NO_TOOL_CALL, Action, Observation, TaskSpec
+from gymsmith.core.types import NO_TOOL_CALL, Action, AgentRole, Observation, TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ class ModelAgent:
     """A model playing the agent side of a rollout. One instance runs one rollout at a time."""
 
     name = "model"
+    role = AgentRole.MODEL
 
     def __init__(self, config: ModelAgentConfig, *, system_prompt: str | None = None, client: Any = None):
         """`client`: a client for `config.base_url` shared with other agents (the async rollout engine's,

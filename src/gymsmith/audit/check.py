@@ -21,7 +21,8 @@ from sqlalchemy import insert, select
 
 from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import CheckStatus, EndReason, Split, TaskSpec, Trajectory
+from gymsmith.agents.roles import roles
+from gymsmith.core.types import AgentRole, CheckStatus, EndReason, Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.driver import run
 from gymsmith.runner.local import RunConfig
@@ -251,7 +252,7 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     say = progress or (lambda line: None)
     family = get_family(family_name)
     available = family.agents()
-    exploits = sorted(a for a in available if a.startswith("exploit:"))
+    exploits = sorted(a for a, role in roles(available).items() if role is AgentRole.EXPLOIT)
     wanted = [a for a in ("oracle", "null", "random", "greedy", "trivial") if a in available] + exploits
     # the ladder's middle rungs; its ends are the oracle (oracle@100) and the null agent (oracle@0)
     rungs = [f"oracle@{k}" for k in LEVELS[1:-1]] if hasattr(family, "partial_oracle") else []

@@ -25,14 +25,15 @@ from collections import defaultdict
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from gymsmith.agents.roles import role_of
 from gymsmith.core.errors import UnknownFamilyError
+from gymsmith.core.types import AgentRole
 from gymsmith.registry import get_family
 from gymsmith.store.schema import reward_components, rollouts, steps
 from gymsmith.store.sql import TrajectoryStore
 
 READ_PREFIXES = ("get_", "search_", "list_", "check_", "read_", "view_", "find_")
 WEIGHTS = {"short": 2.0, "no_work": 1.5, "gate_failed": 2.0, "forbidden": 1.5, "test_edits": 2.0}
-PRIVILEGED_PREFIXES = ("oracle@", "oracle:")  # partial oracles (the reward-shaping ladder) know what the oracle knows
 
 
 class Flag(BaseModel):
@@ -46,17 +47,18 @@ class Flag(BaseModel):
 
 
 def is_privileged(agent: str, family: str | None = None) -> bool:
-    """Whether `agent` knows the answer by construction: ``oracle``, a partial oracle (``oracle@N``), or an agent
-    `family` lists in its optional `privileged_agents` attribute. An unknown family adds nothing."""
-    if agent == "oracle" or agent.startswith(PRIVILEGED_PREFIXES):
-        return True
+    """Whether `agent` knows the answer by construction: its role is ORACLE (`agents.roles.role_of`: declared by
+    its class, else ``oracle`` and ``oracle@N`` by name), or `family` lists it in its optional `privileged_agents`
+    attribute. An unknown family adds nothing."""
     if family is None:
-        return False
+        return role_of(agent) is AgentRole.ORACLE
     try:
-        declared = getattr(get_family(family), "privileged_agents", ())
+        known = get_family(family)
     except UnknownFamilyError:
-        return False
-    return agent in set(declared or ())
+        return role_of(agent) is AgentRole.ORACLE
+    if role_of(agent, known.agents().get(agent)) is AgentRole.ORACLE:
+        return True
+    return agent in set(getattr(known, "privileged_agents", ()) or ())
 
 
 def _is_read(tool: str) -> bool:

@@ -26,9 +26,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from gymsmith.agents.ladder import LEVELS, units_done
+from gymsmith.agents.roles import roles, role_of
 from gymsmith.audit.reward import spearman
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import TaskSpec
+from gymsmith.core.types import AgentRole, TaskSpec
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.driver import run
 from gymsmith.runner.local import RunConfig
@@ -88,7 +89,7 @@ def ladder_agents(family_name: str) -> list[str]:
                          "reward ladder; see docs/reward.md")
     available = family.agents()
     others = [a for a in ("null", "trivial", "random", "greedy") if a in available]
-    return [f"oracle@{k}" for k in LEVELS] + others + sorted(a for a in available if a.startswith("exploit:"))
+    return [f"oracle@{k}" for k in LEVELS] + others + sorted(a for a, r in roles(available).items() if r is AgentRole.EXPLOIT)
 
 
 def ladder_taskset(family_name: str, count: int, base_seed: int = 0) -> TaskSetSpec:
@@ -142,15 +143,16 @@ def evaluate(family_name: str, tasks: list[TaskSpec], rows: list[dict[str, Any]]
     null = {tid: got["null"]["reward"] for tid, got in by_task.items() if "null" in got}
     null_nonzero = sum(v > EPS for v in null.values())
     lines = []
-    names = sorted({a for got in by_task.values() for a in got if not a.startswith("oracle@")},
-                   key=lambda a: (a.startswith("exploit:"), a))
+    known = get_family(family_name).agents()
+    role = {a: role_of(a, known.get(a)) for got in by_task.values() for a in got}
+    names = sorted({a for a, r in role.items() if not a.startswith("oracle@")}, key=lambda a: (role[a] is AgentRole.EXPLOIT, a))
     for name in names:
         rs = [(tid, got[name]) for tid, got in by_task.items() if name in got]
         above = [tid for tid, r in rs if r["reward"] > null.get(tid, 0.0) + EPS]
         lines.append(AgentLine(agent=name, rollouts=len(rs), mean_reward=_mean([r["reward"] for _, r in rs]),
                                max_reward=max((r["reward"] for _, r in rs), default=None),
                                accepted=sum(bool(r["accepted"]) for _, r in rs), above_null=len(above)))
-        if (name in NO_WORK or name.startswith("exploit:")) and above:
+        if (name in NO_WORK or role[name] is AgentRole.EXPLOIT) and above:
             failures.append(f"{name} scores above the null agent on {len(above)} of {len(rs)} tasks (e.g. {above[0]}): "
                             "reward without real work")
     n = len(by_task)

@@ -201,6 +201,18 @@ class Reward(BaseModel):
         return sum(c.value * c.weight for c in self.components.values()) / total if total else 0.0
 
 
+class AgentRole(str, enum.Enum):
+    """What an agent is for, as data (an agent class's `role`; `agents.roles.role_of` reads it).
+
+    Audits decide by role, not by name: an exploit must never be accepted nor score above the null agent; an
+    oracle knows the answer by construction (privileged: left out of the hacking audit's ranking)."""
+
+    ORACLE = "oracle"      # solves by construction from the task's private data (the oracle, its partial rungs)
+    BASELINE = "baseline"  # a reference point: null, random, greedy, a trivial edit
+    EXPLOIT = "exploit"    # a red-team agent that tries a hack
+    MODEL = "model"        # a policy behind an endpoint: what is trained and evaluated
+
+
 class RolloutStatus(str, enum.Enum):
     COMPLETED = "completed"  # the agent submitted and the verifier scored it
     TRUNCATED = "truncated"  # a limit or the agent's failure ended it; still scored (0 for a failure)

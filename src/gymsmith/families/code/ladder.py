@@ -7,7 +7,7 @@ audit (`gymsmith.audit.ladder`) runs these agents to check that the reward rises
 
 from __future__ import annotations
 
-from gymsmith.core.types import TaskSpec
+from gymsmith.core.types import AgentRole, TaskSpec
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.agents.ladder import units_done
 from gymsmith.agents.scripted import Script
@@ -49,6 +49,8 @@ class CodeTrivial(CodeOracle):
     What it earns is what an edit earns without progress; the ladder requires it to be no more than doing
     nothing (the null agent).
     """
+
+    role = AgentRole.BASELINE
 
     name = "trivial"
     submit_note = "added a comment"

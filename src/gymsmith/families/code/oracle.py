@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gymsmith.agents.scripted import Script, ScriptedAgent
+from gymsmith.core.types import AgentRole
 from gymsmith.families.code.env import code_task
 from gymsmith.families.code.repo import unified_diff
 
 
 class CodeOracle(ScriptedAgent):
+    role = AgentRole.ORACLE
     name = "oracle"
     submit_note = "reverted the injected bugs"
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gymsmith.core.types import Action, Observation
+from gymsmith.core.types import Action, AgentRole, Observation
 from gymsmith.families.ops.scripted import Script, ScriptedAgent
 
 
 class OpsGreedy(ScriptedAgent):
+
+    role = AgentRole.BASELINE
     name = "greedy"
 
     def script(self) -> Script:

@@ -10,7 +10,7 @@ audit (`gymsmith.audit.ladder`) runs these agents to check that the reward rises
 from __future__ import annotations
 
 from gymsmith.agents.ladder import units_done
-from gymsmith.core.types import Action, TaskSpec
+from gymsmith.core.types import Action, AgentRole, TaskSpec
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.families.ops.oracle import OpsOracle
 from gymsmith.families.ops.scripted import Script, ScriptedAgent
@@ -57,6 +57,8 @@ class OpsTrivial(ScriptedAgent):
     What it earns is what activity earns without progress; the ladder requires it to be no more than doing
     nothing (the null agent).
     """
+
+    role = AgentRole.BASELINE
 
     name = "trivial"
 

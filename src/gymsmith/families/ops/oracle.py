@@ -6,13 +6,14 @@ every generated task is solvable; it never runs in training.
 
 from __future__ import annotations
 
-from gymsmith.core.types import Action, ActionErrorKind, Observation, TaskSpec
+from gymsmith.core.types import Action, ActionErrorKind, AgentRole, Observation, TaskSpec
 from gymsmith.families.ops.generator import generate_world
 
 RETRYABLE = (ActionErrorKind.TRANSIENT, ActionErrorKind.RATE_LIMITED)
 
 
 class OpsOracle:
+    role = AgentRole.ORACLE
     name = "oracle"
 
     def reset(self, task: TaskSpec, observation: Observation, *, seed: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from gymsmith.agents.ladder import units_done
 from gymsmith.agents.scripted import Script
-from gymsmith.core.types import TaskSpec
+from gymsmith.core.types import AgentRole, TaskSpec
 from gymsmith.families.web.oracle import WebScriptedAgent
 from gymsmith.families.web.world import World, generate_world
 
@@ -53,6 +53,8 @@ def work_units(task: TaskSpec) -> int:
 
 class PartialWebOracle(WebScriptedAgent):
     """The oracle through the UI, stopped after the first `round(fraction * n)` of its n sub-goals (half up)."""
+
+    role = AgentRole.ORACLE
 
     submit_note = "did part of the task"
 
@@ -91,6 +93,8 @@ class WebTrivial(WebScriptedAgent):
     What it earns is what activity (and a write that changes nothing) earns without progress; the ladder
     requires it to be no more than doing nothing (the null agent).
     """
+
+    role = AgentRole.BASELINE
 
     name = "trivial"
     submit_note = "looked around"

@@ -12,7 +12,7 @@ from collections.abc import Generator
 from typing import Any
 
 from gymsmith.agents.scripted import Script, ScriptedAgent
-from gymsmith.core.types import Action, Observation
+from gymsmith.core.types import Action, AgentRole, Observation
 from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, generate_world
 
 Steps = Generator[Action, Observation, Any]
@@ -139,6 +139,7 @@ class WebScriptedAgent(ScriptedAgent):
 
 
 class WebOracle(WebScriptedAgent):
+    role = AgentRole.ORACLE
     name = "oracle"
     submit_note = "done through the UI"
 
