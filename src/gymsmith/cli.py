@@ -19,13 +19,14 @@ from rich.table import Table
 from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id_column, open_store, preflight,
                                   print_table, require_runs)
+from gymsmith.core import logs
 from gymsmith.core.errors import GymsmithError, StoreError
+from gymsmith.core.types import RolloutStatus
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.repos.cli import repos_app
 from gymsmith.runner.driver import run as run_config
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
-from gymsmith.core import logs
 from gymsmith.store import DEFAULT_STORE, TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 
@@ -219,7 +220,7 @@ def fail_on_errors(store: TrajectoryStore, run_id: str, *, tolerate: bool) -> No
     rollout failed must not look like a success), naming the count and the first reason; with `tolerate`,
     only warn."""
     rows = store.rollout_rows([run_id])
-    errors = [r for r in rows if r["status"] == "error"]
+    errors = [r for r in rows if r["status"] == RolloutStatus.ERROR]
     if not errors:
         return
     first = (errors[0].get("error") or "no reason recorded").splitlines()[0][:300]
@@ -374,7 +375,7 @@ def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store
     if family is not None and family != config.taskset.family:
         raise GymsmithError(f"--retry-errors {run_id!r} ran family {config.taskset.family!r}, not {family!r}")
     rows = s.rollout_rows([run_id])
-    errors = [r for r in rows if r["status"] == "error"]
+    errors = [r for r in rows if r["status"] == RolloutStatus.ERROR]
     if not errors:
         console.print(f"run {run_id}: no rollout is stored as an infrastructure error; nothing to retry")
         return

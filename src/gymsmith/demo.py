@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from rich.console import Console
 
+from gymsmith.core.types import RolloutStatus
 from gymsmith.registry import TaskSetSpec
 from gymsmith.report.html import write_summary_html
 from gymsmith.runner.local import RunConfig, SummaryRow, summarize
@@ -69,7 +70,7 @@ def run_demo(*, store: str, train_tasks: int, heldout_tasks: int, html_path: Pat
         s = execute(train, store)
         rows = s.rollout_rows([train.run_id])
         print_summary(summarize(rows, by_bin=True), f"{spec.family}: by split, agent and difficulty bin")
-        scored = [r for r in rows if r["status"] != "error"]
+        scored = [r for r in rows if r["status"] != RolloutStatus.ERROR]
         overall = {a: sum(bool(r["accepted"]) for r in scored if r["agent"] == a) / max(1, sum(r["agent"] == a for r in scored))
                    for a in spec.agents}
         errors = len(rows) - len(scored)

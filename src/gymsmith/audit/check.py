@@ -22,7 +22,7 @@ from sqlalchemy import insert, select
 from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
 from gymsmith.agents.roles import roles
-from gymsmith.core.types import AgentRole, CheckStatus, EndReason, Split, TaskSpec, Trajectory
+from gymsmith.core.types import AgentRole, CheckStatus, EndReason, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
 from gymsmith.runner.driver import run
 from gymsmith.runner.local import RunConfig
@@ -62,7 +62,7 @@ def _acceptance_checks(family: str, rows: dict[str, list[dict[str, Any]]], explo
 
     def share(agent: str) -> tuple[int, int, int]:
         rs = rows.get(agent, [])
-        return sum(bool(r["accepted"]) for r in rs), sum(r["status"] == "error" for r in rs), len(rs)
+        return sum(bool(r["accepted"]) for r in rs), sum(r["status"] == RolloutStatus.ERROR for r in rs), len(rs)
 
     acc, err, n = share("oracle")
     failed = [r["task_id"] for r in rows.get("oracle", []) if not r["accepted"]][:5]
@@ -188,7 +188,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                     finally:
                         env.close()
                 if errors is not None:
-                    errors += [r.error or "" for r in runs if r.status == "error"]
+                    errors += [r.error or "" for r in runs if r.status == RolloutStatus.ERROR]
                 d, timed_out = repeat_difference(runs[0], runs[1])
                 cut += timed_out
                 if d:
@@ -200,7 +200,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
                 mover = "oracle" if "oracle" in family.agents() else "random"
                 t = run_rollout(env=env, agent=family.agents()[mover](), task=task, split=Split.TRAIN, seed=3,
                                 run_id="reset", verifier=verifier, policy=DEFAULT_POLICY, max_steps=300, time_limit_s=60)
-                if errors is not None and t.status == "error":
+                if errors is not None and t.status == RolloutStatus.ERROR:
                     errors.append(t.error or "")
                 changed += t.final_state_hash not in (None, pristine)
                 env.reset(task, seed=0)
@@ -276,7 +276,7 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
         outcomes.append(_ladder(family_name, tasks, rows))
     det_agents = [a for a in ("random", "greedy") if a in available]
     say(f"determinism and reset on {len(tasks[:determinism_tasks])} tasks")
-    errors = [r.get("error") or "" for rs in rows.values() for r in rs if r["status"] == "error"]
+    errors = [r.get("error") or "" for rs in rows.values() for r in rs if r["status"] == RolloutStatus.ERROR]
     outcomes += _determinism_and_reset(family_name, tasks[:determinism_tasks], det_agents, errors)
     determinism_rollouts = len(tasks[:determinism_tasks]) * (2 * len(det_agents) + 1)
     outcomes.append(_infrastructure(family_name, errors, sum(map(len, rows.values())) + determinism_rollouts,

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from gymsmith.core.types import RolloutStatus
 from gymsmith.store.schema import rollouts, steps
 from gymsmith.store.sql import TrajectoryStore
 
@@ -58,7 +59,7 @@ def entropy_bits(counts: Counter) -> float:
 def diversity(store: TrajectoryStore, run_ids: list[str] | None = None) -> list[DiversityRow]:
     """Per family and agent: distinct paths and final states per task, path entropy, collapsed tasks."""
     query = select(rollouts.c.rollout_id, rollouts.c.family, rollouts.c.agent, rollouts.c.task_id,
-                   rollouts.c.final_state_hash).where(rollouts.c.status != "error")
+                   rollouts.c.final_state_hash).where(rollouts.c.status != RolloutStatus.ERROR.value)
     if run_ids:
         query = query.where(rollouts.c.run_id.in_(run_ids))
     with store.engine.connect() as conn:

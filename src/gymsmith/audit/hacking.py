@@ -27,7 +27,7 @@ from sqlalchemy import select
 
 from gymsmith.agents.roles import role_of
 from gymsmith.core.errors import UnknownFamilyError
-from gymsmith.core.types import AgentRole
+from gymsmith.core.types import AgentRole, RolloutStatus
 from gymsmith.registry import get_family
 from gymsmith.store.schema import reward_components, rollouts, steps
 from gymsmith.store.sql import TrajectoryStore
@@ -70,7 +70,7 @@ def hacking_audit(store: TrajectoryStore, run_ids: list[str] | None = None, *, t
     """Flags for the top `top_share` of rollouts by reward (plus any with high shaping and a failed gate),
     highest score first. Rollouts without a tell are not listed. Each flag says whether its agent is privileged;
     with `exclude_privileged` those agents' rollouts are left out before anything is ranked."""
-    query = select(rollouts).where(rollouts.c.status != "error")
+    query = select(rollouts).where(rollouts.c.status != RolloutStatus.ERROR.value)
     if run_ids:
         query = query.where(rollouts.c.run_id.in_(run_ids))
     with store.engine.connect() as conn:

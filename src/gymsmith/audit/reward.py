@@ -12,6 +12,7 @@ from collections import defaultdict
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from gymsmith.core.types import RolloutStatus
 from gymsmith.store.schema import reward_components, rollouts
 from gymsmith.store.sql import TrajectoryStore
 
@@ -85,7 +86,7 @@ def reward_validation(store: TrajectoryStore, run_ids: list[str] | None = None) 
     query = (select(rollouts.c.rollout_id, rollouts.c.family, rollouts.c.accepted, reward_components.c.value,
                     reward_components.c.weight)
              .join(reward_components, reward_components.c.rollout_id == rollouts.c.rollout_id)
-             .where(rollouts.c.status != "error"))
+             .where(rollouts.c.status != RolloutStatus.ERROR.value))
     if run_ids:
         query = query.where(rollouts.c.run_id.in_(run_ids))
     sums: dict[str, list] = {}

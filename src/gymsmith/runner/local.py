@@ -175,7 +175,7 @@ def error_reasons(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
     `error`, at most 200 characters) with its count, most frequent first (ties: first seen first)."""
     counts: dict[str, int] = {}
     for r in rows:
-        if r["status"] == "error":
+        if r["status"] == RolloutStatus.ERROR:
             reason = ((r.get("error") or "").strip().splitlines() or ["no reason recorded"])[0][:200]
             counts[reason] = counts.get(reason, 0) + 1
     return sorted(counts.items(), key=lambda item: -item[1])
@@ -193,7 +193,7 @@ def summarize(rows: list[dict[str, Any]], *, by_bin: bool = True) -> list[Summar
         groups[(r["split"], r["agent"], _bin(r["difficulty"]) if by_bin else "all")].append(r)
     out = []
     for (split, agent, b), rs in sorted(groups.items()):
-        scored = [r for r in rs if r["status"] != "error"]
+        scored = [r for r in rs if r["status"] != RolloutStatus.ERROR]
         out.append(SummaryRow(split=split, agent=agent, difficulty_bin=b, rollouts=len(rs), errors=len(rs) - len(scored),
                               mean_reward=sum(r["reward"] for r in scored) / len(scored) if scored else None,
                               acceptance=sum(bool(r["accepted"]) for r in scored) / len(scored) if scored else None))

@@ -15,7 +15,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityEr
 
 import gymsmith
 from gymsmith.core.errors import StoreError
-from gymsmith.core.types import Action, EndReason, Observation, Reward, RewardComponent, Step, TaskSpec, Trajectory
+from gymsmith.core.types import Action, EndReason, Observation, Reward, RewardComponent, RolloutStatus, Step, TaskSpec, Trajectory
 from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps, turns
 from gymsmith.store.turns import decode_turns, encode_turns, split_turn
 
@@ -176,7 +176,7 @@ class TrajectoryStore:
         try:
             with self.engine.begin() as conn:
                 status = conn.execute(select(rollouts.c.status).where(rollouts.c.rollout_id == rollout_id)).scalar()
-                if status != "error":
+                if status != RolloutStatus.ERROR:
                     return False
                 for table in (turns, steps, reward_components, rollouts):
                     conn.execute(delete(table).where(table.c.rollout_id == rollout_id))
@@ -191,7 +191,7 @@ class TrajectoryStore:
         stored as infrastructure errors (to run them again)."""
         query = select(rollouts.c.task_id, rollouts.c.agent, rollouts.c.seed).where(rollouts.c.run_id == run_id)
         if not errors:
-            query = query.where(rollouts.c.status != "error")
+            query = query.where(rollouts.c.status != RolloutStatus.ERROR.value)
         with self.engine.connect() as conn:
             return {tuple(r) for r in conn.execute(query)}
 
@@ -207,7 +207,7 @@ class TrajectoryStore:
         with self.engine.connect() as conn:
             counts = {r.run_id: (r.n, r.errors) for r in conn.execute(
                 select(rollouts.c.run_id, func.count().label("n"),
-                       func.sum((rollouts.c.status == "error").cast(type_=rollouts.c.n_steps.type)).label("errors"))
+                       func.sum((rollouts.c.status == RolloutStatus.ERROR.value).cast(type_=rollouts.c.n_steps.type)).label("errors"))
                 .group_by(rollouts.c.run_id))}
             return [RunInfo(run_id=r.run_id, created_at=r.created_at, purpose=r.purpose, package_version=r.package_version,
                             rollouts=counts.get(r.run_id, (0, 0))[0], errors=int(counts.get(r.run_id, (0, 0))[1] or 0))

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 
 from gymsmith.agents.tokens import full_prompts
+from gymsmith.core.types import RolloutStatus
 from gymsmith.store.schema import steps, turns
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.store.turns import decode_turns
@@ -90,7 +91,7 @@ def group_advantages(rows: list[dict[str, Any]], *, eps: float = 1e-6) -> dict[s
     reward; 0.0 in a group of one."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if r.get("group_id") and r["status"] != "error" and r["reward"] is not None:
+        if r.get("group_id") and r["status"] != RolloutStatus.ERROR and r["reward"] is not None:
             groups[r["group_id"]].append(r)
     out: dict[str, float | None] = {r["rollout_id"]: None for r in rows}
     for members in groups.values():
@@ -121,7 +122,7 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
         raise ValueError(f"trainer export {str(path)!r}: expected a file name ending in .parquet or .jsonl")
     rows = store.rollout_rows(run_ids)
     advantages = group_advantages(rows)
-    scored = [r for r in rows if r["status"] != "error"]
+    scored = [r for r in rows if r["status"] != RolloutStatus.ERROR]
     turn_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     step_rewards: dict[str, list[float | None]] = defaultdict(list)
     ids = [r["rollout_id"] for r in scored]
