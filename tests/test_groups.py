@@ -92,3 +92,20 @@ def test_the_async_engine_labels_groups_too(tmp_path):
     rows = store.rollout_rows(["grp-async"])
     assert sorted(r["seed"] for r in rows) == [0, 1, 2]
     assert {r["group_id"] for r in rows} == {config.group_id(rows[0]["task_id"], "greedy", 0)}
+
+
+def test_run_and_eval_take_group_from_the_command_line(tmp_path):
+    """`gymsmith run --group N` and `gymsmith eval --group N` (pass@k on held-out tasks) store groups of N."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "c.db"
+    for command, run_id in (("run", "r"), ("eval", "e")):
+        out = subprocess.run([sys.executable, "-m", "gymsmith.cli", command, "ops", "--count", "2", "--agents", "random",
+                              "--group", "3", "--run-id", run_id, "--store", str(db)], capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT run_id, split, count(*), count(DISTINCT group_id), count(DISTINCT seed) FROM rollouts "
+                         "GROUP BY run_id ORDER BY run_id").fetchall()
+    assert rows == [("e", "heldout", 6, 2, 3), ("r", "train", 6, 2, 3)]

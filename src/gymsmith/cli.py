@@ -410,6 +410,8 @@ def _reading(store: str, run_ids: list[str], flag: str = "--run") -> TrajectoryS
     return opened
 
 
+_GROUP = typer.Option(None, min=1, max=1024, help="Sample N rollouts per task and agent as a group (GRPO; pass@k "
+                      "in eval): distinct episode seeds, one group id stored for all N; --seeds then counts groups.")
 _ENGINE = typer.Option("auto", help="async: model-bound rollouts as coroutines in one process, up to --max-in-flight "
                        "at once (runner.async_engine); pool: one rollout per worker process (--concurrency); auto: "
                        "async when an agent is 'model'.")
@@ -431,9 +433,7 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
         model_key_env: str = _MODEL_KEY, backend: str = _BACKEND, address: Optional[str] = _ADDRESS,
         with_heldout: int = typer.Option(0, min=0, help="Also evaluate on this many held-out tasks of the same task "
                                          "set, in the same run id (for `gymsmith audit divergence`)."),
-        group: Optional[int] = typer.Option(None, min=1, max=1024, help="Sample N rollouts per task and agent as a "
-                                            "group (GRPO): distinct episode seeds, one group id stored for all N; "
-                                            "--seeds then counts groups."),
+        group: Optional[int] = _GROUP,
         retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN_ID", help="Run again the "
                                                    "rollouts of RUN_ID stored as infrastructure errors (its own "
                                                    "config; each result replaces its error row)."),
@@ -453,6 +453,7 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
                  engine=engine, max_in_flight=max_in_flight)
 
 
+
 @app.command("eval")
 @_guard
 def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="Held-out tasks to evaluate on."),
@@ -464,14 +465,14 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
                                              "agents and config (for `gymsmith audit divergence`)."),
           step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON,
-          engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT) -> None:
+          engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT, group: Optional[int] = _GROUP) -> None:
     """Evaluate agents on held-out tasks only (with --pair, inside an existing training run). Exits 1 when any
     rollout ended in an infrastructure error, unless --tolerate-errors."""
     if pair is not None:
         return _pair_command(ctx, family, pair, count, store, concurrency, backend, address, tolerate_errors, as_json)
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards,
-                 tolerate_errors=tolerate_errors, as_json=as_json,
+                 tolerate_errors=tolerate_errors, as_json=as_json, group=group,
                  engine=engine, max_in_flight=max_in_flight)
 
 
