@@ -349,3 +349,19 @@ def test_a_forged_exception_must_have_the_references_builtin_classes(runner, ref
     assert "builtin classes" in v.reasons["tests/test_mod.py::test_raises"], v.reasons["tests/test_mod.py::test_raises"]
     honest = MODULE.replace('raise ValueError("negative")', "raise type('Negative', (ValueError,), {})('n')")
     assert "test_raises" in passed(verdicts(runner, reference, honest))  # a subclass of the same builtin still passes
+
+
+def test_one_bit_tests_are_not_informative():
+    """A hidden test whose every check a guess passes (a truth value, `is None`, `!=`, an expected exception) proves
+    nothing: the agent's code can tell hidden tests from the driver and report the one bit they need."""
+    from gymsmith.verifier.calltests import informative
+
+    def only(body):
+        return compile_suite(f"import pytest\nfrom mod import double, check\n\ndef test_x():\n    {body}\n", "tests/test_x.py").tests[0]
+
+    for guessable in ("assert double(1)", "assert not double(0)", "assert check(1) is None", "assert double(2) is True",
+                      "assert double(2) != 3", "with pytest.raises(ValueError):\n        check(-1)", "assert double(1) == True",
+                      "assert double(1) == 2 or double(1) is None"):
+        assert not informative(only(guessable)), guessable
+    for rich in ("assert double(21) == 42", "assert double(1) == 2 and check(0) is None", "assert double(1.5) == pytest.approx(3.0)"):
+        assert informative(only(rich)), rich

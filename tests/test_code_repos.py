@@ -165,3 +165,16 @@ def test_every_bug_keeps_a_hidden_failing_test_and_bugs_fail_disjoint_tests(repo
         for tests in ct.bug_tests:
             assert len({test_key(n) for n in tests}) >= 2
             assert set(tests) - set(ct.visible_failing), (seed, tests)
+
+
+def test_every_bug_keeps_an_informative_hidden_failing_test(repos):
+    """No one-bit guess passes a bug's tests: each bug keeps hidden a failing test that needs a real value, and
+    tests a guess passes (truth values, expected exceptions) earn no progress."""
+    from gymsmith.families.code.repotasks import rich_tests
+
+    family = get_family("code")
+    rich = rich_tests(load_repo(PACKAGE))
+    for seed in range(6):
+        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        for tests in ct.bug_tests:
+            assert (set(tests) - set(ct.visible_failing)) & rich, (seed, tests)

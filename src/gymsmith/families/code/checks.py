@@ -108,5 +108,8 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
         run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
-    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=answered_tests(ct.files, suites),
-                 bugs=ct.bug_tests or None)
+    no_progress = answered_tests(ct.files, suites)
+    if task.knobs.get("source"):  # a real suite: tests a one-bit guess passes gate, but prove no progress
+        from gymsmith.verifier.calltests import informative
+        no_progress |= {n for suite in suites for n, t in zip(suite.nodeids(), suite.tests) if not informative(t)}
+    return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=no_progress, bugs=ct.bug_tests or None)

@@ -33,7 +33,8 @@ from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, n
 from gymsmith.families.code.realtests import base_name, method_name
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
-from gymsmith.verifier.calltests import CallRunner, CompiledSuite, UnsupportedTest, compile_suite, judge_run, records_by_nodeid
+from gymsmith.verifier.calltests import (CallRunner, CompiledSuite, UnsupportedTest, compile_suite, informative, judge_run,
+                                         records_by_nodeid)
 from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
@@ -201,9 +202,16 @@ def test_key(nodeid: str) -> tuple[str, str]:
     return path, base_name(name)
 
 
+def rich_tests(repo: Repo) -> set[str]:
+    """Node ids of the call-check tests whose passing needs a value beyond one bit (`calltests.informative`)."""
+    return {n for suite in repo.suites.values() for n, t in zip(suite.nodeids(), suite.tests) if informative(t)}
+
+
 def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> tuple[mutate.Mutation, list[str]] | None:
-    """The first mutant of `path` in a seeded order that finishes and fails at least two tests (two test
-    functions: one can be shown and one kept hidden, so passing what was shown never proves the fix)."""
+    """The first mutant of `path` in a seeded order that finishes and fails at least two test functions, one of
+    them informative: one can be shown and an informative one kept hidden, so neither passing what was shown nor
+    guessing one-bit outcomes (truth values, expected exceptions) passes the bug's tests."""
+    rich = rich_tests(repo)
     try:
         reached = caught_functions(repo, path)
         pool = [m for m in candidates(repo.sources[path], operator) if m.function in reached]
@@ -211,7 +219,8 @@ def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> t
         return None
     for m in rng.sample(pool, len(pool)):
         outcome = repo.mutant_outcome(path, m, None if m.operator == REMOVED_BODY else reached[m.function])
-        if outcome["status"] == RunStatus.COMPLETED.value and len({test_key(n) for n in outcome["failing"]}) >= 2:
+        if (outcome["status"] == RunStatus.COMPLETED.value and len({test_key(n) for n in outcome["failing"]}) >= 2
+                and set(outcome["failing"]) & rich):
             return m, outcome["failing"]
     return None
 
@@ -312,15 +321,18 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}")  # what is shown does not depend on the search above
     shown: set[tuple[str, str]] = set()
     used = lru_cache(maxsize=None)(lambda path: names_used(files[path]) if path in files else {})
+    rich = {test_key(n) for n in rich_tests(repo)}
     for (path, m), fails in zip(bugs, per_bug):
         # the shown failing tests of each bug: preferably (directness) ones that name its function; never all of
-        # them (at least two test functions fail: see pick_mutation), so each bug keeps a hidden failing test
+        # them, and never its last informative one (see pick_mutation): each bug keeps a hidden failing test that
+        # no one-bit guess passes
         keys = sorted({test_key(n) for n in fails})
-        direct = [k for k in keys if m.function.split(".")[-1] in used(k[0]).get(k[1], set())]
-        indirect = [k for k in keys if k not in direct]
+        kept = rng.choice([k for k in keys if k in rich])
+        direct = [k for k in keys if k != kept and m.function.split(".")[-1] in used(k[0]).get(k[1], set())]
+        indirect = [k for k in keys if k != kept and k not in direct]
         prefer_direct = rng.random() < float(knobs["directness"])
         order = (direct + indirect) if prefer_direct else (indirect + direct)
-        shown |= set(order[:min(len(keys) - 1, max(1, int(knobs["visible_tests"])))])
+        shown |= set(order[:max(1, int(knobs["visible_tests"]))])
     visible_failing = [n for n in failing if test_key(n) in shown]
     affected = sorted({test_key(n)[0] for n in failing})
     hidden, canaries, p2p = {}, [], []

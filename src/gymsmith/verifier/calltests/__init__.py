@@ -8,8 +8,8 @@ trusted side decodes strictly (`wire.read_stream`) and judges against the checks
 types (`runner.judge_run`, `judge.outcome`). `docs/verifier.md` has the threat model and the truth table.
 """
 
-from gymsmith.verifier.calltests.compiler import CompiledSuite, CompiledTest, UnsupportedTest, compile_suite
+from gymsmith.verifier.calltests.compiler import CompiledSuite, CompiledTest, UnsupportedTest, compile_suite, informative
 from gymsmith.verifier.calltests.runner import CallRunner, Observation, Verdicts, judge_run, records_by_nodeid, shared_call_runner
 
-__all__ = ["CallRunner", "CompiledSuite", "CompiledTest", "Observation", "UnsupportedTest", "Verdicts", "compile_suite",
+__all__ = ["CallRunner", "CompiledSuite", "CompiledTest", "Observation", "UnsupportedTest", "Verdicts", "compile_suite", "informative",
            "judge_run", "records_by_nodeid", "shared_call_runner"]

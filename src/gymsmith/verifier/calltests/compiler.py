@@ -332,6 +332,32 @@ def _self_judged(check: Check) -> bool:
     return False
 
 
+def _one_bit(value: Any) -> bool:
+    return value is None or isinstance(value, bool)
+
+
+def _rich(check: Check) -> bool:
+    """Whether `check` holds only for a value that cannot be guessed in a bit: an `==` against a verifier-held
+    constant that is not True, False or None (a truth test, `is None`, `!=` or an expected exception can)."""
+    kind = check[0]
+    if kind == "cmp":
+        operands = [check[1], *(c for _, c in check[2])]
+        return any(op == "==" for op, _ in check[2]) and any(o[0] == "const" and not _one_bit(o[1]) for o in operands)
+    if kind == "and":
+        return any(_rich(c) for c in check[1])
+    if kind == "or":
+        return all(_rich(c) for c in check[1])
+    return False
+
+
+def informative(test: CompiledTest) -> bool:
+    """Whether passing `test` is evidence the code computes something: one of its checks needs a value beyond one
+    bit. The driver runs beside the agent's code, which can tell a hidden test from its driver and report whatever
+    it likes; a test whose every check is a truth value, an `is None` or an expected exception is passed by a
+    guess (a red-team agent was accepted on semver doing nothing else), so such tests gate but prove no progress."""
+    return any(_rich(c) for c in test.checks)
+
+
 @lru_cache(maxsize=256)
 def compile_suite(source: str, path: str) -> CompiledSuite:
     """Compile the plain pytest module `source` (at `path` in the job) into a driver and trusted checks.
