@@ -167,3 +167,12 @@ def test_final_state_carries_the_diff_against_the_start(env, tmp_path):
     final = env.final_state(tmp_path)
     assert f"+++ b/{module}" in final.diff and "+# touched" in final.diff and final.digest == env.state_hash()
     assert json.loads(json.dumps(final.model_dump()))["kind"] == "repo"
+
+
+def test_run_tests_output_drops_addresses_in_either_case_and_run_time():
+    """What run_tests reports must repeat exactly for the same state (the determinism check): object addresses
+    change from run to run, in lower case (CPython's reprs) or upper case (sqlparse's), and so does pytest's time."""
+    from gymsmith.families.code.env import _ADDRESS, _TIMING
+
+    text = "cls = <Statement ' ...' at 0x7FC3848F1C50> f = <function f at 0x7f6ae78a1c50>\n3 failed in 1.25s"
+    assert _ADDRESS.sub("0x…", _TIMING.sub("", text)) == "cls = <Statement ' ...' at 0x…> f = <function f at 0x…>\n3 failed"

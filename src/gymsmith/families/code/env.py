@@ -49,7 +49,7 @@ MAX_DIFF_WORK = 16_000_000  # sum over diffed files of lines before x lines afte
 MAX_FINAL_DIFF_CHARS = 200_000
 SKIPPED = frozenset({".git"}) | CACHE_DIRS  # tooling and caches: not the state an agent is judged on
 _TIMING = re.compile(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?")  # pytest's run time: not part of what happened
-_ADDRESS = re.compile(r"\b0x[0-9a-f]{6,16}\b")  # object addresses in reprs differ from run to run
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,16}\b")  # object addresses in reprs differ from run to run (sqlparse: upper case)
 
 
 def sandbox_backend() -> str:
