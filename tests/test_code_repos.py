@@ -143,6 +143,26 @@ def test_the_start_state_has_the_bug_and_no_history(repos):
         env.close()
 
 
+def test_run_tests_runs_the_suite_as_registration_did_whatever_conftest_imports(repos):
+    """A package's conftest.py may import files its sdist does not carry into the task (semver's imports helpers
+    from its docs/ folder): pytest then stops with exit 4 before any test, and the agent's test tool told it
+    nothing. The tool runs the tests as registration judged them, without conftests."""
+    from gymsmith.core.types import Action
+
+    family = get_family("code")
+    task = family.generate(2, source=PACKAGE, difficulty=0.5)
+    env = family.make_env()
+    try:
+        env.reset(task, seed=0)
+        env.step(Action(tool="write_file", arguments={"path": "conftest.py",
+                                                       "content": "import helper_only_in_the_sdist_docs\n"}))
+        obs = env.step(Action(tool="run_tests", arguments={})).observation
+        assert obs.data["exit_code"] == 1, obs.text[:2000]  # the shown failing tests fail; none is skipped by an error
+        assert "failed" in obs.text and "ModuleNotFoundError" not in obs.text
+    finally:
+        env.close()
+
+
 def test_a_task_rebuilds_identically_from_the_disk_catalog(repos):
     """The verifier process rebuilds a task from the seed: with a fresh in-memory state it must get the same one."""
     from gymsmith.families.code import repotasks

@@ -42,7 +42,9 @@ REPO_CATALOG_VERSION = 2  # the outcomes' meaning; task synthesis may change wit
 MUTANT_TIMEOUT_S = 5.0
 MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang
 VERIFY_TIMEOUT_S = 20.0
-PYTEST_INI = "[pytest]\npythonpath = .\n"
+# the agent's pytest runs the tests as registration judged them: without conftests (a package's conftest may import
+# files its sdist does not carry into the task, and pytest would stop before any test)
+PYTEST_INI = "[pytest]\npythonpath = .\naddopts = --noconftest\n"
 REMOVED_BODY = "removed_body"
 
 
@@ -275,7 +277,8 @@ def drop_tests(source: str, drop: set[str]) -> str:
 
 
 def readme(m: RepoManifest) -> str:
-    return (f"# {m.name} {m.version}\n\nThe source of {m.name} {m.version} and its tests. Run the tests with pytest:\n\n"
+    return (f"# {m.name} {m.version}\n\nThe source of {m.name} {m.version} and its tests. Run the tests with pytest (its pytest.ini\n"
+            "leaves conftest.py files out, as the tests were run when the package was registered):\n\n"
             "    python -m pytest -q\n")
 
 
