@@ -17,7 +17,9 @@ seconds), the most calls the endpoint had waiting at once (`endpoint_peak_in_fli
 the process tree (this process and every descendant but the endpoint) as the sum of RSS and of PSS (PSS
 splits pages shared by forked processes among them; RSS counts them in each). `cpu_seconds` is the CPU time
 (user + system) the same tree spent in the run, `cpu_ms_per_call` that per model call, and `cpu_floor_seconds`
-the least wall time that CPU allows on this machine's cores (cpu_seconds / cores): on a busy machine the wall
+the least wall time that CPU allows on this machine's cores (cpu_seconds / cores). The wall time splits in
+three: `start_s` (until the endpoint saw the first call: workers, verifiers, tasks), `model_phase_s` (first call
+to last answer) and `tail_s` (last answer to return: the last steps, verifications and store writes): on a busy machine the wall
 time says more about the other work than about the runner, the CPU time does not. The time limit per rollout
 is lifted (an hour), so no rollout is cut short by a slow machine (`truncated` counts any that were). The
 machine's load average is printed with each line.
@@ -149,9 +151,10 @@ def measure(label: str, endpoint: FakeEndpoint, config: RunConfig, n: int, in_fl
     endpoint.stats(reset=True)
     endpoint_cpu = -(cpu_seconds(endpoint.proc.pid) or 0.0)
     with TreeMemory(exclude=endpoint.proc.pid) as memory:
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         run(config, store, collect=False)
-        seconds = time.perf_counter() - t0
+        seconds, wall1 = time.perf_counter() - t0, time.time()
+    phases = endpoint.stats()
     endpoint_cpu += cpu_seconds(endpoint.proc.pid) or 0.0
     rows = store.rollout_rows([config.run_id])
     ideal = n * (CALLS + 1) * latency / in_flight
@@ -160,7 +163,10 @@ def measure(label: str, endpoint: FakeEndpoint, config: RunConfig, n: int, in_fl
                   in_flight=in_flight, calls_per_rollout=CALLS + 1, seconds=round(seconds, 2),
                   rollouts_per_s=round(n / seconds, 2), ideal_seconds=round(ideal, 2),
                   ideal_rollouts_per_s=round(n / ideal, 2), of_ideal=round(ideal / seconds, 3),
-                  endpoint_peak_in_flight=endpoint.stats()["peak"],
+                  endpoint_peak_in_flight=phases["peak"],
+                  start_s=round(phases["first_call_at"] - wall0, 2),
+                  model_phase_s=round(phases["last_reply_at"] - phases["first_call_at"], 2),
+                  tail_s=round(wall1 - phases["last_reply_at"], 2),
                   peak_rss_mib=round(memory.peak_rss), peak_pss_mib=round(memory.peak_pss),
                   peak_processes=memory.peak_processes, cpu_seconds=round(memory.cpu, 1),
                   cpu_ms_per_call=round(1000 * memory.cpu / (n * (CALLS + 1)), 2),

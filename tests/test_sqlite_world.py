@@ -74,3 +74,19 @@ def test_a_stale_task_is_an_infrastructure_error_naming_the_task():
     StaleTaskError.check("ops-1", "abc", "abc")
     with pytest.raises(InfrastructureError, match="task ops-1: the site rebuilt from its seed has digest def, the task says abc"):
         StaleTaskError.check("ops-1", "abc", "def", "site")
+
+
+def test_contents_read_once_diff_as_the_connections_do_and_same_tells_types_apart():
+    before, after = WORLD.create(ROWS), WORLD.create(ROWS)
+    after.execute("UPDATE stock SET units = 9 WHERE site = 2 AND item = 1")
+    after.execute("INSERT INTO items (id, name) VALUES (3, 'c')")
+    assert WORLD.diff_contents(WORLD.contents(before), WORLD.contents(after)) == WORLD.diff(before, after) != {}
+    image = before.serialize()
+    assert WORLD.image_contents(image) is WORLD.image_contents(image)  # read once per image
+    assert WORLD.same(WORLD.image_contents(image), WORLD.contents(WORLD.create(ROWS)))
+    assert not WORLD.same(WORLD.contents(before), WORLD.contents(after))
+    loose = SqliteWorld({"vals": "id INTEGER PRIMARY KEY, v"})  # a column without affinity keeps 1 and 1.0 apart
+    typed, floated = loose.create({"vals": [{"id": 1, "v": 1}]}), loose.create({"vals": [{"id": 1, "v": 1.0}]})
+    assert loose.contents(typed) == loose.contents(floated)  # equal in Python, different values in the database
+    assert not loose.same(loose.contents(typed), loose.contents(floated))
+    assert loose.digest(typed) != loose.digest(floated)

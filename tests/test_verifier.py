@@ -104,3 +104,36 @@ def test_runner_retries_infrastructure_errors_once(plugin_env, tmp_path, monkeyp
     assert [t.status for t in out] == [status] * 3
     assert all(("after 2 attempts" in (t.error or "")) is attempts_noted for t in out)
     assert len(store.rollout_rows(["retry"])) == 3
+
+
+def test_prepare_warms_every_worker_and_never_changes_a_verdict(ops, tmp_path):
+    """`prepare` moves a task's cold start (its pristine database, its cheapest roster) out of the first
+    verification; what any verification returns must be the same with or without it, and a task that cannot be
+    prepared is counted and logged, not raised."""
+    from gymsmith.families.ops.oracle import OpsOracle
+
+    class Witness(OpsOracle):  # half of the witness, then submit: a partial, dense-rewarded state
+        name = "half-witness"
+
+        def reset(self, task, observation, *, seed):
+            super().reset(task, observation, seed=seed)
+            self.plan = self.plan[:max(1, (len(self.plan) - 1) // 2)] + self.plan[-1:]
+
+    tasks = [ops.generate(seed, kind=kind) for seed, kind in ((3, "staff"), (4, "fulfil"), (5, "resource"))]
+    env = ops.make_env()
+    rewards = {}
+    for prepared in (False, True):
+        with VerifierService(workers=2) as v:
+            if prepared:
+                assert v.prepare(tasks) == 0
+            rewards[prepared] = [run_rollout(env=env, agent=agent, task=t, split=Split.TRAIN, seed=0, run_id="p",
+                                             verifier=v, policy="progress_gated", max_steps=60, time_limit_s=60).reward
+                                 for t in tasks for agent in (Witness(), ops.agents()["null"]())]
+    env.close()
+    assert [r.model_dump() for r in rewards[True]] == [r.model_dump() for r in rewards[False]]
+    assert any(0 < r.value < 1 for r in rewards[True])  # the comparison covers a partial reward, not only 0 and 1
+    stale = tasks[0].model_copy(update={"family_version": "0.0.1"})
+    with VerifierService() as v:
+        assert v.prepare([stale, tasks[1]]) == 1  # the stale one; the other is prepared
+        v.prepare_later(tasks[2])
+    assert v.pids() == []  # closed with a preparation queued: no worker left behind

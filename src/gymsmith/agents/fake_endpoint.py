@@ -17,8 +17,9 @@ test can tell apart from a slow machine without timing anything.
 Run: ``python -m gymsmith.agents.fake_endpoint --latency 0.5 --calls 10 [--plans FILE] [--barrier K]``; it
 prints ``READY <port>`` on stdout once it listens on 127.0.0.1. From Python, `FakeEndpoint` starts and stops
 it. GET /stats answers {"requests": calls answered, "open": connections open, "peak": most calls waiting at
-once, "barrier_passed": whether the barrier (if any) was reached}; GET /stats/reset the same, then starts
-"peak" again from the calls waiting now.
+once, "barrier_passed": whether the barrier (if any) was reached, "first_call_at" and "last_reply_at": the
+wall clock (`time.time()`) of the first tool call and of the last answer, or null}; GET /stats/reset the same,
+then starts "peak" again from the calls waiting now and forgets both times.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +74,15 @@ class _Server:
     def __init__(self, script: _Script, latency_s: float, barrier: int):
         self.script, self.latency_s, self.barrier = script, latency_s, barrier
         self.requests = self.open = self.waiting = self.peak = 0
+        self.first_call_at: float | None = None  # wall clock (time.time()) of the first tool call since a reset
+        self.last_reply_at: float | None = None  # and of the last answer: the model phase of a run
         self.released = asyncio.Event()
         if barrier <= 0:
             self.released.set()
 
     async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.first_call_at is None:
+            self.first_call_at = time.time()
         self.waiting += 1
         self.peak = max(self.peak, self.waiting)
         try:
@@ -87,6 +93,7 @@ class _Server:
         finally:
             self.waiting -= 1
         self.requests += 1
+        self.last_reply_at = time.time()
         return self.script.reply(request)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -103,9 +110,11 @@ class _Server:
                 body = await reader.readexactly(int(headers.get("content-length") or 0))
                 if method == "GET" and path.endswith(("/stats", "/stats/reset")):
                     status, payload = 200, {"requests": self.requests, "open": self.open, "peak": self.peak,
-                                            "barrier_passed": self.released.is_set()}
+                                            "barrier_passed": self.released.is_set(),
+                                            "first_call_at": self.first_call_at, "last_reply_at": self.last_reply_at}
                     if path.endswith("/reset"):
                         self.peak = self.waiting
+                        self.first_call_at = self.last_reply_at = None
                 elif method == "POST" and path.endswith("/chat/completions"):
                     request = json.loads(body or b"{}")
                     status, payload = 200, await self.answer(request) if request.get("tools") else _text_reply(request)

@@ -23,6 +23,7 @@ from gymsmith.core.hashing import canonical_json
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]  # table -> rows (column -> value)
 Diff = dict[str, dict[str, list]]  # table -> {"added": [row], "removed": [row], "changed": [(old, new)]}
+Contents = dict[str, tuple[tuple[str, ...], tuple[tuple, ...]]]  # table -> (column names, rows in primary-key order)
 
 
 class SqliteWorld:
@@ -40,6 +41,8 @@ class SqliteWorld:
         unknown = (set(self.primary_keys) | self.not_diffed) - set(self.tables)
         if unknown:
             raise ValueError(f"tables {sorted(unknown)} are not in the schema; expected some of {sorted(self.tables)}")
+        # a pristine image is read once per process: every verification of its task diffs against it
+        self.image_contents = lru_cache(maxsize=256)(self._image_contents)
 
     def primary_key(self, table: str) -> tuple[str, ...]:
         return self.primary_keys.get(table, ("id",))
@@ -82,18 +85,46 @@ class SqliteWorld:
     def rows(self, conn: sqlite3.Connection, table: str) -> dict[tuple, dict[str, Any]]:
         """{primary key tuple: row} of one table."""
         cur = conn.execute(f"SELECT * FROM {table}")
-        names = [c[0] for c in cur.description]
-        at = [names.index(k) for k in self.primary_key(table)]
-        return {tuple(r[i] for i in at): dict(zip(names, r)) for r in cur.fetchall()}
+        return self.keyed(table, tuple(c[0] for c in cur.description), cur.fetchall())
+
+    def keyed(self, table: str, names: Sequence[str], rows: Iterable[tuple]) -> dict[tuple, dict[str, Any]]:
+        """{primary key tuple: row} of `table` from its column names and rows (e.g. one of `contents`)."""
+        at = [list(names).index(k) for k in self.primary_key(table)]
+        return {tuple(r[i] for i in at): dict(zip(names, r)) for r in rows}
+
+    def contents(self, conn: sqlite3.Connection) -> Contents:
+        """Every table's column names and rows in primary-key order, read once for `diff_contents` and `same`."""
+        out: Contents = {}
+        for table in self.tables:
+            cur = conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(self.primary_key(table))}")
+            out[table] = (tuple(c[0] for c in cur.description), tuple(cur.fetchall()))
+        return out
+
+    def _image_contents(self, image: bytes) -> Contents:
+        conn = load_image(image)
+        try:
+            return self.contents(conn)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def same(a: Contents, b: Contents) -> bool:
+        """Whether two states hold the same rows, values of the same types (1, 1.0 and '1' differ), as `digest`
+        tells them apart."""
+        return a == b and repr(a) == repr(b)
 
     def diff(self, before: sqlite3.Connection, after: sqlite3.Connection) -> Diff:
         """Per table that differs (but `not_diffed`): rows added, removed and changed ((old, new) pairs), each in
         primary-key order."""
+        return self.diff_contents(self.contents(before), self.contents(after))
+
+    def diff_contents(self, before: Contents, after: Contents) -> Diff:
+        """`diff` of two states already read (`contents`, `image_contents`)."""
         out: Diff = {}
         for table in self.tables:
-            if table in self.not_diffed:
+            if table in self.not_diffed or before[table] == after[table]:  # the same rows: nothing to pair up
                 continue
-            old, new = self.rows(before, table), self.rows(after, table)
+            old, new = self.keyed(table, *before[table]), self.keyed(table, *after[table])
             added = [new[k] for k in sorted(new.keys() - old.keys())]
             removed = [old[k] for k in sorted(old.keys() - new.keys())]
             changed = [(old[k], new[k]) for k in sorted(old.keys() & new.keys()) if old[k] != new[k]]

@@ -118,11 +118,15 @@ class AsyncEngine:
     """Runs the rollouts of one run configuration as coroutines in this process.
 
     `verifier_workers`: verifier processes (default: one per core). `max_in_flight`: default
-    `config.max_in_flight`, else `default_max_in_flight(family)`. Use as a context manager, or call `close()`.
+    `config.max_in_flight`, else `default_max_in_flight(family)`. `prepare_verifier`: warm the verifier's caches
+    for each task as its first rollout starts (`VerifierService.prepare_later`); by default when a model agent
+    runs, since the verifier is idle while the rollouts wait on the model, and rollouts that end together would
+    otherwise pay every task's first, cold verification at once. Use as a context manager, or call `close()`.
     Raises UnknownFamilyError, or ValueError for an unknown agent, when made.
     """
 
-    def __init__(self, config: RunConfig, *, verifier_workers: int | None = None, max_in_flight: int | None = None):
+    def __init__(self, config: RunConfig, *, verifier_workers: int | None = None, max_in_flight: int | None = None,
+                 prepare_verifier: bool | None = None):
         # one engine per run config: its agents, limits and model client are the config's
         self.config, self.client = config, None
         self.family = get_family(config.taskset.family)
@@ -130,6 +134,7 @@ class AsyncEngine:
         self.max_in_flight = max_in_flight or config.max_in_flight or default_max_in_flight(self.family.name)
         self.blocking = bool(getattr(self.family, "blocking_steps", self.family.name in BLOCKING_FAMILIES))
         self.verifier = VerifierService(workers=verifier_workers or os.cpu_count() or 1).start()
+        self.prepare_verifier = "model" in config.agents if prepare_verifier is None else prepare_verifier
         self.verify_threads = ThreadPoolExecutor(self.verifier._workers, thread_name_prefix="gymsmith-verify")
         self.idle: list[_Lane] = []
         self.fingerprint = environment_fingerprint(self.family.name)["digest"]
@@ -233,6 +238,8 @@ class AsyncEngine:
         split = split_of(task.id, heldout_fraction=c.taskset.heldout_fraction)
         deadline = c.rollout_deadline()
         self._model_client()
+        if self.prepare_verifier:
+            self.verifier.prepare_later(task)
         for attempt in range(c.retries + 1):
             lane = await self._lane()
             agent = self.factories[agent_name]()

@@ -32,6 +32,9 @@ class VerifyRequest(BaseModel):
     final_state_kind: str
     final_state_path: str = Field(description="Read-only snapshot written by the environment.")
     policy: str
+    prepare: bool = Field(default=False, description="Only warm the worker's caches for `task` (the checks module's "
+                          "optional `prepare(task)`): nothing is scored, the final state is not read, and the "
+                          "response carries neither reward nor error unless preparing failed.")
 
 
 class VerifyResponse(BaseModel):

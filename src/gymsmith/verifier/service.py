@@ -9,7 +9,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gymsmith.core.errors import VerifierError
@@ -111,6 +111,10 @@ class VerifierService:
         self._ids = itertools.count(1)
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
+        self._taking_all = threading.Lock()  # two callers each holding some workers while waiting for the rest would deadlock
+        self._closed = False
+        self._later: queue.SimpleQueue[TaskSpec | None] | None = None  # `prepare_later`'s tasks, for its thread
+        self._queued: set[str] = set()
 
     def verify(self, task: TaskSpec, final_state: FinalState, *, policy: str = DEFAULT_POLICY) -> Reward:
         """Return the Reward for `final_state` of `task` under `policy`. Raises VerifierError, ValueError (policy).
@@ -138,14 +142,89 @@ class VerifierService:
     def start(self) -> "VerifierService":
         """Start the worker processes now instead of at their first verification, so that their interpreter
         start-up overlaps the caller's own work. Returns at once (the processes start in the background)."""
-        taken = [self._idle.get() for _ in range(self._workers)]
-        try:
-            for i, worker in enumerate(taken):  # in place: those started before a failure go back started
-                taken[i] = self._live(worker)
-        finally:
-            for worker in taken:
-                self._idle.put(worker)
+        with self._taking_all:
+            taken = [self._idle.get() for _ in range(self._workers)]
+            try:
+                for i, worker in enumerate(taken):  # in place: those started before a failure go back started
+                    taken[i] = self._live(worker)
+            finally:
+                for worker in taken:
+                    self._idle.put(worker)
         return self
+
+    def prepare(self, tasks: Sequence[TaskSpec], *, chunk: int = 16) -> int:
+        """Warm every worker's per-task caches for `tasks` (the family checks' optional `prepare(task)`; ops: the
+        pristine database and what verifying it computes, such as a staffing task's cheapest roster), so that the
+        first verification of a task costs what later ones do. Meant for the idle time while rollouts wait on a
+        model: a run whose rollouts all end together otherwise pays every task's cold start at its end.
+
+        Never changes a verdict (caches are pure functions of the task). Works `chunk` tasks at a time, each chunk
+        on every worker at once, so a verification waits at most one chunk. Returns how many preparations failed;
+        a failure is logged, never raised: the task's verification meets the same problem and reports it."""
+        failed = 0
+        for start in range(0, len(tasks), chunk):
+            part = tasks[start:start + chunk]
+            with self._taking_all:
+                if self._closed:
+                    break
+                taken: list[_Worker | None] = [self._idle.get() for _ in range(self._workers)]
+                try:
+                    for i, worker in enumerate(taken):
+                        taken[i] = self._live(worker)
+                    counts = [0] * len(taken)
+
+                    def on(i: int, worker: _Worker) -> None:
+                        for task in part:
+                            request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="",
+                                                    final_state_path="", policy=DEFAULT_POLICY, prepare=True)
+                            try:
+                                response = worker.call(request, self.timeout_s)
+                                error = response.error
+                            except VerifierError as exc:
+                                error = str(exc)
+                            if error is not None:
+                                counts[i] += 1
+                                log.debug("preparing task %s failed: %s", task.id, error.splitlines()[0][:300])
+                                if not worker.alive():
+                                    return
+                    threads = [threading.Thread(target=on, args=(i, w), daemon=True) for i, w in enumerate(taken)]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                    failed += sum(counts)
+                finally:
+                    for worker in taken:
+                        self._idle.put(worker if worker is not None and worker.alive() else None)
+        return failed
+
+    def prepare_later(self, task: TaskSpec) -> None:
+        """`prepare([task])` on a background thread, each task once per service; returns at once. The thread
+        takes whatever tasks are queued by then, a chunk at a time (the async engine calls this as each rollout
+        starts, so the workers prepare while the rollouts wait on the model)."""
+        with self._lock:
+            if self._closed or task.id in self._queued:
+                return
+            self._queued.add(task.id)
+            if self._later is None:
+                self._later = queue.SimpleQueue()
+                threading.Thread(target=self._prepare_queued, args=(self._later,), daemon=True,
+                                 name="gymsmith-verifier-prepare").start()
+            self._later.put(task)
+
+    def _prepare_queued(self, tasks: "queue.SimpleQueue[TaskSpec | None]") -> None:
+        while True:
+            batch = [tasks.get()]
+            while batch[-1] is not None and len(batch) < 16:
+                try:
+                    batch.append(tasks.get_nowait())
+                except queue.Empty:
+                    break
+            ready = [t for t in batch if t is not None]
+            if ready:
+                self.prepare(ready)
+            if len(ready) < len(batch):  # closed
+                return
 
     def _live(self, worker: _Worker | None) -> _Worker:
         """`worker`, or a new one in its place when it was never started or has died."""
@@ -164,6 +243,12 @@ class VerifierService:
             return [w.proc.pid for w in self._all if w.alive()]
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._later is not None:
+                self._later.put(None)
+        with self._taking_all:  # a chunk being prepared finishes first (at most `chunk` tasks)
+            pass
         with self._lock:
             for w in self._all:
                 w.close()

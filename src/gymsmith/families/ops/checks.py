@@ -129,6 +129,7 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +138,7 @@ from typing import Any, NamedTuple
 from gymsmith.core.errors import StaleTaskError, UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.envs.base import ToolRefusal
-from gymsmith.envs.sqlite_world import load_image, open_snapshot
+from gymsmith.envs.sqlite_world import Contents, load_image, open_snapshot
 from gymsmith.families.ops import planning, rostering, tools
 from gymsmith.families.ops.env import pristine_image
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
@@ -156,7 +157,6 @@ TOOLS_BY_KIND = {  # the mutating tools each goal kind can need
 }
 
 
-_rows = WORLD.rows
 
 
 def hard_violations(conn: sqlite3.Connection) -> list[str]:
@@ -234,6 +234,16 @@ class Episode:
     diff: dict[str, dict[str, list]]
     log: list[tuple[int, str, dict[str, Any]]]  # (activity id, tool, arguments) of the calls that replayed
     found: Findings
+    pristine_contents: Contents  # both databases as read once (the pristine one once per task and process)
+    final_contents: Contents
+
+    def before(self, table: str) -> dict[tuple, dict[str, Any]]:
+        """{primary key: row} of `table` at the start (new dicts on every call: the checks may change them)."""
+        return WORLD.keyed(table, *self.pristine_contents[table])
+
+    def after(self, table: str) -> dict[tuple, dict[str, Any]]:
+        """{primary key: row} of `table` in the final state."""
+        return WORLD.keyed(table, *self.final_contents[table])
 
     def changes(self, table: str) -> dict[str, list]:
         return self.diff.get(table, {"added": [], "removed": [], "changed": []})
@@ -256,7 +266,8 @@ def _fields_changed(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 # -- the actor: replay the agent's logged calls -------------------------------------------------------
-def _replay(image: bytes, final: sqlite3.Connection, found: Findings) -> list[tuple[int, str, dict[str, Any]]]:
+def _replay(image: bytes, final: sqlite3.Connection, final_contents: Contents,
+            found: Findings) -> list[tuple[int, str, dict[str, Any]]]:
     """Replay the `activity` log through the tools on the pristine image; the final state must be the result.
 
     Returns the calls that replayed, for the scope checks. Anything that does not replay, and any difference
@@ -283,8 +294,9 @@ def _replay(image: bytes, final: sqlite3.Connection, found: Findings) -> list[tu
                 found.actor.append(f"activity #{activity_id} {tool} cannot be replayed: {type(exc).__name__}: {exc}"[:300])
                 break
             calls.append((activity_id, tool, arguments))
-        if not found.actor and WORLD.digest(replayed) != WORLD.digest(final):
-            unexplained = WORLD.diff(replayed, final)
+        replayed_contents = WORLD.contents(replayed) if not found.actor else final_contents
+        if not WORLD.same(replayed_contents, final_contents):
+            unexplained = WORLD.diff_contents(replayed_contents, final_contents)
             for table, d in unexplained.items():
                 for kind in ("added", "removed"):
                     found.actor += [f"not made by the agent's logged tool calls: {table}: {kind} {_show(table, row)}"
@@ -313,7 +325,7 @@ def _scope(ep: Episode, kind: str, allowed_calls: Any) -> None:
 # -- shared: budgets and clock ------------------------------------------------------------------------
 def _budgets(ep: Episode, category: str | None, spent_delta: int) -> None:
     """Limits never change; only `category`'s spend changes, by exactly `spent_delta`; spend within the limit."""
-    before, after = _rows(ep.pristine, "budgets"), _rows(ep.final, "budgets")
+    before, after = ep.before("budgets"), ep.after("budgets")
     for key, old in sorted(before.items()):
         new = after.get(key)
         if new is None:
@@ -394,8 +406,8 @@ def _fewest_units(ep: Episode, due_orders: list[dict[str, Any]], suppliers: dict
     (with the delayed order's money back, as the goal says to cancel it) pays for every product's minimum at
     once, and no earlier purchase order that is still open arrives by its product's last due day.
     """
-    available = {key: row["on_hand"] - row["reserved"] for key, row in _rows(ep.pristine, "inventory").items()}
-    warehouses = [k[0] for k in _rows(ep.pristine, "warehouses")]
+    available = {key: row["on_hand"] - row["reserved"] for key, row in ep.before("inventory").items()}
+    warehouses = [k[0] for k in ep.before("warehouses")]
     plans = planning.fewest_units(due_orders, warehouses, available, suppliers.values())
     limit, spent = ep.pristine.execute("SELECT limit_cents, spent_cents FROM budgets WHERE category = 'purchasing'").fetchone()
     freed = p_pos[(delayed_id,)]["cost_cents"] if delayed_id is not None and (delayed_id,) in p_pos else 0
@@ -415,7 +427,7 @@ def _fewest_units(ep: Episode, due_orders: list[dict[str, Any]], suppliers: dict
 def _fulfil(ep: Episode) -> CheckResult:
     world, found = ep.world, ep.found
     horizon = world.expected["horizon_day"]
-    p_orders, f_orders = _rows(ep.pristine, "orders"), _rows(ep.final, "orders")
+    p_orders, f_orders = ep.before("orders"), ep.after("orders")
     targets = {k[0] for k, o in p_orders.items() if o["status"] == "pending" and o["due_day"] <= horizon}
     if targets != set(world.expected["targets"]):
         raise RuntimeError("the due orders in the start state are not the seed's targets; generator and checks disagree")
@@ -464,7 +476,7 @@ def _fulfil(ep: Episode) -> CheckResult:
 
     # Payments: charges on target orders, of their customer, for exactly the balance due.
     p_paid: dict[int, int] = defaultdict(int)
-    for p in _rows(ep.pristine, "payments").values():
+    for p in ep.before("payments").values():
         p_paid[p["order_id"]] += p["amount_cents"] if p["kind"] == "charge" else -p["amount_cents"]
     charged: dict[int, int] = defaultdict(int)
     for row in ep.changes("payments")["added"]:
@@ -484,8 +496,8 @@ def _fulfil(ep: Episode) -> CheckResult:
             found.change("payments", kind, change[1] if kind == "changed" else change)
 
     # Purchase orders: rows agree with their suppliers; only needed products, only needed units.
-    suppliers = {k[0]: s for k, s in _rows(ep.pristine, "suppliers").items()}
-    p_pos, f_pos = _rows(ep.pristine, "purchase_orders"), _rows(ep.final, "purchase_orders")
+    suppliers = {k[0]: s for k, s in ep.before("suppliers").items()}
+    p_pos, f_pos = ep.before("purchase_orders"), ep.after("purchase_orders")
     delayed_id = world.metadata.get("delayed_po_id")
     bought: dict[int, int] = defaultdict(int)  # product -> units the agent bought (not cancelled)
     bought_cost: dict[int, int] = defaultdict(int)  # product -> what those units cost
@@ -544,7 +556,7 @@ def _fulfil(ep: Episode) -> CheckResult:
     _budgets(ep, "purchasing", spend)
 
     # Stock: every unit on hand or reserved is accounted for by orders and purchase orders.
-    p_inv, f_inv = _rows(ep.pristine, "inventory"), _rows(ep.final, "inventory")
+    p_inv, f_inv = ep.before("inventory"), ep.after("inventory")
     shipped_from: dict[tuple[int, int], int] = defaultdict(int)
     allocated_at: dict[tuple[int, int], int] = defaultdict(int)
     for (oid,), o in f_orders.items():
@@ -658,7 +670,7 @@ def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, t
     open_orders = [o for o in open_orders if o["status"] != "shipped"]
     products = {o["product_id"] for o in open_orders}
     stock: dict[tuple[int, int], int] = defaultdict(int)
-    for (w, pid), row in _rows(ep.final, "inventory").items():
+    for (w, pid), row in ep.after("inventory").items():
         stock[(w, pid)] += row["on_hand"] - row["reserved"]
     for o in open_orders:
         if o["status"] == "allocated":
@@ -675,7 +687,7 @@ def _reachable(ep: Episode, targets: set[int], f_orders: dict, p_orders: dict, t
     money = limit - spent + sum(po["cost_cents"] for pos in optional.values() for po in pos)
     if delayed_id is not None and f_pos.get((delayed_id,), p_pos.get((delayed_id,), {})).get("status") in ("open", "delayed"):
         money += f_pos.get((delayed_id,), p_pos[(delayed_id,)])["cost_cents"]
-    warehouses = [k[0] for k in _rows(ep.final, "warehouses")]
+    warehouses = [k[0] for k in ep.after("warehouses")]
     dead, choices = [], []  # per product: the plans that fit, as (cost, credit, allocations kept, units kept)
     for pid in sorted(products):
         mine = [o for o in open_orders if o["product_id"] == pid]
@@ -734,15 +746,15 @@ def _most_credit_within(choices: list[tuple[int, list[tuple]]], money: int) -> d
 # -- staff --------------------------------------------------------------------------------------------
 def _staff(ep: Episode) -> CheckResult:
     world, found = ep.world, ep.found
-    needs = {(r["day"], r["warehouse_id"]): r["staff_needed"] for r in _rows(ep.pristine, "shift_needs").values()
+    needs = {(r["day"], r["warehouse_id"]): r["staff_needed"] for r in ep.before("shift_needs").values()
              if 0 <= r["day"] <= 6}
     if sorted([d, w, c] for (d, w), c in needs.items()) != sorted(world.expected["needs"]):
         raise RuntimeError("the start state's shift needs are not the seed's; generator and checks disagree")
     ep.only({"shifts", "budgets"})
     _clock(ep, may_advance=False)
-    staff = {k[0]: s for k, s in _rows(ep.pristine, "staff").items()}
-    warehouses = {k[0] for k in _rows(ep.pristine, "warehouses")}
-    p_shifts = _rows(ep.pristine, "shifts")
+    staff = {k[0]: s for k, s in ep.before("staff").items()}
+    warehouses = {k[0] for k in ep.before("warehouses")}
+    p_shifts = ep.before("shifts")
     start_count: dict[tuple[int, int], int] = defaultdict(int)
     for s in p_shifts.values():
         if s["hours"] == SHIFT_HOURS:
@@ -822,7 +834,7 @@ def _staff(ep: Episode) -> CheckResult:
 def _billing(ep: Episode) -> CheckResult:
     world, found = ep.world, ep.found
     pair, amount, customer = world.expected["duplicate_pair"], world.expected["amount_cents"], world.expected["customer_id"]
-    p_pay = {k[0]: p for k, p in _rows(ep.pristine, "payments").items()}
+    p_pay = {k[0]: p for k, p in ep.before("payments").items()}
     charges = [p_pay.get(i) for i in pair]
     if any(c is None or c["kind"] != "charge" or c["amount_cents"] != amount or c["customer_id"] != customer
            for c in charges) or len({(c["order_id"], c["day"]) for c in charges}) != 1:
@@ -879,10 +891,24 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
     try:
         try:
             found = Findings()
-            log = _replay(image, final, found)
-            return _BY_KIND[world.kind](Episode(world, pristine, final, WORLD.diff(pristine, final), log, found))
+            contents = WORLD.contents(final)
+            log = _replay(image, final, contents, found)
+            before = WORLD.image_contents(image)
+            diff = WORLD.diff_contents(before, contents)
+            return _BY_KIND[world.kind](Episode(world, pristine, final, diff, log, found, before, contents))
         except sqlite3.DatabaseError as exc:
             raise UngradableState(f"the final database cannot be read: {exc}") from exc
     finally:
         final.close()
         pristine.close()
+
+
+def prepare(task: TaskSpec) -> None:
+    """Warm this process's caches for `task` (`VerifierService.prepare`): its world, its pristine database and
+    that database's rows, and what verifying the untouched start state computes (a staffing task's cheapest
+    roster). Every cache is keyed by the task's own inputs, so no later verdict depends on it."""
+    image, _ = pristine_image(task.seed, task.knobs)
+    with tempfile.NamedTemporaryFile(prefix="gymsmith-prepare-", suffix=".sqlite") as snapshot:
+        snapshot.write(image)
+        snapshot.flush()
+        verify(task, Path(snapshot.name))

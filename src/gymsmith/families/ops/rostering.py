@@ -10,8 +10,8 @@ The model is a min-cost flow. Source -> staff member (capacity: the shifts the l
 them this week: at most `max_days` working days and `max_hours_week` hours, less what they already work)
 -> (staff member, day) (capacity 1: one shift a day; only days they are available and not already working)
 -> (day, warehouse) slot (capacity: the people still missing there) -> sink. A unit of flow is one shift,
-costing the member's wage for `shift_hours`. Successive shortest paths (Bellman-Ford, since residual edges
-have negative costs) give the cheapest flow of every size, and capacities are integers, so the cheapest
+costing the member's wage for `shift_hours`. Successive shortest paths (a FIFO label-correcting search, since
+residual edges have negative costs) give the cheapest flow of every size, and capacities are integers, so the cheapest
 flow that covers every missing shift is a roster, and the cheapest one.
 
 `most_kept` uses the same flow to credit an agent's partial roster: how many of its shifts a legal roster
@@ -20,6 +20,7 @@ within the budget can keep (a shift every finishing roster must remove is no pro
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,40 +45,54 @@ class NoRoster(ValueError):
 
 
 class _Graph:
+    """A residual graph in parallel lists (edge i ^ 1 is edge i's reverse): the flow is most of a staffing
+    check's time, and list lookups by index are what Python does fastest."""
+
     def __init__(self) -> None:
-        self.edges: list[list[int]] = []  # [to, capacity left, cost]; edge i ^ 1 is its reverse
+        self.to: list[int] = []
+        self.capacity: list[int] = []  # left on each edge
+        self.cost: list[int] = []
         self.out: dict[int, list[int]] = {}
 
     def add(self, a: int, b: int, capacity: int, cost: int) -> int:
         for frm, to, cap, c in ((a, b, capacity, cost), (b, a, 0, -cost)):
-            self.out.setdefault(frm, []).append(len(self.edges))
-            self.edges.append([to, cap, c])
-        return len(self.edges) - 2
+            self.out.setdefault(frm, []).append(len(self.to))
+            self.to.append(to)
+            self.capacity.append(cap)
+            self.cost.append(c)
+        return len(self.to) - 2
 
     def cheapest_flow(self, source: int, sink: int, want: int) -> int:
         """Push up to `want` units from source to sink along cheapest paths; returns the units pushed."""
+        to, capacity, cost, out, none = self.to, self.capacity, self.cost, self.out, ()
         pushed = 0
         while pushed < want:
-            dist, via = {source: 0}, {}
-            changed = True
-            while changed:  # Bellman-Ford over the residual graph
-                changed = False
-                for node, d in list(dist.items()):
-                    for i in self.out.get(node, ()):
-                        to, cap, cost = self.edges[i]
-                        if cap > 0 and d + cost < dist.get(to, d + cost + 1):
-                            dist[to], via[to] = d + cost, i
-                            changed = True
+            # shortest paths in the residual graph (negative edges: a FIFO label-correcting search, i.e.
+            # Bellman-Ford that only rescans nodes whose distance fell)
+            dist, via, queued = {source: 0}, {}, {source}
+            frontier = deque([source])
+            while frontier:
+                node = frontier.popleft()
+                queued.discard(node)
+                d = dist[node]
+                for i in out.get(node, none):
+                    if capacity[i] > 0:
+                        t, nd = to[i], d + cost[i]
+                        if t not in dist or nd < dist[t]:
+                            dist[t], via[t] = nd, i
+                            if t not in queued:
+                                queued.add(t)
+                                frontier.append(t)
             if sink not in dist:
                 break
             path, node = [], sink
             while node != source:
                 path.append(via[node])
-                node = self.edges[via[node] ^ 1][0]
-            amount = min([want - pushed] + [self.edges[i][1] for i in path])
+                node = to[via[node] ^ 1]
+            amount = min([want - pushed] + [capacity[i] for i in path])
             for i in path:
-                self.edges[i][1] -= amount
-                self.edges[i ^ 1][1] += amount
+                capacity[i] -= amount
+                capacity[i ^ 1] += amount
             pushed += amount
         return pushed
 
@@ -88,8 +103,9 @@ def cheapest_roster(staff: Iterable[Mapping[str, Any]], missing: Mapping[tuple[i
 
     `staff`: rows with id, max_hours_week, hourly_cents and unavailable_days (comma-separated days);
     `missing`: (day, warehouse) -> people still needed there; `rostered`: the shifts already in the week
-    (staff_id, day, hours), which count against each person's days and hours. Ties between rosters of the
-    same cost are broken by the order of `staff` and of the days, so the result is deterministic.
+    (staff_id, day, hours), which count against each person's days and hours. Among rosters of the same
+    cost the search picks one by the order of `staff`, of the days and of its queue: the same inputs always give
+    the same roster.
     Raises NoRoster when no legal roster covers every missing shift.
     """
     roster = _roster(list(staff), missing, list(rostered), shift_hours, max_days, {})
@@ -189,5 +205,5 @@ def _solve_roster(staff: list[Mapping[str, Any]], missing: Mapping[tuple[int, in
                     choices.append((edge, s["id"], d, w, wage))
     if graph.cheapest_flow(source, sink, need) < need:
         return None
-    return sorted((Shift(sid, d, w, wage) for edge, sid, d, w, wage in choices if graph.edges[edge][1] == 0),
+    return sorted((Shift(sid, d, w, wage) for edge, sid, d, w, wage in choices if graph.capacity[edge] == 0),
                   key=lambda shift: (shift.day, shift.warehouse_id, shift.staff_id))
