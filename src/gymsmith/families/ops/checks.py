@@ -132,6 +132,7 @@ import sqlite3
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -193,6 +194,16 @@ def hard_violations(conn: sqlite3.Connection) -> list[str]:
     return v
 
 
+@lru_cache(maxsize=256)
+def _start_violations(image: bytes) -> tuple[str, ...]:
+    """`hard_violations` of a task's pristine database, once per task and process."""
+    conn = load_image(image)
+    try:
+        return tuple(hard_violations(conn))
+    finally:
+        conn.close()
+
+
 def _show(table: str, row: dict[str, Any]) -> str:
     """A row as the messages show it: its key, then its other fields."""
     key = WORLD.primary_key(table)
@@ -236,6 +247,7 @@ class Episode:
     found: Findings
     pristine_contents: Contents  # both databases as read once (the pristine one once per task and process)
     final_contents: Contents
+    image: bytes  # the pristine database, serialized: the key of per-task caches
 
     def before(self, table: str) -> dict[tuple, dict[str, Any]]:
         """{primary key: row} of `table` at the start (new dicts on every call: the checks may change them)."""
@@ -390,7 +402,7 @@ def _result(ep: Episode, components: dict[str, RewardComponent]) -> CheckResult:
     """The verdict: gate failures from the kind, every finding a violation (they zero the reward: no component
     pays for keeping rules, which doing nothing keeps too)."""
     found = ep.found
-    already = set(hard_violations(ep.pristine))  # not the agent's doing
+    already = set(_start_violations(ep.image))  # not the agent's doing
     broken = [v for v in hard_violations(ep.final) if v not in already]
     found.hard = broken + found.hard
     return CheckResult(components=components, gate_failures=found.gate, violations=found.violations())
@@ -895,7 +907,7 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
             log = _replay(image, final, contents, found)
             before = WORLD.image_contents(image)
             diff = WORLD.diff_contents(before, contents)
-            return _BY_KIND[world.kind](Episode(world, pristine, final, diff, log, found, before, contents))
+            return _BY_KIND[world.kind](Episode(world, pristine, final, diff, log, found, before, contents, image))
         except sqlite3.DatabaseError as exc:
             raise UngradableState(f"the final database cannot be read: {exc}") from exc
     finally:
