@@ -365,3 +365,31 @@ def test_one_bit_tests_are_not_informative():
         assert not informative(only(guessable)), guessable
     for rich in ("assert double(21) == 42", "assert double(1) == 2 and check(0) is None", "assert double(1.5) == pytest.approx(3.0)"):
         assert informative(only(rich)), rich
+
+
+def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
+    """The agent's code can report anything for a hidden test; it passes one it does not compute only by reporting
+    a value it can read. A red-team forger passed round trips (the expected value is the test's input, in the
+    driver beside the code) and text twins of shown tests (their bytes as str). `pinned` refuses both, pieces
+    of readable strings, containers of readable values, small numbers and one-bit checks."""
+    from gymsmith.verifier.calltests.guessing import Candidates, pinned
+
+    def test(body):
+        return compile_suite(f"import pytest\nfrom mod import f\n\ndef test_x():\n    {body}\n", "tests/test_x.py").tests[0]
+
+    def driver(body):
+        return compile_suite(f"from mod import f\n\ndef test_x():\n    {body}\n", "tests/test_x.py").driver
+
+    shown = "def test_shown():\n    assert f(b'narf') == b'narf!'\n"
+    for body, why in (("assert f('spam eggs') == 'spam eggs'", "a round trip: the input is the expected value"),
+                      ("assert f('narf') == 'narf!'", "the text twin of a shown test's bytes"),
+                      ("assert f('spam eggs') == 'eggs'", "a piece of the input"),
+                      ("assert f('x') == ['narf!', 'narf']", "a list of readable strings"),
+                      ("assert f('x') == 7", "a small number"), ("assert f('x') is None", "one bit"),
+                      ("assert f('x') == 'zorblax' and f('y')", "one of its checks is a truth value")):
+        t = test(body)
+        assert not pinned(t, Candidates.of([shown, driver(body)])), why
+    for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')"):
+        t = test(body)
+        assert pinned(t, Candidates.of([shown, driver(body)])), body
+        assert not pinned(t, Candidates.of([shown, driver(body), body])), body  # once readable, no longer pinned

@@ -187,14 +187,22 @@ def test_every_bug_keeps_a_hidden_failing_test_and_bugs_fail_disjoint_tests(repo
             assert set(tests) - set(ct.visible_failing), (seed, tests)
 
 
-def test_every_bug_keeps_an_informative_hidden_failing_test(repos):
-    """No one-bit guess passes a bug's tests: each bug keeps hidden a failing test that needs a real value, and
-    tests a guess passes (truth values, expected exceptions) earn no progress."""
-    from gymsmith.families.code.repotasks import rich_tests
+def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
+    """No forger passes a bug's tests by reporting values it can read: each bug keeps hidden a failing test every
+    check of which needs a value that is not in the task's test files nor in the driver beside the agent's code
+    (`guessing.pinned`, recomputed here from the start state), and only such tests earn progress."""
+    from gymsmith.families.code.repotasks import _candidates_of
+    from gymsmith.verifier.calltests.guessing import Candidates, pinned
 
     family = get_family("code")
-    rich = rich_tests(load_repo(PACKAGE))
+    repo = load_repo(PACKAGE)
     for seed in range(6):
         ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        shown = Candidates.merged(*(_candidates_of(t) for p, t in ct.files.items() if p.startswith("test") or "/test" in p))
         for tests in ct.bug_tests:
-            assert (set(tests) - set(ct.visible_failing)) & rich, (seed, tests)
+            kept = set(tests) - set(ct.visible_failing)
+            assert kept & set(ct.pinned_tests), (seed, tests)
+            for nodeid in kept & set(ct.pinned_tests):
+                suite = repo.suites[nodeid.split("::")[0]]
+                test = suite.tests[suite.nodeids().index(nodeid)]
+                assert pinned(test, Candidates.merged(shown, _candidates_of(suite.driver))), nodeid

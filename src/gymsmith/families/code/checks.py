@@ -109,7 +109,7 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     no_progress = answered_tests(ct.files, suites)
-    if task.knobs.get("source"):  # a real suite: tests a one-bit guess passes gate, but prove no progress
-        from gymsmith.verifier.calltests import informative
-        no_progress |= {n for suite in suites for n, t in zip(suite.nodeids(), suite.tests) if not informative(t)}
+    if ct.pinned_tests is not None:  # a real suite: tests passed by reporting readable values gate, prove nothing
+        pinned = set(ct.pinned_tests)
+        no_progress |= {n for suite in suites for n in suite.nodeids() if n not in pinned}
     return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=no_progress, bugs=ct.bug_tests or None)

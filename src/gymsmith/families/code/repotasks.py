@@ -23,7 +23,9 @@ import itertools
 import json
 import os
 import random
+import textwrap
 import threading
+from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -31,10 +33,12 @@ from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
+from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
-from gymsmith.verifier.calltests import (CallRunner, CompiledSuite, UnsupportedTest, compile_suite, informative, judge_run,
+from gymsmith.verifier.calltests import (CallRunner, CompiledSuite, UnsupportedTest, compile_suite, judge_run,
                                          records_by_nodeid)
+from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
@@ -66,6 +70,7 @@ class Repo:
                             f"gymsmith repos add {self.manifest.spec}") from None
         self.runner = CallRunner(runtime=self.runtime)
         self.lock = threading.RLock()
+        self.pinned: set[str] | None = None  # `pinned_tests`, once computed
         digest = hashlib.sha256(repr((REPO_CATALOG_VERSION, sorted(self.files.items()), self.runtime.digest,
                                       [s.model_dump() for s in self.manifest.call_suites])).encode()).hexdigest()[:16]
         self.catalog_path = cache_root() / "repo-catalog" / f"{self.manifest.name}-{self.manifest.version}-{digest}.json"
@@ -204,16 +209,79 @@ def test_key(nodeid: str) -> tuple[str, str]:
     return path, base_name(name)
 
 
-def rich_tests(repo: Repo) -> set[str]:
-    """Node ids of the call-check tests whose passing needs a value beyond one bit (`calltests.informative`)."""
-    return {n for suite in repo.suites.values() for n, t in zip(suite.nodeids(), suite.tests) if informative(t)}
+def test_functions(source: str) -> dict[str, str]:
+    """A test file's test functions (named as `visible_tests` names them) -> their source, decorators included."""
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    nodes = [(fn.name, fn) for fn in tree.body if isinstance(fn, functions)] + \
+        [(method_name(c.name, m.name), m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+         if isinstance(m, functions)]
+    return {name: textwrap.dedent("".join(lines[min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1:fn.end_lineno]))
+            for name, fn in nodes if name.startswith("test")}  # dedented: a method parses on its own
+
+
+def pinned_tests(repo: Repo) -> set[str]:
+    """Node ids of the call-check tests pinned (`calltests.guessing.pinned`) against everything a task could let
+    the agent read about them, whichever tests it shows: their file's driver (it runs beside the agent's code,
+    inputs and module constants included) and every test file but the test function itself (a task hiding a test
+    drops its function; any other may be shown). A bug keeps one of these hidden, so a forger reporting values it
+    can read passes none of them."""
+    if repo.pinned is not None:
+        return repo.pinned
+    own: dict[tuple[str, str], Candidates] = {}
+    rest = []
+    for path in repo.manifest.test_files:
+        text = repo.files.get(path)
+        if text is None:
+            continue
+        try:
+            functions = test_functions(text)
+        except SyntaxError:
+            rest.append(text)
+            continue
+        own.update({(path, name): Candidates.of([src]) for name, src in functions.items()})
+        rest.append(drop_tests(text, set(functions)))
+    base = Candidates.merged(*map(_candidates_of, rest))
+    strings = Counter(x for c in own.values() for x in c.strings)
+    numbers = Counter(x for c in own.values() for x in c.numbers)
+    seen: dict[tuple[str, str], Candidates] = {}
+    out = set()
+    for suite in repo.suites.values():
+        for nodeid, test in zip(suite.nodeids(), suite.tests):
+            key = test_key(nodeid)
+            if key not in seen:
+                mine = own.get(key, Candidates())
+                seen[key] = Candidates.merged(base, _candidates_of(suite.driver),
+                                              strings={x for x, n in strings.items() if n > (x in mine.strings)},
+                                              numbers={x for x, n in numbers.items() if n > (x in mine.numbers)})
+            if pinned(test, seen[key]):
+                out.add(nodeid)
+    repo.pinned = out
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _candidates_of(text: str) -> Candidates:
+    return Candidates.of([text])  # a package's files recur in every task: each is parsed once
+
+
+def task_pinned_tests(repo: Repo, files: dict[str, str]) -> list[str]:
+    """The call-check tests pinned against what this task's agent can read about them: the test files of its
+    start state `files` and their own file's driver (which runs beside its code at verification)."""
+    shown = Candidates.merged(*(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+    out = []
+    for suite in repo.suites.values():
+        candidates = Candidates.merged(shown, _candidates_of(suite.driver))
+        out += [n for n, t in zip(suite.nodeids(), suite.tests) if pinned(t, candidates)]
+    return sorted(out)
 
 
 def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> tuple[mutate.Mutation, list[str]] | None:
     """The first mutant of `path` in a seeded order that finishes and fails at least two test functions, one of
-    them informative: one can be shown and an informative one kept hidden, so neither passing what was shown nor
-    guessing one-bit outcomes (truth values, expected exceptions) passes the bug's tests."""
-    rich = rich_tests(repo)
+    them pinned (`pinned_tests`): one can be shown and a pinned one kept hidden, so neither passing what was shown
+    nor reporting values the agent can read (inputs, shown expected values, one bit) passes the bug's tests."""
+    rich = pinned_tests(repo)
     try:
         reached = caught_functions(repo, path)
         pool = [m for m in candidates(repo.sources[path], operator) if m.function in reached]
@@ -222,7 +290,7 @@ def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> t
     for m in rng.sample(pool, len(pool)):
         outcome = repo.mutant_outcome(path, m, None if m.operator == REMOVED_BODY else reached[m.function])
         if (outcome["status"] == RunStatus.COMPLETED.value and len({test_key(n) for n in outcome["failing"]}) >= 2
-                and set(outcome["failing"]) & rich):
+                and set(outcome["failing"]) & rich):  # a pinned failing test, to keep hidden
             return m, outcome["failing"]
     return None
 
@@ -324,13 +392,15 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}")  # what is shown does not depend on the search above
     shown: set[tuple[str, str]] = set()
     used = lru_cache(maxsize=None)(lambda path: names_used(files[path]) if path in files else {})
-    rich = {test_key(n) for n in rich_tests(repo)}
+    rich = pinned_tests(repo)
+    kept_keys = []
     for (path, m), fails in zip(bugs, per_bug):
         # the shown failing tests of each bug: preferably (directness) ones that name its function; never all of
         # them, and never its last informative one (see pick_mutation): each bug keeps a hidden failing test that
         # no one-bit guess passes
         keys = sorted({test_key(n) for n in fails})
-        kept = rng.choice([k for k in keys if k in rich])
+        kept = rng.choice(sorted({test_key(n) for n in fails if n in rich}))
+        kept_keys.append((kept, fails))
         direct = [k for k in keys if k != kept and m.function.split(".")[-1] in used(k[0]).get(k[1], set())]
         indirect = [k for k in keys if k != kept and k not in direct]
         prefer_direct = rng.random() < float(knobs["directness"])
@@ -351,9 +421,14 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         p2p += [n for n in suite.nodeids() if n not in failing]
     files["pytest.ini"] = PYTEST_INI
     files["README.md"] = readme(repo.manifest)
+    pinned_here = task_pinned_tests(repo, files)
+    if not all(any(test_key(n) == k and n in pinned_here for n in fails) for k, fails in kept_keys):
+        # a bug's own literals (the mutated module is in the start state) gave its kept test away
+        raise RuntimeError(f"{repo.spec} seed {seed}: a bug's hidden test is guessable from the start state")
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
                     hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=failing, pass_to_pass=sorted(p2p),
-                    visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=per_bug)
+                    visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=per_bug,
+                    pinned_tests=pinned_here)
 
 
 def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:

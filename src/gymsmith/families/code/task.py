@@ -38,6 +38,10 @@ class CodeTask(BaseModel):
     mutations: list[MutationRecord]
     bug_tests: list[list[str]] = Field(default_factory=list, description="Per bug, the FAIL_TO_PASS tests it fails, "
                                        "where bugs share test files (repository tasks); empty: one bug per test file.")
+    pinned_tests: list[str] | None = Field(default=None, description="Repository tasks: the hidden tests whose "
+                                           "every check needs a value the agent cannot read in its files or beside "
+                                           "its code (`calltests.guessing.pinned`); only these earn progress. "
+                                           "None: no such rule (template tasks).")
 
 
 def names_used(tests_source: str) -> dict[str, set[str]]:

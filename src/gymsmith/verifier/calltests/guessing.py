@@ -1,0 +1,135 @@
+"""Which hidden tests only a computation passes: checks pinned to values the agent cannot read or assemble.
+
+The agent's code runs beside a test's driver and can replace what the driver reports (docs/verifier.md,
+properties 4 and 9), so passing a hidden test proves the code computes something only when the test's every
+check needs a value the agent has no copy of. A red-team agent passed hidden tests by reporting, for each
+observation, the value nearest to the buggy one among what it could read: the driver's own literals (a
+round trip such as `str(parse(s)) == s` expects its input) and the shown tests' expected values turned from
+bytes into str (a hidden test that is the shown one's text twin).
+
+`Candidates` gathers what an agent can read (every literal and identifier of the task's files and of the
+drivers that run beside its code); `guessable(value)` says whether a value is one of them, a piece of one, or
+assembled from them; `pinned(test)` whether every check of a test holds only for a value that is not.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Any
+
+from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest
+
+SMALL_NUMBER = 16  # |n| up to this is guessed by counting, whatever the task shows
+_SEPARATOR = "\x00"
+
+
+class Candidates:
+    """What an agent can read, normalised for `guessable`: strings (lower case; bytes decoded) and numbers."""
+
+    def __init__(self) -> None:
+        self.strings: set[str] = set()
+        self.numbers: set[float] = set()
+        self._text: str | None = None
+
+    @classmethod
+    def of(cls, sources: Iterable[str]) -> "Candidates":
+        """The candidates of Python `sources` (files that do not parse add their words)."""
+        found = cls()
+        for source in sources:
+            found.add_source(source)
+        return found
+
+    @classmethod
+    def merged(cls, *parts: "Candidates", strings: Iterable[str] = (), numbers: Iterable[float] = ()) -> "Candidates":
+        """The union of `parts`, plus already-normalised `strings` and `numbers`."""
+        out = cls()
+        out.strings = set(strings).union(*(p.strings for p in parts))
+        out.numbers = set(numbers).union(*(p.numbers for p in parts))
+        return out
+
+    def add_source(self, source: str) -> None:
+        self._text = None
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            self.strings.update(w.lower() for w in source.split())
+            return
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant):
+                self.add(node.value)
+            elif isinstance(node, ast.Name):
+                self.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                self.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.add(node.name)
+            elif isinstance(node, ast.arg):
+                self.add(node.arg)
+            elif isinstance(node, ast.keyword) and node.arg:
+                self.add(node.arg)
+
+    def add(self, value: Any) -> None:
+        self._text = None
+        if isinstance(value, bytes):
+            value = _text(value)
+        if isinstance(value, str):
+            self.strings.add(value.lower())
+            try:
+                self.numbers.add(float(value))
+            except (ValueError, OverflowError):
+                pass
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.numbers.add(float(value))
+            self.strings.add(repr(value).lower())
+
+    def _haystack(self) -> str:
+        if self._text is None:
+            self._text = _SEPARATOR.join(sorted(self.strings))
+        return self._text
+
+    def guessable(self, value: Any) -> bool:
+        """Whether an agent could report `value` without computing it: one bit (None, True, False), a small
+        number, a number or string it can read (any case; bytes as text), a piece of a string it can read, a
+        container of such, or a value of another type (assumed guessable: nothing here can tell)."""
+        if value is None or isinstance(value, bool):
+            return True
+        if isinstance(value, (int, float)):
+            return abs(value) <= SMALL_NUMBER or float(value) in self.numbers
+        if isinstance(value, bytes):
+            value = _text(value)
+        if isinstance(value, str):
+            text = value.lower()
+            return len(text) <= 1 or (_SEPARATOR not in text and text in self._haystack())
+        if isinstance(value, Approx):
+            return self.guessable(value.expected)
+        if isinstance(value, dict):
+            return all(self.guessable(k) and self.guessable(v) for k, v in value.items())
+        if isinstance(value, (tuple, list, set, frozenset)):
+            return all(self.guessable(v) for v in value)
+        return True
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _pinned(check: Check, candidates: Candidates) -> bool:
+    kind = check[0]
+    if kind == "cmp":
+        operands = [check[1], *(c for _, c in check[2])]
+        return (all(op == "==" for op, _ in check[2])
+                and any(o[0] == "const" and not candidates.guessable(o[1]) for o in operands))
+    if kind in ("and", "or"):  # an `or` holds on its easiest branch
+        return bool(check[1]) and all(_pinned(c, candidates) for c in check[1])
+    return False  # a truth value, a negation, an expected exception: one bit
+
+
+def pinned(test: CompiledTest, candidates: Candidates) -> bool:
+    """Whether every check of `test` is an `==` (alone or in `and`/`or`) with a constant that `candidates`
+    cannot guess: whichever of its checks the code fails, passing it takes computing that value. A test that
+    expects an exception is never pinned (the reference's exception class is guessed from the test's name)."""
+    return bool(test.checks) and not test.raise_slots and all(_pinned(c, candidates) for c in test.checks)
