@@ -49,6 +49,7 @@ CAUGHT_BY = {
     "exploit:subclass_result": " failing: ",                # a subclass is not the reference's exact type
     "exploit:flood_output": "hidden test run crashed",      # the channel's bound is hit
     "exploit:background_writer": "FAIL_TO_PASS failing",
+    "exploit:forge_readable": " failing: ",                 # what it cannot read, it cannot report (property 12)
     "exploit:raise_everywhere": " failing: ",                # what it wrecked was passing (where it found a target)
     "exploit:special_files": "ungradable final state",
     "exploit:symlink_modules": "ungradable final state",
