@@ -247,8 +247,10 @@ class VerifierService:
             self._closed = True
             if self._later is not None:
                 self._later.put(None)
-        with self._taking_all:  # a chunk being prepared finishes first (at most `chunk` tasks)
-            pass
+        # a chunk being prepared finishes first (at most `chunk` tasks); a chunk still waiting for workers after
+        # that is not waited for: killing the workers below ends it
+        if self._taking_all.acquire(timeout=5):
+            self._taking_all.release()
         with self._lock:
             for w in self._all:
                 w.close()
