@@ -206,3 +206,13 @@ def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
                 suite = repo.suites[nodeid.split("::")[0]]
                 test = suite.tests[suite.nodeids().index(nodeid)]
                 assert pinned(test, Candidates.merged(shown, _candidates_of(suite.driver))), nodeid
+
+def test_a_package_with_no_pinned_test_is_refused_in_one_line(repos, monkeypatch):
+    """A package none of whose tests pins an unreadable value (six==1.16.0 here) can give no bug a hidden test:
+    asking for its tasks is a knob error naming the source, not a traceback."""
+    from gymsmith.core.errors import KnobError
+
+    repo = load_repo(PACKAGE)
+    monkeypatch.setattr(repo, "pinned", set())
+    with pytest.raises(KnobError, match=f"source={PACKAGE}: none of its call-check tests pins"):
+        get_family("code").generate(0, source=PACKAGE)

@@ -29,7 +29,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from gymsmith.core.errors import VerifierError
+from gymsmith.core.errors import KnobError, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
@@ -354,8 +354,11 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     """The task for `seed` and resolved `knobs` on the repository `knobs['source']`: `n_bugs` bugs, each in its
     own source file, or as many as the package has files with a usable bug (`buggy_modules` says how many).
 
-    Raises RuntimeError if no file has a usable bug."""
+    Raises RuntimeError if no file has a usable bug, KnobError if the package has no test a bug could keep hidden."""
     repo = load_repo(knobs["source"])
+    if not pinned_tests(repo):
+        raise KnobError(f"source={repo.spec}: none of its call-check tests pins a value the agent could not read "
+                        "(docs/verifier.md, property 12), so no bug of it could keep a hidden test; no task can be made")
     rng = random.Random(f"code-repo-task:{repo.spec}:{seed}")
     n_bugs = int(knobs["n_bugs"])
     operator = knobs.get("operator") or "any"
