@@ -371,7 +371,8 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
     """The agent's code can report anything for a hidden test; it passes one it does not compute only by reporting
     a value it can read. A red-team forger passed round trips (the expected value is the test's input, in the
     driver beside the code) and text twins of shown tests (their bytes as str). `pinned` refuses both, pieces
-    of readable strings, containers of readable values, small numbers and one-bit checks."""
+    of readable strings, their shapes with characters left out (a second attacker removed separators and counted
+    numbers on), containers of readable values, small numbers and one-bit checks."""
     from gymsmith.verifier.calltests.guessing import Candidates, pinned
 
     def test(body):
@@ -386,7 +387,10 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
                       ("assert f('spam eggs') == 'eggs'", "a piece of the input"),
                       ("assert f('x') == ['narf!', 'narf']", "a list of readable strings"),
                       ("assert f('x') == 7", "a small number"), ("assert f('x') is None", "one bit"),
-                      ("assert f('x') == 'zorblax' and f('y')", "one of its checks is a truth value")):
+                      ("assert f('x') == 'zorblax' and f('y')", "one of its checks is a truth value"),
+                      ("assert f('Camel_Case') == 'CamelCase'", "the input without its separators"),
+                      ("assert f('rc.9') == 'rc.10'", "the input's number counted on"),
+                      ("assert f(4095) == 4096", "one more than the input")):
         t = test(body)
         assert not pinned(t, Candidates.of([shown, driver(body)])), why
     for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')"):

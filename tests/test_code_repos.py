@@ -25,7 +25,12 @@ from gymsmith.runner.rollout import run_rollout
 from gymsmith.sandbox.runtime import cache_root
 from gymsmith.verifier import VerifierService
 
-PACKAGE = "inflection==0.5.1"  # small, pure Python, one module, a self-contained pytest suite
+INDEXED = "inflection==0.5.1"  # registered from the package index: small, pure Python, a self-contained pytest suite
+# Tasks come from a small package of our own (tests/data/ledgerkit, registered from its path): its tests expect
+# computed values an agent cannot read (docs/verifier.md property 12), which few tests of real packages do (the
+# pinned counts per package are in docs/repos.md), and its mutants run in milliseconds.
+PACKAGE = "ledgerkit==0.1"
+LEDGERKIT = Path(__file__).with_name("data") / "ledgerkit"
 EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner")
 
 
@@ -33,12 +38,13 @@ EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "h
 def repos(monkeypatch_module) -> Path:
     root = cache_root() / "test-repos"
     monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
-    try:
-        find_repo(PACKAGE)
-        load_repo(PACKAGE)  # compiles its call checks: one reduced by an earlier gymsmith is refused
-    except RepoError:
-        add_repo(PACKAGE, repos_dir=root)
-        _repos.clear()
+    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT)):
+        try:
+            find_repo(spec)
+            load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
+        except RepoError:
+            add_repo(spec, path=path, repos_dir=root)
+            _repos.clear()
     return root
 
 
@@ -49,13 +55,13 @@ def monkeypatch_module():
 
 
 def test_registration_records_a_reliable_suite_and_call_checks(repos):
-    _, m = find_repo(PACKAGE)
+    _, m = find_repo(INDEXED)
     assert m.baseline.runs == 3 and len(m.baseline.suite_seconds) == 3
     assert m.baseline.reliable and not set(m.baseline.reliable) & set(m.baseline.flaky)
     assert m.call_tests() >= 4 and all(s.tests for s in m.call_suites)
     assert m.source_files and all(not f.rsplit("/", 1)[-1].startswith("test_") for f in m.source_files)
     listed = CliRunner().invoke(__import__("gymsmith.cli", fromlist=["app"]).app, ["repos", "list", "--json"])
-    assert listed.exit_code == 0 and PACKAGE in listed.stdout
+    assert listed.exit_code == 0 and INDEXED in listed.stdout and PACKAGE in listed.stdout
 
 
 def _local(tmp_path: Path, files: dict[str, str]) -> Path:

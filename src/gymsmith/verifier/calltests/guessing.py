@@ -7,21 +7,31 @@ observation, the value nearest to the buggy one among what it could read: the dr
 round trip such as `str(parse(s)) == s` expects its input) and the shown tests' expected values turned from
 bytes into str (a hidden test that is the shown one's text twin).
 
+A second attacker passed the tests left by applying simple transformations to the test's inputs: separators
+removed (`camelize('Camel_Case') == 'CamelCase'`), a number counted on (`'rc.9'` -> `'rc.10'`, `'3.4.5'` ->
+`'4.0.0'`), whitespace and comments dropped, a class name with `()`. Values are therefore also compared by
+*shape* (lower case, letters and digits only, every run of digits one `0`): a value whose shape is the shape of
+a readable string with characters left out is guessable too.
+
 `Candidates` gathers what an agent can read (every literal and identifier of the task's files and of the
-drivers that run beside its code); `guessable(value)` says whether a value is one of them, a piece of one, or
-assembled from them; `pinned(test)` whether every check of a test holds only for a value that is not.
+drivers that run beside its code); `guessable(value)` says whether a value is one of them, a piece of one, one
+of their shapes with characters left out, or assembled from such; `pinned(test)` whether every check of a test
+holds only for a value that is not.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest
 
 SMALL_NUMBER = 16  # |n| up to this is guessed by counting, whatever the task shows
+MAX_SUBSEQUENCE = 2000  # longer shapes are only looked for whole
 _SEPARATOR = "\x00"
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class Candidates:
@@ -31,6 +41,7 @@ class Candidates:
         self.strings: set[str] = set()
         self.numbers: set[float] = set()
         self._text: str | None = None
+        self._shapes: tuple[str, list[tuple[str, frozenset[str]]]] | None = None
 
     @classmethod
     def of(cls, sources: Iterable[str]) -> "Candidates":
@@ -49,7 +60,7 @@ class Candidates:
         return out
 
     def add_source(self, source: str) -> None:
-        self._text = None
+        self._text = self._shapes = None
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
@@ -70,7 +81,7 @@ class Candidates:
                 self.add(node.arg)
 
     def add(self, value: Any) -> None:
-        self._text = None
+        self._text = self._shapes = None
         if isinstance(value, bytes):
             value = _text(value)
         if isinstance(value, str):
@@ -88,19 +99,44 @@ class Candidates:
             self._text = _SEPARATOR.join(sorted(self.strings))
         return self._text
 
+    def _shape_index(self) -> tuple[str, list[tuple[str, frozenset[str]]]]:
+        if self._shapes is None:
+            shapes = sorted({shape(x) for x in self.strings} - {""})
+            self._shapes = (_SEPARATOR.join(shapes), [(x, frozenset(x)) for x in shapes])
+        return self._shapes
+
+    def _shape_readable(self, text: str) -> bool:
+        """Whether `shape(text)` is a readable string's shape with characters left out (a subsequence of it)."""
+        wanted = shape(text)
+        if not wanted:
+            return True  # only punctuation and spaces
+        joined, shapes = self._shape_index()
+        if wanted in joined:
+            return True
+        if len(wanted) > MAX_SUBSEQUENCE:
+            return False
+        letters = frozenset(wanted)
+        for candidate, has in shapes:
+            if len(candidate) > len(wanted) and letters <= has:
+                rest = iter(candidate)
+                if all(ch in rest for ch in wanted):
+                    return True
+        return False
+
     def guessable(self, value: Any) -> bool:
         """Whether an agent could report `value` without computing it: one bit (None, True, False), a small
-        number, a number or string it can read (any case; bytes as text), a piece of a string it can read, a
-        container of such, or a value of another type (assumed guessable: nothing here can tell)."""
+        number, a number it can read or one more or less, a string it can read (any case; bytes as text), a piece
+        of one, its shape with characters left out (`shape`), a container of such, or a value of another type
+        (assumed guessable: nothing here can tell)."""
         if value is None or isinstance(value, bool):
             return True
-        if isinstance(value, (int, float)):
-            return abs(value) <= SMALL_NUMBER or float(value) in self.numbers
+        if isinstance(value, (int, float)):  # a readable number, or one counted on or back from it
+            return abs(value) <= SMALL_NUMBER or any(float(value) + d in self.numbers for d in (-1, 0, 1))
         if isinstance(value, bytes):
             value = _text(value)
         if isinstance(value, str):
             text = value.lower()
-            return len(text) <= 1 or (_SEPARATOR not in text and text in self._haystack())
+            return len(text) <= 1 or _SEPARATOR in text or text in self._haystack() or self._shape_readable(text)
         if isinstance(value, Approx):
             return self.guessable(value.expected)
         if isinstance(value, dict):
@@ -108,6 +144,12 @@ class Candidates:
         if isinstance(value, (tuple, list, set, frozenset)):
             return all(self.guessable(v) for v in value)
         return True
+
+
+def shape(text: str) -> str:
+    """`text` lower case, letters and digits only, every run of digits one `0`: 'Camel_Case' -> 'camelcase',
+    'rc.10' -> 'rc0', '4.0.0' -> '000' (a forger changes digits and punctuation, not the words)."""
+    return _DIGITS.sub("0", "".join(ch for ch in text.lower() if ch.isalnum()))
 
 
 def _text(value: bytes) -> str:
