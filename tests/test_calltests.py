@@ -393,6 +393,8 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
                       ("assert f(4095) == 4096", "one more than the input")):
         t = test(body)
         assert not pinned(t, Candidates.of([shown, driver(body)])), why
+    huge = int("9" * 400)  # beyond a float: readable all the same, and no error
+    assert Candidates.of([f"x = {huge}"]).guessable(huge) and not Candidates.of(["x = 1"]).guessable(huge)
     for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')"):
         t = test(body)
         assert pinned(t, Candidates.of([shown, driver(body)])), body

@@ -91,7 +91,7 @@ class Candidates:
             except (ValueError, OverflowError):
                 pass
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            self.numbers.add(float(value))
+            self.numbers.add(_number(value))
             self.strings.add(repr(value).lower())
 
     def _haystack(self) -> str:
@@ -131,7 +131,7 @@ class Candidates:
         if value is None or isinstance(value, bool):
             return True
         if isinstance(value, (int, float)):  # a readable number, or one counted on or back from it
-            return abs(value) <= SMALL_NUMBER or any(float(value) + d in self.numbers for d in (-1, 0, 1))
+            return abs(value) <= SMALL_NUMBER or any(_number(value) + d in self.numbers for d in (-1, 0, 1))
         if isinstance(value, bytes):
             value = _text(value)
         if isinstance(value, str):
@@ -150,6 +150,14 @@ def shape(text: str) -> str:
     """`text` lower case, letters and digits only, every run of digits one `0`: 'Camel_Case' -> 'camelcase',
     'rc.10' -> 'rc0', '4.0.0' -> '000' (a forger changes digits and punctuation, not the words)."""
     return _DIGITS.sub("0", "".join(ch for ch in text.lower() if ch.isalnum()))
+
+
+def _number(value: int | float) -> float:
+    """`value` as a float; an int too large for one stays as large as a float goes (10**400 is not an error)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _text(value: bytes) -> str:
