@@ -72,16 +72,17 @@ def _stored(db) -> list[tuple[str, str, int, int, int]]:
 
 def test_ctrl_c_with_500_in_flight_then_resume_loses_and_duplicates_nothing(tmp_path):
     """`gymsmith run` in a subprocess, SIGINT mid-run (500 are in flight: the endpoint's barrier is past, and it has
-    answered every rollout's first call, so none has submitted yet), then the same command again. (It used to wait
-    for the first stored rollout: all 500 end together, and once verification got faster the run could finish
-    before the signal arrived.)"""
+    answered every rollout's first call, so none has submitted yet), then the same command again."""
     n, db = 500, tmp_path / "c.db"
     with FakeEndpoint(latency_s=0.2, calls=2, barrier=n) as endpoint:
         command = [sys.executable, "-m", "gymsmith.cli", "run", "ops", "--count", "25", "--seeds", str(n // 25),
                    "--agents", "model", "--model-url", endpoint.base_url, "--model-name", "fake", "--model-key-env", "",
                    "--max-in-flight", str(n), "--store", str(db), "--run-id", "cc"]
         env = {**os.environ, "COLUMNS": "200"}
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        # Ctrl-C's default handling, whatever this process inherited: a shell runs background jobs with SIGINT
+        # ignored, and so would the child be (CI run with `&` failed here with exit 0)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None:
             stats = endpoint.stats()
