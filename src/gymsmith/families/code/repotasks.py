@@ -212,13 +212,19 @@ def test_key(nodeid: str) -> tuple[str, str]:
 def test_functions(source: str) -> dict[str, str]:
     """A test file's test functions (named as `visible_tests` names them) -> their source, decorators included."""
     lines = source.splitlines(keepends=True)
+    return {name: textwrap.dedent("".join(lines[start:end]))  # dedented: a method parses on its own
+            for name, start, end in _function_spans(source) if name.startswith("test")}
+
+
+def _function_spans(source: str) -> list[tuple[str, int, int]]:
+    """(name, first line index, end line index) of each top-level function and each method of a top-level class
+    (named `realtests.method_name`), decorators included."""
     tree = ast.parse(source)
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     nodes = [(fn.name, fn) for fn in tree.body if isinstance(fn, functions)] + \
         [(method_name(c.name, m.name), m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
          if isinstance(m, functions)]
-    return {name: textwrap.dedent("".join(lines[min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1:fn.end_lineno]))
-            for name, fn in nodes if name.startswith("test")}  # dedented: a method parses on its own
+    return [(name, min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1, fn.end_lineno) for name, fn in nodes]
 
 
 def pinned_tests(repo: Repo) -> set[str]:
@@ -325,17 +331,8 @@ def drop_tests(source: str, drop: set[str]) -> str:
     a class), formatting of the rest intact."""
     lines = source.splitlines(keepends=True)
     spans = []
-    tree = ast.parse(source)
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    nodes = [(fn.name, fn) for fn in tree.body if isinstance(fn, functions)] + \
-        [(method_name(c.name, m.name), m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
-         if isinstance(m, functions)]
-    for name, fn in nodes:
+    for name, start, end in _function_spans(source):
         if name in drop:
-            start = fn.lineno - 1 - len(fn.decorator_list)
-            if fn.decorator_list:
-                start = min(d.lineno for d in fn.decorator_list) - 1
-            end = fn.end_lineno
             while end < len(lines) and not lines[end].strip():
                 end += 1
             spans.append((start, end))
@@ -399,8 +396,8 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     kept_keys = []
     for (path, m), fails in zip(bugs, per_bug):
         # the shown failing tests of each bug: preferably (directness) ones that name its function; never all of
-        # them, and never its last informative one (see pick_mutation): each bug keeps a hidden failing test that
-        # no one-bit guess passes
+        # them, and never the pinned one kept (see pick_mutation): each bug keeps a hidden failing test that no
+        # value the agent can read passes
         keys = sorted({test_key(n) for n in fails})
         kept = rng.choice(sorted({test_key(n) for n in fails if n in rich}))
         kept_keys.append((kept, fails))
@@ -426,7 +423,7 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     files["README.md"] = readme(repo.manifest)
     pinned_here = task_pinned_tests(repo, files)
     if not all(any(test_key(n) == k and n in pinned_here for n in fails) for k, fails in kept_keys):
-        # a bug's own literals (the mutated module is in the start state) gave its kept test away
+        # a safety net: the start state shows less than `pinned_tests` counted, so this holds unless they disagree
         raise RuntimeError(f"{repo.spec} seed {seed}: a bug's hidden test is guessable from the start state")
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
                     hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=failing, pass_to_pass=sorted(p2p),
