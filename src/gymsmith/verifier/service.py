@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import itertools
+import logging
 import os
 import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gymsmith.core.errors import VerifierError
@@ -111,7 +112,7 @@ class VerifierService:
         self._ids = itertools.count(1)
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
-        self._taking_all = threading.Lock()  # two callers each holding some workers while waiting for the rest would deadlock
+        self._taking_all = threading.RLock()  # two callers each holding some workers while waiting for the rest would deadlock
         self._closed = False
         self._later: queue.SimpleQueue[TaskSpec | None] | None = None  # `prepare_later`'s tasks, for its thread
         self._queued: set[str] = set()
@@ -142,15 +143,22 @@ class VerifierService:
     def start(self) -> "VerifierService":
         """Start the worker processes now instead of at their first verification, so that their interpreter
         start-up overlaps the caller's own work. Returns at once (the processes start in the background)."""
+        with self._every_worker():
+            pass
+        return self
+
+    @contextlib.contextmanager
+    def _every_worker(self) -> Iterator[list[_Worker]]:
+        """Every worker, started, held by the caller alone; all go back (dead ones as None) when the block ends."""
         with self._taking_all:
-            taken = [self._idle.get() for _ in range(self._workers)]
+            taken: list[_Worker | None] = [self._idle.get() for _ in range(self._workers)]
             try:
                 for i, worker in enumerate(taken):  # in place: those started before a failure go back started
                     taken[i] = self._live(worker)
+                yield taken  # type: ignore[misc]
             finally:
                 for worker in taken:
-                    self._idle.put(worker)
-        return self
+                    self._idle.put(worker if worker is not None and worker.alive() else None)
 
     def prepare(self, tasks: Sequence[TaskSpec], *, chunk: int = 16) -> int:
         """Warm every worker's per-task caches for `tasks` (the family checks' optional `prepare(task)`; ops: the
@@ -163,40 +171,34 @@ class VerifierService:
         a failure is logged, never raised: the task's verification meets the same problem and reports it."""
         failed = 0
         for start in range(0, len(tasks), chunk):
-            part = tasks[start:start + chunk]
-            with self._taking_all:
+            with self._taking_all:  # closed is read under the lock close() takes: no worker starts after it
                 if self._closed:
                     break
-                taken: list[_Worker | None] = [self._idle.get() for _ in range(self._workers)]
-                try:
-                    for i, worker in enumerate(taken):
-                        taken[i] = self._live(worker)
+                with self._every_worker() as taken:
                     counts = [0] * len(taken)
-
-                    def on(i: int, worker: _Worker) -> None:
-                        for task in part:
-                            request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="",
-                                                    final_state_path="", policy=DEFAULT_POLICY, prepare=True)
-                            try:
-                                response = worker.call(request, self.timeout_s)
-                                error = response.error
-                            except VerifierError as exc:
-                                error = str(exc)
-                            if error is not None:
-                                counts[i] += 1
-                                log.debug("preparing task %s failed: %s", task.id, error.splitlines()[0][:300])
-                                if not worker.alive():
-                                    return
-                    threads = [threading.Thread(target=on, args=(i, w), daemon=True) for i, w in enumerate(taken)]
+                    threads = [threading.Thread(target=self._prepare_on, args=(w, tasks[start:start + chunk], counts, i),
+                                                daemon=True) for i, w in enumerate(taken)]
                     for t in threads:
                         t.start()
                     for t in threads:
                         t.join()
                     failed += sum(counts)
-                finally:
-                    for worker in taken:
-                        self._idle.put(worker if worker is not None and worker.alive() else None)
         return failed
+
+    def _prepare_on(self, worker: _Worker, tasks: Sequence[TaskSpec], failures: list[int], slot: int) -> None:
+        """`tasks` prepared on `worker` (held by the caller), failures counted in `failures[slot]`."""
+        for task in tasks:
+            request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="", final_state_path="",
+                                    policy=DEFAULT_POLICY, prepare=True)
+            try:
+                error = worker.call(request, self.timeout_s).error
+            except VerifierError as exc:
+                error = str(exc)
+            if error is not None:
+                failures[slot] += 1
+                log.debug("preparing task %s failed: %s", task.id, error.splitlines()[0][:300])
+                if not worker.alive():
+                    return
 
     def prepare_later(self, task: TaskSpec) -> None:
         """`prepare([task])` on a background thread, each task once per service; returns at once. The thread
