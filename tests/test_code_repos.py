@@ -88,6 +88,23 @@ def test_packages_that_cannot_be_registered_are_refused_in_one_line(tmp_path, fi
     assert not list((tmp_path / "repos").glob("fast*")), "a refused package left something registered"
 
 
+def test_package_data_is_carried_and_a_test_file_that_cannot_be_imported_fails_alone(tmp_path):
+    """A package that reads a data file at import registers (its data is recorded and ships in the tree), and a
+    test file importing something the sdist lacks is one failing entry instead of stopping the whole suite."""
+    files = {"pkg/__init__.py": "import pkgutil\nNAME = pkgutil.get_data(__name__, 'NAME.txt').decode().strip()\n"
+                                "def shout():\n    return NAME.upper() + '!'\n",
+             "pkg/NAME.txt": "quokka\n",
+             "tests/test_pkg.py": "from pkg import shout\n\n" + "".join(
+                 f"def test_shout_{i}():\n    assert shout() == 'QUOKKA!'\n\n" for i in range(12)),
+             "tests/test_cli.py": "import pkg.cli_that_is_not_shipped\n\ndef test_cli():\n    assert 1\n"}
+    m = add_repo("pkg==0.1", path=_local(tmp_path, files), repos_dir=tmp_path / "repos")
+    assert m.data_files == ["pkg/NAME.txt"]
+    assert (tmp_path / "repos" / "pkg-0.1" / "tree" / "pkg" / "NAME.txt").read_text() == "quokka\n"
+    assert m.baseline.collected == 13 and len(m.baseline.reliable) == 12
+    assert m.baseline.failing == ["tests/test_cli.py (not collected)"]
+    assert m.call_tests() == 12
+
+
 def test_parametrized_tests_become_one_call_check_per_case_and_unsupported_ones_are_dropped():
     """One test per parametrize case; a TestCase method without set-up as a top-level test; loops dropped."""
     source = ("import pytest\nfrom m import f\n\n@pytest.mark.parametrize('x,y', [(1, 2), (3, 4)])\ndef test_p(x, y):\n"

@@ -16,6 +16,7 @@ leaves nothing registered (and an earlier registration of the same version is ke
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,9 @@ from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, fresh_pytest
 
 MIN_PASSING = 0.9   # share of the collected tests that must pass reliably
 SUITE_TIMEOUT_S = 600
-PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
+# a test file that cannot be imported (a helper module or dependency the sdist lacks) must not stop the others;
+# run_baseline counts it as failing
+PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider --continue-on-collection-errors\n"
 
 
 def _requirements(requires: list[str]) -> list[str]:
@@ -65,16 +68,22 @@ def build_layer(target: Path, requirements: list[str]) -> dict[str, str]:
 
 
 def run_baseline(files: dict[str, str], tests: list[str], runtime: PythonRuntime, runs: int) -> Baseline:
-    """The whole suite with pytest in a fresh sandbox, `runs` times."""
+    """The whole suite with pytest in a fresh sandbox, `runs` times. A test file with tests that reports none (it
+    could not be imported) counts as one failing entry, `PATH (not collected)`."""
     outcomes, seconds, collected = [], [], 0
+    with_tests = [t for t in tests if re.search(r"^\s*(async\s+)?def test|^class Test", files.get(t, ""), re.M)]
     for i in range(runs):
         started = time.perf_counter()
         run = fresh_pytest(files, tests, timeout=SUITE_TIMEOUT_S, runtime=runtime, ini=PYTEST_INI)
         seconds.append(round(time.perf_counter() - started, 3))
         if run.status is not RunStatus.COMPLETED:
             raise RepoError(f"the test suite did not finish in the sandbox (run {i + 1}: {run.status.value})")
-        outcomes.append(run.outcomes)
-        collected = collected or len(run.outcomes)
+        # JUnit names a class's tests 'tests/test_x/TestY.py::test_z' (see pytest_runner._parse_junit)
+        reported = {n.split("::", 1)[0] for n in run.outcomes}
+        uncollected = {f"{t} (not collected)": TestOutcome.ERROR for t in with_tests
+                       if t not in reported and not any(r.startswith(t.removesuffix(".py") + "/") for r in reported)}
+        outcomes.append({**run.outcomes, **uncollected})
+        collected = collected or len(outcomes[-1])
     names = sorted(set().union(*outcomes))
     passes = {n: sum(o.get(n) is TestOutcome.PASSED for o in outcomes) for n in names}
     return Baseline(runs=runs, collected=collected, reliable=[n for n in names if passes[n] == runs],
@@ -162,6 +171,7 @@ def add_repo(spec: str, *, path: Path | None = None, repos_dir: Path | None = No
                             "the verifier would have nothing to check tasks with")
         manifest = RepoManifest(name=name, version=version, origin=fetched.origin, sha256=fetched.sha256,
                                 packages=lay.packages, source_files=lay.source_files, test_files=lay.test_files,
+                                data_files=[p for p in lay.data_files if p in files],
                                 layer_packages=versions, baseline=baseline, call_suites=suites, python=sys.version.split()[0])
         shutil.rmtree(staging / "fetch", ignore_errors=True)
         write_manifest(staging, manifest)

@@ -1,5 +1,5 @@
 """Getting a package's source: its sdist from the package index (pip download), or a local checkout;
-then its layout: the import root, the package's own .py files and its test files.
+then its layout: the import root, the package's own .py files, its data files and its test files.
 
 Refuses (RepoError, one line) a package with native extensions (C, C++, Cython, Rust, Fortran sources or
 `ext_modules` in setup.py) and one without test files.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gymsmith.repos.manifest import RepoError
@@ -23,6 +23,8 @@ from gymsmith.repos.manifest import RepoError
 NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".pyx", ".pxd", ".rs", ".f", ".f90")
 MAX_SDIST_BYTES = 50 << 20
 BUILD_MODULES = {"setup", "conftest", "noxfile", "tasks", "fabfile", "version", "versioneer", "_version", "docs"}
+MAX_DATA_FILE_BYTES = 256 << 10  # a package data file (a VERSION, a word list) kept as text beside the sources
+MAX_DATA_BYTES = 4 << 20
 SKIP_DIRS = {"docs", "doc", "examples", "benchmarks", "bench", "build", "dist", ".git", ".tox", "__pycache__"}
 
 
@@ -99,6 +101,7 @@ class Layout:
     packages: list[str]       # top-level import names
     source_files: list[str]   # .py files of the package (relative to the import root), tests excluded
     test_files: list[str]     # test files, relative to the import root when inside it, else to the source root
+    data_files: list[str] = field(default_factory=list)  # text files of the package that are not Python (read at run time)
 
 
 def layout(root: Path, name: str) -> Layout:
@@ -132,13 +135,39 @@ def layout(root: Path, name: str) -> Layout:
     if not tests:
         raise RepoError(f"{name} ships no test files (test_*.py or *_test.py) in its source distribution; "
                         "register a checkout that has its tests with --path")
-    return Layout(import_root=import_root, packages=packages, source_files=sources, test_files=tests)
+    return Layout(import_root=import_root, packages=packages, source_files=sources, test_files=tests,
+                  data_files=_data_files(base, packages))
+
+
+def _data_files(base: Path, packages: list[str]) -> list[str]:
+    """Non-Python files inside the package's directories that its code may read (`pkgutil.get_data`, a file beside a
+    module): small UTF-8 text only, up to MAX_DATA_BYTES in all; test directories and build output aside."""
+    out, total = [], 0
+    for package in packages:
+        folder = base / package
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.rglob("*")):
+            rel = p.relative_to(base)
+            if (not p.is_file() or p.suffix in (".py", ".pyc", ".pyo") or set(rel.parts) & SKIP_DIRS
+                    or any(part in ("tests", "test") for part in rel.parts[:-1])):
+                continue
+            size = p.stat().st_size
+            if size > MAX_DATA_FILE_BYTES or total + size > MAX_DATA_BYTES:
+                continue
+            try:
+                p.read_text()
+            except (OSError, UnicodeDecodeError):
+                continue
+            out.append(str(rel))
+            total += size
+    return out
 
 
 def read_layout(root: Path, lay: Layout) -> dict[str, str]:
-    """{path in the normalised tree: text} for the package's sources and tests."""
+    """{path in the normalised tree: text} for the package's sources, data files and tests."""
     out = {}
-    for rel in lay.source_files + lay.test_files:
+    for rel in lay.source_files + lay.data_files + lay.test_files:
         src = root / lay.import_root / rel if lay.import_root and (root / lay.import_root / rel).is_file() else root / rel
         try:
             out[rel] = src.read_text()

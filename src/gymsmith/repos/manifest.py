@@ -56,6 +56,8 @@ class RepoManifest(BaseModel):
     packages: list[str] = Field(description="Top-level import names of the package.")
     source_files: list[str] = Field(description="The package's .py files (not tests), relative to tree/.")
     test_files: list[str] = Field(description="Test files and conftest.py, relative to tree/.")
+    data_files: list[str] = Field(default_factory=list, description="The package's text files that are not Python "
+                                  "(e.g. a VERSION read with pkgutil), relative to tree/; they run as registered.")
     layer_packages: dict[str, str] = Field(description="What the sandbox layer holds, name -> version.")
     baseline: Baseline
     call_suites: list[CallSuiteRecord]

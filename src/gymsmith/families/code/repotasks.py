@@ -59,9 +59,11 @@ class Repo:
     def __init__(self, spec: str):
         self.path, self.manifest = find_repo(spec)
         tree = self.path / "tree"
-        self.files = {rel: (tree / rel).read_text() for rel in self.manifest.source_files + self.manifest.test_files
-                      if (tree / rel).is_file()}
+        self.files = {rel: (tree / rel).read_text() for rel in
+                      self.manifest.source_files + self.manifest.data_files + self.manifest.test_files if (tree / rel).is_file()}
         self.sources = {p: self.files[p] for p in self.manifest.source_files if p in self.files}
+        # package data (a VERSION, word lists): in the start state, and run as registered beside any sources judged
+        self.data = {p: self.files[p] for p in self.manifest.data_files if p in self.files}
         self.runtime: PythonRuntime = layer_runtime(self.path / "layer", self.manifest.layer_packages)
         try:
             self.suites = {s.path: compile_suite(s.source, s.path) for s in self.manifest.call_suites}
@@ -91,7 +93,7 @@ class Repo:
         with self.lock:
             if self._reference is None:
                 suites = list(self.suites.values())
-                observed = self.runner.observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
+                observed = self.runner.observe({**self.data, **self.sources}, suites, deadline_s=120, group_timeout_s=60)
                 records = records_by_nodeid(suites, observed)
                 missing = [n for s in suites for n in s.nodeids() if n not in records]
                 if missing:
@@ -105,7 +107,8 @@ class Repo:
         so it never passes)."""
         reference = self.reference_records()
         with self.lock:
-            observed = self.runner.observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s)
+            observed = self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
+                                           group_timeout_s=deadline_s)
         return judge_run(suites, observed, reference).run
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
