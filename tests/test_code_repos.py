@@ -103,6 +103,13 @@ def test_package_data_is_carried_and_a_test_file_that_cannot_be_imported_fails_a
     assert m.baseline.collected == 13 and len(m.baseline.reliable) == 12
     assert m.baseline.failing == ["tests/test_cli.py (not collected)"]
     assert m.call_tests() == 12
+    app = __import__("gymsmith.cli", fromlist=["app"]).app
+    where = ["--repos-dir", str(tmp_path / "repos")]
+    removed = CliRunner().invoke(app, ["repos", "remove", "pkg==0.1", *where])
+    assert removed.exit_code == 0 and "removed pkg==0.1" in removed.stderr
+    assert not list((tmp_path / "repos").iterdir())
+    again = CliRunner().invoke(app, ["repos", "remove", "pkg==0.1", *where])
+    assert again.exit_code == 2 and again.stderr.count("\n") == 1 and "is not registered" in again.stderr
 
 
 def test_parametrized_tests_become_one_call_check_per_case_and_unsupported_ones_are_dropped():

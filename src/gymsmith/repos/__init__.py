@@ -2,6 +2,6 @@
 the `code` family synthesizes tasks (`source` knob). See docs/repos.md."""
 
 from gymsmith.repos.build import add_repo
-from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo, list_repos, repos_dir
+from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo, list_repos, remove_repo, repos_dir
 
-__all__ = ["RepoError", "RepoManifest", "add_repo", "find_repo", "list_repos", "repos_dir"]
+__all__ = ["RepoError", "RepoManifest", "add_repo", "find_repo", "list_repos", "remove_repo", "repos_dir"]

@@ -59,3 +59,16 @@ def list_(repos_dir: Optional[Path] = _DIR,
     if not repos and not as_json:
         err.print(f"no repository registered in {where(repos_dir)}; add one with `gymsmith repos add NAME==VERSION`",
                   markup=False)
+
+
+@repos_app.command("remove")
+def remove(spec: str = typer.Argument(..., help="NAME==VERSION (or NAME if one version is registered)."),
+           repos_dir: Optional[Path] = _DIR) -> None:
+    """Unregister a repository: tasks can no longer be drawn from it (stored rollouts are kept)."""
+    from gymsmith.repos.manifest import remove_repo
+
+    try:
+        m = remove_repo(spec, repos_dir)
+    except RepoError as exc:
+        _one_line(exc)
+    err.print(f"removed {m.spec}", markup=False, highlight=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def list_repos(root: str | Path | None = None) -> list[RepoManifest]:
     base = repos_dir(root)
     out = []
     for d in sorted(base.glob("*/")) if base.is_dir() else []:
+        if d.name.startswith("."):  # a registration being staged, or a removal under way
+            continue
         try:
             out.append(_read_manifest(str(d / MANIFEST), (d / MANIFEST).stat().st_mtime_ns))
         except (OSError, ValueError):
@@ -118,6 +121,17 @@ def find_repo(spec: str, root: str | Path | None = None) -> tuple[Path, RepoMani
         raise RepoError(f"repository {spec!r} {what} in {repos_dir(root)} (registered: {known}); "
                         "add one with `gymsmith repos add NAME==VERSION`")
     return repo_path(matches[0].name, matches[0].version, root), matches[0]
+
+
+def remove_repo(spec: str, root: str | Path | None = None) -> RepoManifest:
+    """Unregister `spec` (as `find_repo` finds it): its directory is renamed aside first, so a reader never sees a
+    half-deleted repository, then deleted. Returns the removed manifest; raises RepoError if it is not registered.
+    Task catalogs cached for it (under the cache root) are left: they are keyed by content and harmless."""
+    path, manifest = find_repo(spec, root)
+    aside = path.with_name(f".{path.name}.removing-{os.getpid()}")
+    os.replace(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+    return manifest
 
 
 def write_manifest(directory: Path, manifest: RepoManifest) -> None:
