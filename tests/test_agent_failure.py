@@ -10,13 +10,14 @@ import sqlite3
 import pytest
 
 from gymsmith.agents.model import ModelEndpointError
-from gymsmith.core import Action, ActionErrorKind, EndReason, RolloutStatus, Split
+from gymsmith.core import Action, ActionErrorKind, EndReason, ErrorKind, RolloutStatus, Split
+from gymsmith.core.errors import VerifierError
+from gymsmith.sandbox.base import SandboxError
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, MAX_ERROR_CHARS, MAX_OBSERVATION_CHARS, MAX_OBSERVATION_DATA_CHARS
 from gymsmith.families.ops import tools as ops_tools
 from gymsmith.registry import get_family
 from gymsmith.runner.local import summarize
 from gymsmith.runner.rollout import run_rollout
-from gymsmith.sandbox.base import SandboxError
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
@@ -89,7 +90,36 @@ def test_a_model_endpoint_that_is_down_is_infrastructure(ops, verifier):
     task = ops.generate(3, kind="fulfil", difficulty=0.3, fidelity=0.0)
     t = _rollout("ops", task, Scripted([STATUS, ModelEndpointError("http://127.0.0.1:9/v1: HTTP 503")]), verifier)
     assert (t.status, t.end_reason, t.reward) == (RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, None)
-    assert "HTTP 503" in t.error
+    assert "HTTP 503" in t.error and t.error_kind is ErrorKind.MODEL_ENDPOINT
+
+
+@pytest.mark.parametrize("where,kind", [("reset", ErrorKind.ENVIRONMENT_RESET), ("step", ErrorKind.ENVIRONMENT),
+                                        ("final_state", ErrorKind.FINAL_STATE), ("verify", ErrorKind.VERIFIER)])
+def test_an_infrastructure_error_names_the_part_that_failed_and_is_stored(ops, verifier, monkeypatch, tmp_path,
+                                                                          where, kind):
+    """A sandbox failure at reset, at a step or at the final state, and a verifier failure, are errors of their own
+    kinds (the message stays in `error`); the kind survives the store. A completed rollout has none."""
+    task = ops.generate(3, kind="fulfil", difficulty=0.3, fidelity=0.0)
+    env = ops.make_env()
+
+    def broken(*_a, **_k):
+        raise (VerifierError if where == "verify" else SandboxError)(f"{where} broke")
+
+    if where == "verify":
+        monkeypatch.setattr(verifier, "verify", broken)
+    else:
+        monkeypatch.setattr(env, where, broken)
+    try:
+        t = _rollout("ops", task, Scripted([STATUS]), verifier, env=env)
+    finally:
+        monkeypatch.undo()
+        env.close()
+    assert (t.status, t.error_kind) == (RolloutStatus.ERROR, kind) and f"{where} broke" in t.error
+    store = TrajectoryStore(tmp_path / "s.db")
+    store.create_run("r15", purpose="train", config={})
+    assert store.add(t, task) and store.trajectory(t.rollout_id).error_kind is kind
+    ok = _rollout("ops", task, Scripted([STATUS]), verifier)
+    assert ok.status is not RolloutStatus.ERROR and ok.error_kind is None
 
 
 def test_an_environment_that_raises_on_an_action_scores_zero_and_says_so(ops, verifier, monkeypatch):

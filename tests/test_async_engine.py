@@ -55,10 +55,12 @@ def test_timeouts_per_call_and_per_rollout_are_stored_errors_with_reasons(tmp_pa
         run(per_rollout, store)
     calls = store.rollout_rows(["call"])
     assert len(calls) == 3 and all(r["status"] == "error" and r["reward"] is None for r in calls)
-    assert all("no usable reply after 2 attempts: ReadTimeout, ReadTimeout" in r["error"] for r in calls)
+    assert all("no usable reply after 2 attempts: ReadTimeout, ReadTimeout" in r["error"] and r["error_kind"] == "model_endpoint"
+               for r in calls)
     rollouts = store.rollout_rows(["rollout"])
     assert len(rollouts) == 3 and all(r["status"] == "error" and r["reward"] is None for r in rollouts)
-    assert all(r["error"].startswith("rollout timed out: not finished after 1 s") for r in rollouts)
+    assert all(r["error"].startswith("rollout timed out: not finished after 1 s") and r["error_kind"] == "rollout_timeout"
+               for r in rollouts)
 
 
 def _stored(db) -> list[tuple[str, str, int, int, int]]:

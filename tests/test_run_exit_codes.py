@@ -28,6 +28,7 @@ def test_a_run_with_an_infrastructure_error_exits_1_and_says_why(tmp_path):
         assert out.returncode == 1, out.stderr[-2000:]
         text = " ".join(out.stderr.split())
         assert "1 of 2 rollouts of run dead ended in an infrastructure error" in text and "HTTP 500" in text
+        assert "(no reward; model_endpoint 1)" in text  # which part failed, from the stored error_kind
         assert "--tolerate-errors" in text
         # the same run again (it resumes: nothing left to run) with the flag: a warning, exit 0
         out = _gymsmith(*common, "--tolerate-errors", cwd=tmp_path)

@@ -71,18 +71,22 @@ def test_run_purpose_cannot_change(tmp_path):
 
 
 def test_a_store_from_schema_1_is_upgraded_in_place(tmp_path, filled):
-    """A store written before steps had `agent_info` opens, gains the column and keeps its rollouts."""
+    """A store written before steps had `agent_info` (schema 1) and rollouts `error_kind` (schema 10) opens, gains
+    the columns and keeps its rollouts."""
     db, _, _ = filled
     old = tmp_path / "old.db"
     with sqlite3.connect(db) as src, sqlite3.connect(old) as dst:
         src.backup(dst)  # a file copy would miss what is still in the WAL
     with sqlite3.connect(old) as c:
         c.execute("ALTER TABLE steps DROP COLUMN agent_info")
+        c.execute("ALTER TABLE rollouts DROP COLUMN error_kind")
         assert "agent_info" not in [r[1] for r in c.execute("PRAGMA table_info(steps)")]
     store = TrajectoryStore(old)
-    assert len(store.rollout_rows()) == 12
+    rows = store.rollout_rows()
+    assert len(rows) == 12 and all(r["error_kind"] is None for r in rows)
     with sqlite3.connect(old) as c:
         assert "agent_info" in [r[1] for r in c.execute("PRAGMA table_info(steps)")]
+        assert "error_kind" in [r[1] for r in c.execute("PRAGMA table_info(rollouts)")]
 
 
 def test_workers_do_not_pay_for_pyarrow_until_an_export():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 import functools
 import json
 import sys
@@ -224,8 +225,9 @@ def fail_on_errors(store: TrajectoryStore, run_id: str, *, tolerate: bool) -> No
     if not errors:
         return
     first = (errors[0].get("error") or "no reason recorded").splitlines()[0][:300]
-    line = (f"{len(errors)} of {len(rows)} rollouts of run {run_id} ended in an infrastructure error (no reward); "
-            f"first: {first}")
+    kinds = Counter(r.get("error_kind") or "unknown" for r in errors)  # unknown: stored before schema 10
+    line = (f"{len(errors)} of {len(rows)} rollouts of run {run_id} ended in an infrastructure error (no reward; "
+            f"{', '.join(f'{k} {n}' for k, n in kinds.most_common())}); first: {first}")
     reasons = error_reasons(rows)
     why = "".join(f"\n  {n} x {escape(reason)}" for reason, n in reasons[:3]) + (
         f"\n  and {len(reasons) - 3} more distinct reason(s), in the store's rollouts.error" if len(reasons) > 3 else "")

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from gymsmith.agents.endpoint import validate_base_url
 from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
-from gymsmith.core.errors import InfrastructureError
+from gymsmith.core.errors import ModelEndpointError  # defined in core: the runner classifies it
 from gymsmith.core.types import NO_TOOL_CALL, Action, AgentRole, Observation, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,6 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 TRUNCATION_NOTE = "[{n} earlier messages were removed to fit the context limit]"
 _LEVELS: dict[tuple[str, str], str] = {}  # (endpoint, model) -> the token level it accepted, for token_info "auto"
-
-
-class ModelEndpointError(InfrastructureError):
-    """The endpoint kept failing (HTTP errors, timeouts, dropped connections) after every retry."""
 
 
 class ModelAgentConfig(BaseModel):

@@ -16,6 +16,7 @@ from gymsmith.core.types import (
     ActionErrorKind,
     ActionError,
     EndReason,
+    ErrorKind,
     Observation,
     Reward,
     RewardComponent,
@@ -30,7 +31,7 @@ from gymsmith.core.types import (
 )
 
 __all__ = [
-    "NO_TOOL_CALL", "Action", "ActionError", "ActionErrorKind", "EndReason", "GymsmithError", "KnobError", "Observation", "Reward",
+    "NO_TOOL_CALL", "Action", "ActionError", "ActionErrorKind", "EndReason", "ErrorKind", "GymsmithError", "KnobError", "Observation", "Reward",
     "RewardComponent", "RolloutStatus", "Split", "SplitPolicyError", "StartStateRef", "Step",
     "StepResult", "StoreError", "TaskSetError", "TaskSpec", "ToolSpec", "Trajectory",
     "UnknownFamilyError", "VerifierError", "canonical_json", "content_hash",

@@ -71,6 +71,10 @@ class VerifierError(InfrastructureError):
     """The verifier service crashed, timed out or returned something unreadable."""
 
 
+class ModelEndpointError(InfrastructureError):
+    """The endpoint kept failing (HTTP errors, timeouts, dropped connections) after every retry."""
+
+
 class UngradableState(GymsmithError):
     """The final state the agent left cannot be graded (too large, special files, unreadable data...).
 

@@ -219,6 +219,20 @@ class RolloutStatus(str, enum.Enum):
     ERROR = "error"          # infrastructure or verifier error: no reward, never a reward of 0
 
 
+class ErrorKind(str, enum.Enum):
+    """Which part failed, for a rollout whose status is ERROR (no reward): what to look at, and what a retry may
+    cure. Stored as `rollouts.error_kind`; the message stays in `error`."""
+
+    ENVIRONMENT_RESET = "environment_reset"  # the environment could not start the task
+    ENVIRONMENT = "environment"              # the sandbox, browser or database failed during a step
+    FINAL_STATE = "final_state"              # the final state could not be taken
+    VERIFIER = "verifier"                    # the verifier service failed or timed out
+    MODEL_ENDPOINT = "model_endpoint"        # the model server was unreachable or kept failing
+    OUT_OF_MEMORY = "out_of_memory"          # a MemoryError in the worker
+    WORKER_LOST = "worker_lost"              # the worker process died (repeatedly) while running it
+    ROLLOUT_TIMEOUT = "rollout_timeout"      # the rollout's wall-clock deadline passed in the engine
+
+
 class CheckStatus(str, enum.Enum):
     """The outcome of one check of `gymsmith check`, as stored in its history."""
 
@@ -278,6 +292,8 @@ class Trajectory(BaseModel):
     reward: Reward | None = None
     status: RolloutStatus
     error: str | None = Field(default=None, description="Infrastructure or verifier error, if any.")
+    error_kind: ErrorKind | None = Field(default=None, description="Which part failed, exactly when the status is "
+                                         "ERROR (None in rollouts stored before schema 10).")
     end_reason: EndReason | None = Field(default=None, description="Why the rollout ended (None in rollouts stored "
                                          "before schema 6).")
     end_detail: str | None = Field(default=None, description="What ended it, for a failure: the agent's or the "

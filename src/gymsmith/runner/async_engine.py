@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from gymsmith.agents.base import Agent
-from gymsmith.core.types import EndReason, Observation, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import EndReason, ErrorKind, Observation, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.envs.base import Environment
 from gymsmith.registry import get_family, split_of
 from gymsmith.registry.fingerprint import environment_fingerprint
@@ -255,7 +255,7 @@ class AsyncEngine:
             except TimeoutError:
                 trajectory = lost_trajectory(c, task, agent_name, seed,
                                              f"rollout timed out: not finished after {deadline:g} s (wall clock; "
-                                             "RunConfig.rollout_timeout_s)")
+                                             "RunConfig.rollout_timeout_s)", ErrorKind.ROLLOUT_TIMEOUT)
             finally:
                 if hasattr(agent, "close"):
                     agent.close()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 import gymsmith
-from gymsmith.core.types import Observation, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import ErrorKind, Observation, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import split_of
 from gymsmith.runner.local import RolloutOutcome, RunConfig, RunTally
 from gymsmith.runner.rollout import rollout_id
@@ -26,15 +26,15 @@ WORKER_DEATH_RETRIES = 1
 Chunk = tuple[TaskSpec, list[tuple[str, int]]]  # a batch: a task and its (agent, seed) pairs
 
 
-def lost_trajectory(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str) -> Trajectory:
-    """The record of a rollout that could not be run: an infrastructure error with `reason`, no reward."""
+def lost_trajectory(config: RunConfig, task: TaskSpec, agent: str, seed: int, reason: str, kind: ErrorKind) -> Trajectory:
+    """The record of a rollout that could not be run: an infrastructure error of `kind` with `reason`, no reward."""
     now = time.time()
     return Trajectory(rollout_id=rollout_id(config.run_id, task.id, agent, seed), run_id=config.run_id, task_id=task.id,
                       family=task.family, family_version=task.family_version,
                       split=split_of(task.id, heldout_fraction=config.taskset.heldout_fraction),
                       difficulty=task.difficulty, seed=seed, agent=agent, package_version=gymsmith.__version__,
                       group_id=config.group_id(task.id, agent, seed),
-                      reset_observation=Observation(text=""), status=RolloutStatus.ERROR, error=reason,
+                      reset_observation=Observation(text=""), status=RolloutStatus.ERROR, error=reason, error_kind=kind,
                       started_at=now, finished_at=now)
 
 
@@ -78,7 +78,8 @@ class WorkerDeaths:
                     again.append((task, [(agent, seed)]))
                 else:
                     lost = lost_trajectory(self.config, task, agent, seed,
-                                           f"worker died {self.deaths[key]} times during this rollout: {cause}")
+                                           f"worker died {self.deaths[key]} times during this rollout: {cause}",
+                                           ErrorKind.WORKER_LOST)
                     self.store.add(lost, task)
                     self.tally.add(lost if self.tally.collect else RolloutOutcome.of(lost))
             if retry:

@@ -38,9 +38,9 @@ from typing import Any, Protocol, TypeVar
 
 import gymsmith
 from gymsmith.agents.base import Agent
-from gymsmith.core.errors import VerifierError, is_infrastructure
+from gymsmith.core.errors import ModelEndpointError, VerifierError, is_infrastructure
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import Action, EndReason, Observation, Reward, RolloutStatus, Split, Step, TaskSpec, Trajectory
+from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RolloutStatus, Split, Step, TaskSpec, Trajectory
 from gymsmith.envs.base import Environment, bounded_action, clip, preview, scrub
 from gymsmith.verifier.progress import ProgressMeter, step_rewards as _step_rewards
 from gymsmith.verifier.service import VerifierService
@@ -144,24 +144,26 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     meter = ProgressMeter(env, task, verifier, policy=policy) if step_rewards else None
 
     async def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
-                     error: str | None = None, final_hash: str | None = None, final_diff: str | None = None) -> Trajectory:
+                     error: str | None = None, error_kind: ErrorKind | None = None, final_hash: str | None = None,
+                     final_diff: str | None = None) -> Trajectory:
         if meter is not None:
             await calls.verify(_settle, meter, steps, reward if reason in _VERIFIED else None,
                              value_last=status is not RolloutStatus.ERROR)
         return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status, error=error,
+                          error_kind=error_kind,
                           end_reason=reason, end_detail=detail, invalid_actions=getattr(env, "invalid_actions", 0),
                           final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time(),
                           start_progress=meter.start_value if meter is not None else None)
 
-    async def infrastructure(exc: BaseException, where: str) -> Trajectory:
+    async def infrastructure(exc: BaseException, where: str, kind: ErrorKind) -> Trajectory:
         prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{where}: "
-        return await record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None,
+        return await record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None, error_kind=error_kind(exc, kind),
                       error=prefix + describe_exception(exc, trace=not isinstance(exc, VerifierError)))
 
     try:
         first = await calls.call(env.reset, task, seed=seed)
     except Exception as exc:  # nothing of the agent's yet: the environment could not start
-        return await infrastructure(exc, "environment reset")
+        return await infrastructure(exc, "environment reset", ErrorKind.ENVIRONMENT_RESET)
     if meter is not None:
         await calls.verify(meter.start)
     try:
@@ -169,14 +171,14 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     except _Ended as ended:
         return await _failed(env, ended, record, policy, calls)
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
-        return await infrastructure(exc, "infrastructure")
+        return await infrastructure(exc, "infrastructure", ErrorKind.ENVIRONMENT)
     status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
     try:  # one call: the snapshot's directory is made and removed where the verification waits, not on a loop
         final, reward = await calls.verify(_verify_final, env, verifier, task, policy)
     except _Ended as ended:
         return await _failed(env, ended, record, policy, calls, status=status)
     except Exception as exc:
-        return await infrastructure(exc, "final state")
+        return await infrastructure(exc, "final state", ErrorKind.FINAL_STATE)
     if reward.ungradable is not None:
         reason = EndReason.UNGRADABLE_STATE
     return await record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
@@ -221,6 +223,19 @@ async def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observati
         observation = result.observation
         if result.done:
             return True, EndReason.SUBMITTED
+
+
+def error_kind(exc: BaseException, where: ErrorKind) -> ErrorKind:
+    """The part that failed: named by the exception when it can tell (the verifier, the model endpoint, memory),
+    else by where the rollout was (`where`). An infrastructure failure raised through the agent's `act` is the
+    model endpoint's only when its class says so."""
+    if isinstance(exc, VerifierError):
+        return ErrorKind.VERIFIER
+    if isinstance(exc, MemoryError):
+        return ErrorKind.OUT_OF_MEMORY
+    if isinstance(exc, ModelEndpointError):
+        return ErrorKind.MODEL_ENDPOINT
+    return where
 
 
 def _verify_final(env: Environment, verifier: VerifierService, task: TaskSpec, policy: str):

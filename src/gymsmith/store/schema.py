@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 9  # 9: check_results.status; 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
+SCHEMA_VERSION = 10  # 10: rollouts.error_kind; 9: check_results.status; 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
 metadata = MetaData()
 
 runs = Table(
@@ -48,6 +48,7 @@ rollouts = Table(
     Column("final_state_hash", String(64)),
     Column("fingerprint", String(32)),  # digest of fingerprints.body
     Column("error", Text),
+    Column("error_kind", String(32)),  # ErrorKind for status 'error' (schema 10; NULL in older rows)
     Column("end_reason", String(32)),  # EndReason: why the rollout ended (schema 6; NULL in older rows)
     Column("end_detail", Text),  # the failure that ended it: the agent's or environment's exception, or why ungradable
     Column("package_version", String(64), nullable=False),

@@ -15,7 +15,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityEr
 
 import gymsmith
 from gymsmith.core.errors import StoreError
-from gymsmith.core.types import Action, EndReason, Observation, Reward, RewardComponent, RolloutStatus, Step, TaskSpec, Trajectory
+from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RewardComponent, RolloutStatus, Step, TaskSpec, Trajectory
 from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps, turns
 from gymsmith.store.turns import decode_turns, encode_turns, split_turn
 
@@ -137,7 +137,8 @@ class TrajectoryStore:
                    accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
                    n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
                    fingerprint=t.fingerprint,
-                   error=_text(t.error, "error"), package_version=t.package_version, started_at=t.started_at,
+                   error=_text(t.error, "error"), error_kind=t.error_kind.value if t.error_kind else None,
+                   package_version=t.package_version, started_at=t.started_at,
                    finished_at=t.finished_at, task=task.model_dump_json(),
                    reset_observation=t.reset_observation.model_dump_json(),
                    gate_failures=json.dumps(reward.gate_failures if reward else []),
@@ -257,6 +258,7 @@ class TrajectoryStore:
                           agent=r["agent"], package_version=r["package_version"],
                           reset_observation=Observation.model_validate_json(r["reset_observation"]),
                           steps=trajectory_steps, reward=reward, status=r["status"], error=r["error"],
+                          error_kind=ErrorKind(r["error_kind"]) if r["error_kind"] else None,
                           end_reason=EndReason(r["end_reason"]) if r["end_reason"] else None, end_detail=r["end_detail"],
                           invalid_actions=r["invalid_actions"], final_state_hash=r["final_state_hash"],
                           fingerprint=r["fingerprint"], final_diff=r["final_diff"], start_progress=r["start_progress"],
@@ -324,7 +326,8 @@ def _upgrade(engine: Engine) -> None:
              ("steps", "progress", "FLOAT"), ("steps", "step_reward", "FLOAT"), ("steps", "progress_error", "TEXT"),
              ("rollouts", "start_progress", "FLOAT"),  # schema 6 -> 7
              ("rollouts", "group_id", "VARCHAR(64)"),  # schema 7 -> 8
-             ("check_results", "status", "VARCHAR(8)")}  # schema 8 -> 9
+             ("check_results", "status", "VARCHAR(8)"),  # schema 8 -> 9
+             ("rollouts", "error_kind", "VARCHAR(32)")}  # schema 9 -> 10
     def has(table: str, column: str) -> bool:
         return column in {c["name"] for c in inspect(engine).get_columns(table)}
 
