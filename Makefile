@@ -28,6 +28,7 @@ demo: setup
 lint: setup
 	$(PY) -m ruff check src tests benchmarks examples
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 test: setup lint
 	$(PY) -m pytest -q -ra --durations=15

@@ -38,7 +38,7 @@ class SharedTexts(Sequence):
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return tuple(self[i] for i in range(len(self))[index])
         row = self._rows[index]

@@ -45,5 +45,5 @@ def mark(classes: Iterable[type], role: AgentRole) -> tuple[type, ...]:
     """Declare `role` on each of `classes` (e.g. a family's tuple of red-team agents); returns them."""
     out = tuple(classes)
     for cls in out:
-        cls.role = role
+        setattr(cls, "role", role)  # a class attribute the Agent protocol reads
     return out

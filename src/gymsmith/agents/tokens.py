@@ -62,8 +62,9 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
         if all(isinstance(v, (int, float)) for v in values):
             logprobs = [float(v) for v in values]
         ids = [_TOKEN_ID.match(str(e.get("token", ""))) for e in content]
-        if ids and all(ids):
-            completion_ids = [int(m.group(1)) for m in ids]
+        matched = [m for m in ids if m is not None]
+        if ids and len(matched) == len(ids):
+            completion_ids = [int(m.group(1)) for m in matched]
     given = _ints(choice.get("token_ids"))
     if completion_ids is None and given is not None and (logprobs is None or len(given) == len(logprobs)):
         completion_ids = given

@@ -52,7 +52,8 @@ def step_rewards(start: float | None, progress: Sequence[float | None]) -> list[
 
     None where the progress is None, or where no value is known before it. So the known step rewards sum to the
     last known progress minus `start` (when `start` is known), whatever failed in between."""
-    last, out = start, []
+    last = start
+    out: list[float | None] = []
     for p in progress:
         if p is None:
             out.append(None)

@@ -137,7 +137,7 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
             b.add("payments", order_id=o["id"], customer_id=c["id"], kind="charge", amount_cents=o["total_cents"],
                   day=o["placed_day"], refund_of=None, reason=None)
 
-    demand = defaultdict(int)
+    demand: defaultdict[int, int] = defaultdict(int)
     min_due: dict[int, int] = {}
     max_due: dict[int, int] = {}
     for o in targets:
@@ -303,8 +303,8 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
                   unavailable_days=",".join(map(str, off)))
         staff_rows.append(s)
     for s in staff_rows[:n_staff]:
-        off = {int(d) for d in s["unavailable_days"].split(",") if d}
-        days = [d for d in range(7) if d not in off]
+        days_off = {int(d) for d in s["unavailable_days"].split(",") if d}
+        days = [d for d in range(7) if d not in days_off]
         cap = min(MAX_DAYS_PER_WEEK, s["max_hours_week"] // SHIFT_HOURS, len(days))
         for d in rng.sample(days, max(0, round(cap * fill))):
             roster.append((d, rng.choice(warehouses), s["id"], s["hourly_cents"] * SHIFT_HOURS))

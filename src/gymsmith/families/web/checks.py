@@ -182,8 +182,8 @@ def _refund(x: dict[str, Any], pristine: sqlite3.Connection, diff: Diff, out: Ou
         out.violations.append(f"charge {cid}: status {'refunded' if status_done else 'captured'} but "
                               f"{'no' if refund is None else 'a'} refund row: not a change the site makes")
     done = status_done and refund is not None
-    reason_ok = done and refund["reason"] == x["reason"]
-    if not done:
+    reason_ok = refund is not None and done and refund["reason"] == x["reason"]
+    if refund is None or not done:
         out.gate.append(f"charge {cid} (the later of the two identical charges of order #{oid}) was not refunded")
     elif not reason_ok:  # a refund is written once: the goal can no longer be reached, so it is not partial progress
         out.violations.append(f"charge {cid} was refunded with reason {refund['reason']!r}; the goal states {x['reason']!r}, "

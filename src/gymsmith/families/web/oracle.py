@@ -64,7 +64,7 @@ class WebScriptedAgent(ScriptedAgent):
         return (yield from self.do("select", element=self.need("select", name=name), option=option))
 
     def login(self, username: str = AGENT_USER, password: str = AGENT_PASSWORD) -> Steps:
-        field = next((e for e in self.obs.data.get("elements", []) if e["name"] == "username"), {}) if self.obs.data else {}
+        field: dict[str, Any] = next((e for e in self.obs.data.get("elements", []) if e["name"] == "username"), {}) if self.obs.data else {}
         if field.get("value") != username:  # a refused login shows the page again with the name filled in
             yield from self.type("username", username)
         yield from self.type("password", password)

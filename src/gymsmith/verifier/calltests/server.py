@@ -135,7 +135,7 @@ def child(group, job_dir, w):
 
 
 
-MIDDLE = []  # a pipe the relay moves bytes through, made once
+MIDDLE: list[int] = []  # a pipe the relay moves bytes through, made once
 
 
 def emit(message):

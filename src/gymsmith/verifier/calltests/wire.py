@@ -159,10 +159,10 @@ class _Decoder:
                     raise Malformed("bad dict item")
                 pairs.append((self.value(pair[0], depth + 1), self.value(pair[1], depth + 1)))
             _distinct_hashes([k for k, _ in pairs])
-            out = dict(pairs)
-            if len(out) != len(pairs):
+            mapping = dict(pairs)
+            if len(mapping) != len(pairs):
                 raise Malformed("duplicate dict key")
-            return out
+            return mapping
         raise Malformed(f"unknown tag {tag!r}")
 
 
