@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import typer
@@ -59,7 +60,7 @@ def error_line(exc: BaseException) -> str:
     return one_line(str(exc))
 
 
-def _validation_part(e: dict[str, Any]) -> str:
+def _validation_part(e: Mapping[str, Any]) -> str:
     field = str(e["loc"][-1]) if e["loc"] else "value"
     flag = _FLAGS.get(field, "--" + field.replace("_", "-"))
     bound = _BOUNDS.get(e["type"])

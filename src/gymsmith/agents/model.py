@@ -107,6 +107,8 @@ class ModelAgent:
 
     def act(self, observation: Observation) -> Action:
         if self._needs_reply(observation):
+            if self._loop is None:
+                raise RuntimeError("this ModelAgent shares an async client (the async engine's): call act_async")
             return self._take_reply(*self._loop.run_until_complete(self._complete()))
         return self._next_call()
 

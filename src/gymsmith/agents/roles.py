@@ -8,7 +8,7 @@ MODEL, anything else BASELINE. A declared role wins over the name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from gymsmith.core.types import AgentRole
 
@@ -41,7 +41,10 @@ def roles(agents: dict[str, Callable[..., Any]] | Any) -> dict[str, AgentRole]:
     return {name: role_of(name, factory) for name, factory in agents.items()}
 
 
-def mark(classes: Iterable[type], role: AgentRole) -> tuple[type, ...]:
+_Class = TypeVar("_Class", bound=type)
+
+
+def mark(classes: Iterable[_Class], role: AgentRole) -> tuple[_Class, ...]:
     """Declare `role` on each of `classes` (e.g. a family's tuple of red-team agents); returns them."""
     out = tuple(classes)
     for cls in out:

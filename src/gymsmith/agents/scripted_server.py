@@ -173,7 +173,7 @@ class ScriptedChatServer:
             message: dict[str, Any] = {"role": "assistant", "content": self.text_reply(messages)}
         elif fault == "text_only":
             message = {"role": "assistant", "content": "I will think about this first."}
-        else:
+        elif self.policy is not None:  # the constructor takes exactly one of policy and text_reply
             actions = self.policy(messages, 2 if fault == "multi" else self.calls_per_reply)
             calls = [self._call(a) for a in actions]
             if fault == "malformed_json":

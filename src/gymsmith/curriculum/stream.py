@@ -118,7 +118,7 @@ class AdaptiveSampler(BaseModel):
         return self.model_dump()
 
 
-SAMPLERS = {"fixed": FixedSampler, "uniform": UniformSampler, "adaptive": AdaptiveSampler}
+SAMPLERS: dict[str, type[BaseModel]] = {"fixed": FixedSampler, "uniform": UniformSampler, "adaptive": AdaptiveSampler}
 
 
 class CurriculumState(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from gymsmith.runner.local import SummaryRow
@@ -17,7 +18,7 @@ def _bar(value: float | None, colour: str) -> str:
             f'fill="{colour}"/></svg> {value:.3f}')
 
 
-def write_summary_html(rows: list[SummaryRow], path: str | Path, *, title: str, notes: list[str] = ()) -> Path:
+def write_summary_html(rows: list[SummaryRow], path: str | Path, *, title: str, notes: Sequence[str] = ()) -> Path:
     """Write `rows` as an HTML table to `path` (parent folders created); returns the path."""
     body = "\n".join(
         f"<tr><td>{html.escape(r.split)}</td><td>{html.escape(r.agent)}</td><td>{r.difficulty_bin}</td>"

@@ -227,7 +227,8 @@ def _function_spans(source: str) -> list[tuple[str, int, int]]:
     nodes = [(fn.name, fn) for fn in tree.body if isinstance(fn, functions)] + \
         [(method_name(c.name, m.name), m) for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
          if isinstance(m, functions)]
-    return [(name, min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1, fn.end_lineno) for name, fn in nodes]
+    return [(name, min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1, fn.end_lineno or fn.lineno)
+            for name, fn in nodes]
 
 
 def pinned_tests(repo: Repo) -> set[str]:
