@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -65,6 +66,8 @@ def _validate(spec: str, seeds: list[int], total: int) -> dict:
                 out["tasks"][task.id] = ok
                 if not ok:
                     out["failures"].append(f"{task.id}: oracle {oracle and oracle.accepted} null {null and null.accepted}")
+                print(f"{spec} seed {seed}: {'validated' if ok else 'FAILED'} ({len(out['tasks'])} distinct so far)",
+                      file=sys.stderr, flush=True)  # progress: a cold mutant catalog takes minutes per task
     finally:
         env.close()
     return out
