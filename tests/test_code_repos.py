@@ -96,13 +96,16 @@ def test_package_data_is_carried_and_a_test_file_that_cannot_be_imported_fails_a
              "pkg/NAME.txt": "quokka\n",
              "tests/test_pkg.py": "from pkg import shout\n\n" + "".join(
                  f"def test_shout_{i}():\n    assert shout() == 'QUOKKA!'\n\n" for i in range(12)),
-             "tests/test_cli.py": "import pkg.cli_that_is_not_shipped\n\ndef test_cli():\n    assert 1\n"}
+             "tests/test_cli.py": "import pkg.cli_that_is_not_shipped\n\ndef test_cli():\n    assert 1\n",
+             # a class's tests are reported as tests/test_cls/TestShout.py::...: still counted as collected
+             "tests/test_cls.py": "from pkg import shout\n\nclass TestShout:\n    def test_it(self):\n"
+                                  "        assert shout() == 'QUOKKA!'\n"}
     m = add_repo("pkg==0.1", path=_local(tmp_path, files), repos_dir=tmp_path / "repos")
     assert m.data_files == ["pkg/NAME.txt"]
     assert (tmp_path / "repos" / "pkg-0.1" / "tree" / "pkg" / "NAME.txt").read_text() == "quokka\n"
-    assert m.baseline.collected == 13 and len(m.baseline.reliable) == 12
+    assert m.baseline.collected == 14 and len(m.baseline.reliable) == 13
     assert m.baseline.failing == ["tests/test_cli.py (not collected)"]
-    assert m.call_tests() == 12
+    assert m.call_tests() == 13
     app = __import__("gymsmith.cli", fromlist=["app"]).app
     where = ["--repos-dir", str(tmp_path / "repos")]
     removed = CliRunner().invoke(app, ["repos", "remove", "pkg==0.1", *where])
