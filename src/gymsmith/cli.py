@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 import functools
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 

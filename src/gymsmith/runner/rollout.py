@@ -155,15 +155,15 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
                           final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time(),
                           start_progress=meter.start_value if meter is not None else None)
 
-    async def infrastructure(exc: BaseException, where: str, kind: ErrorKind) -> Trajectory:
-        prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{where}: "
+    async def infrastructure(exc: BaseException, kind: ErrorKind) -> Trajectory:
+        prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{_WHERE[kind]}: "
         return await record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None, error_kind=error_kind(exc, kind),
                       error=prefix + describe_exception(exc, trace=not isinstance(exc, VerifierError)))
 
     try:
         first = await calls.call(env.reset, task, seed=seed)
     except Exception as exc:  # nothing of the agent's yet: the environment could not start
-        return await infrastructure(exc, "environment reset", ErrorKind.ENVIRONMENT_RESET)
+        return await infrastructure(exc, ErrorKind.ENVIRONMENT_RESET)
     if meter is not None:
         await calls.verify(meter.start)
     try:
@@ -171,14 +171,14 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     except _Ended as ended:
         return await _failed(env, ended, record, policy, calls)
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
-        return await infrastructure(exc, "infrastructure", ErrorKind.ENVIRONMENT)
+        return await infrastructure(exc, ErrorKind.ENVIRONMENT)
     status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
     try:  # one call: the snapshot's directory is made and removed where the verification waits, not on a loop
         final, reward = await calls.verify(_verify_final, env, verifier, task, policy)
     except _Ended as ended:
         return await _failed(env, ended, record, policy, calls, status=status)
     except Exception as exc:
-        return await infrastructure(exc, "final state", ErrorKind.FINAL_STATE)
+        return await infrastructure(exc, ErrorKind.FINAL_STATE)
     if reward.ungradable is not None:
         reason = EndReason.UNGRADABLE_STATE
     return await record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
@@ -223,6 +223,11 @@ async def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observati
         observation = result.observation
         if result.done:
             return True, EndReason.SUBMITTED
+
+
+# the prefix of an infrastructure error's message, by where the rollout was when it failed
+_WHERE = {ErrorKind.ENVIRONMENT_RESET: "environment reset", ErrorKind.ENVIRONMENT: "infrastructure",
+          ErrorKind.FINAL_STATE: "final state"}
 
 
 def error_kind(exc: BaseException, where: ErrorKind) -> ErrorKind:

@@ -93,7 +93,7 @@ class Repo:
         with self.lock:
             if self._reference is None:
                 suites = list(self.suites.values())
-                observed = self.runner.observe({**self.data, **self.sources}, suites, deadline_s=120, group_timeout_s=60)
+                observed = self._observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
                 records = records_by_nodeid(suites, observed)
                 missing = [n for s in suites for n in s.nodeids() if n not in records]
                 if missing:
@@ -107,9 +107,12 @@ class Repo:
         so it never passes)."""
         reference = self.reference_records()
         with self.lock:
-            observed = self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
-                                           group_timeout_s=deadline_s)
+            observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s)
         return judge_run(suites, observed, reference).run
+
+    def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], **limits: float):
+        """The call runner's observations of `suites` beside `sources`, with the package's data as registered."""
+        return self.runner.observe({**self.data, **sources}, suites, **limits)
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file
