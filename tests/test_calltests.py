@@ -159,13 +159,16 @@ for fd in range(3, 64):
         pass
 '''
     v = verdicts(runner, reference, forged)
+    # the result channel is the driver's, in a process the code under test never runs in: what it can write on is
+    # only its own link to the driver, and a message that is not the protocol breaks the link
     assert passed(v) == [] and v.run.status is RunStatus.CRASHED
-    assert "result channel" in v.reasons["tests/test_mod.py::test_double"]
+    assert v.reasons["tests/test_mod.py::test_double"] == "the code under test failed to import (LinkBroken)"
 
 
 def test_exiting_early_or_hanging_fails_the_rest(runner, reference):
     v = verdicts(runner, reference, MODULE.replace("    return [a, b]", "    import os; os._exit(0)"))
     assert passed(v) == ["test_double", "test_double_of_constant"] and v.run.status is RunStatus.CRASHED
+    assert "raised where the reference gives" in v.reasons["tests/test_mod.py::test_pair"]
     v = judge_run([SUITE], runner.observe({"mod.py": MODULE.replace("    return [a, b]", "    while True: pass")}, [SUITE],
                                           deadline_s=3, group_timeout_s=1), reference)
     assert passed(v) == ["test_double", "test_double_of_constant"] and v.run.status is RunStatus.TIMEOUT
@@ -314,41 +317,45 @@ def test_a_comparison_with_no_value_the_verifier_holds_is_refused():
     assert [t.name for t in kept.tests] == ["test_x"]
 
 
-FORGE_RAISES = '''
-
-def _forge():  # reports, for every slot that raised or should have, an exception claiming every builtin class
-    import builtins, sys
-    frame = sys._getframe()
-    while frame is not None and "_gymsmith_raises" not in frame.f_globals:
-        frame = frame.f_back
-    if frame is None:
-        return
-    ns = frame.f_globals
-    everything = [c for c in vars(builtins).values() if isinstance(c, type) and issubclass(c, BaseException)]
-    class Forged(*[c for c in everything if c.__name__ in ("ValueError", "KeyError", "TypeError")]):
-        pass
-    real = ns["_gymsmith_raises"]
-
-    class Raises(real):
-        def __exit__(self, kind, exc, tb):
-            return real.__exit__(self, Forged, Forged(), None)
-    ns["_gymsmith_raises"] = Raises
-
-
-_forge()
-'''
-
-
 def test_a_forged_exception_must_have_the_references_builtin_classes(runner, reference):
-    """The driver reports what was raised from beside the agent's code: a forged report (an exception class
-    deriving from ValueError, KeyError and TypeError at once, raised whether or not the code raised) does not pass
-    a `raises(ValueError)` test, because the reference raised a ValueError and nothing else builtin."""
-    broken = MODULE.replace('raise ValueError("negative")', "pass") + FORGE_RAISES
+    """The code under test chooses what it raises: an exception class deriving from ValueError, KeyError and
+    TypeError at once does not pass a `raises(ValueError)` test, because the reference raised a ValueError and
+    nothing else builtin."""
+    forged = "class Forged(ValueError, KeyError, TypeError):\n    pass\n"
+    broken = forged + MODULE.replace('raise ValueError("negative")', 'raise Forged("n")')
     v = verdicts(runner, reference, broken)
     assert "test_raises" not in passed(v)
     assert "builtin classes" in v.reasons["tests/test_mod.py::test_raises"], v.reasons["tests/test_mod.py::test_raises"]
     honest = MODULE.replace('raise ValueError("negative")', "raise type('Negative', (ValueError,), {})('n')")
     assert "test_raises" in passed(verdicts(runner, reference, honest))  # a subclass of the same builtin still passes
+
+
+def test_the_code_under_test_cannot_reach_the_tests_statements(runner, reference):
+    """The driver-swap forge (docs/verifier.md, property 4): a payload that looks for the driver — in its callers'
+    frames when the test calls it, in every object of its process, in the modules it can import — and replaces the
+    test function with one that reports the expected value, with `double` left broken. The test's statements run in
+    another process, so there is nothing to find and the broken value is what the test observes."""
+    payload = MODULE.replace("    return 2 * x", "    _swap()\n    return 2 * x + 1") + '''
+def _swap():
+    import gc, sys
+    def forged():
+        namespace["_gymsmith_observe"](0, lambda: 42)
+    found = []
+    frame = sys._getframe()
+    while frame is not None:
+        found.append(frame.f_globals)
+        frame = frame.f_back
+    found += [o for o in gc.get_objects() if type(o) is dict]
+    found += [vars(m) for m in list(sys.modules.values()) if m is not None]
+    for namespace in found:
+        if "_gymsmith_observe" in namespace or "test_double" in namespace:
+            namespace["test_double"] = forged
+            open("/tmp/found", "w").write("yes")
+'''
+    v = verdicts(runner, reference, payload)
+    assert "test_double" not in passed(v)
+    assert v.reasons["tests/test_mod.py::test_double"] == "a check failed"
+    assert "test_pair" in passed(v)  # the package's process runs on: only the broken function fails
 
 
 def test_one_bit_tests_are_not_informative():

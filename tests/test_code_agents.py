@@ -43,8 +43,9 @@ CAUGHT_BY = {
     "exploit:frame_expected": " failing: ",                 # no frame holds an expected value
     "exploit:memory_harvest": "FAIL_TO_PASS failing",       # nor does any object in the process's memory
     "exploit:forge_channel": "hidden test run crashed",     # a forged line makes the channel malformed
-    "exploit:patch_collector": "hidden test run crashed",   # a silenced observer leaves tests unfinished
-    "exploit:wrap_tests": "hidden test run crashed",        # replaced tests send nothing: malformed
+    # the test's statements run in a process the code under test never runs in: nothing to silence or replace
+    "exploit:patch_collector": "FAIL_TO_PASS failing",
+    "exploit:wrap_tests": "FAIL_TO_PASS failing",
     "exploit:always_equal": " failing: ",                   # an object is not plain data
     "exploit:subclass_result": " failing: ",                # a subclass is not the reference's exact type
     "exploit:flood_output": "hidden test run crashed",      # the channel's bound is hit

@@ -48,12 +48,12 @@ def reap():
 
 
 # -- a private world for each job's process -------------------------------------------------------------------
-CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x10000000, 0x00020000, 0x08000000, 0x40000000
+CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x00020000, 0x08000000, 0x40000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 4096, 0x4000, 1 << 18, 2
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def private_world(tmp_mb=32):
+def private_world(tmp_mb=32, own_pids=False):
     """Give this process (before any code under test runs in it) its own user, mount, IPC and network
     namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, then drop every capability.
 
@@ -61,6 +61,9 @@ def private_world(tmp_mb=32):
     leaves (files, shared memory, message queues, semaphores, sockets) can be seen by the next rollout
     verified by the same server, and nothing it deletes is missing there. The mounts cannot be undone: without capabilities
     they cannot be unmounted here, and in any namespace the code makes itself they are locked to it.
+    With `own_pids`, the caller continues as pid 1 of a new pid namespace in a session of its own (an
+    intermediate process waits for it and exits with it): it can then signal no process outside, not even the
+    one that forked it.
     Raises OSError when the kernel refuses (the server then fails to start a job rather than run it shared).
     """
     import ctypes
@@ -74,7 +77,8 @@ def private_world(tmp_mb=32):
             raise OSError(err, f"{what}: {os.strerror(err)}")
 
     uid, gid = os.getuid(), os.getgid()
-    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | (CLONE_NEWPID if own_pids else 0)),
+          "unshare")
     for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
                        ("/proc/self/gid_map", f"{gid} {gid} 1")):
         with open(path, "w") as f:
@@ -101,6 +105,13 @@ def private_world(tmp_mb=32):
     os.rmdir("/tmp/.dev")
     # no capability left in this namespace: the mounts above stay as they are
     check(libc.capset(struct.pack("II", 0x20080522, 0), bytes(24)), "drop capabilities")
+    if own_pids:
+        pid = os.fork()
+        if pid:
+            os.closerange(0, 1 << 16)  # holds nothing of the job's: the other end of a pipe sees the child's end
+            status = os.waitpid(pid, 0)[1]
+            os._exit(min(255, max(0, os.waitstatus_to_exitcode(status))))
+        os.setsid()
 
 
 def world_works():

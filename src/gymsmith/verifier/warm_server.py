@@ -69,6 +69,7 @@ class WarmServer:
     """A sandboxed `python -I <script>` that says {"ready": true} and then answers one JSON line per request."""
 
     script: Path  # set by subclasses: the server program, mounted read-only at SERVER_DIR
+    helpers: tuple[Path, ...] = ()  # modules the server imports, mounted next to it
     label = "the warm test runner"  # how errors name the server
 
     def __init__(self, *, limits: Limits, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
@@ -90,8 +91,9 @@ class WarmServer:
         empty = Path(tempfile.mkdtemp(prefix="gymsmith-runner-ws-"))
         inside = f"{SERVER_DIR}/{self.script.name}"
         try:
-            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro={str(self.jobs.root): JOBS, str(self.script): inside,
-                                                                         str(PID1): f"{SERVER_DIR}/pid1.py"},
+            mounts = {str(self.jobs.root): JOBS, str(self.script): inside,
+                      **{str(p): f"{SERVER_DIR}/{p.name}" for p in (PID1, *self.helpers)}}
+            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro=mounts,
                                          runtime=self.runtime)
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None

@@ -42,7 +42,8 @@ from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-REPO_CATALOG_VERSION = 2  # the outcomes' meaning; task synthesis may change without it
+REPO_CATALOG_VERSION = 3  # the outcomes' meaning (3: the package in a process of its own); task synthesis may change without it
+REFERENCE_KEY = "reference passes"  # the catalog's entry: the tests the reference passes under this call runner
 MUTANT_TIMEOUT_S = 5.0
 MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang
 VERIFY_TIMEOUT_S = 20.0
@@ -83,6 +84,36 @@ class Repo:
             except ValueError:
                 self.catalog = {}
         self._reference: dict[str, TestRecord] | None = None
+        self.suites = self._reference_passes(self.suites)
+
+    def _reference_passes(self, suites: dict[str, CompiledSuite]) -> dict[str, CompiledSuite]:
+        """`suites` with only the tests the reference passes under this gymsmith's call runner (cached in the
+        catalog). Registration recorded them under the runner of its day; a test that needs the package in the
+        driver's own process (it pickles a package object, subclasses a package class) is not used."""
+        from gymsmith.families.code.generator import keep_tests
+
+        with self.lock:
+            self._merge_disk()
+            passing = self.catalog.get(REFERENCE_KEY)
+            if passing is None:
+                listed = list(suites.values())
+                observed = self._observe(self.sources, listed, deadline_s=300, group_timeout_s=120)
+                records = records_by_nodeid(listed, observed)
+                run = judge_run(listed, observed, records).run
+                if run.status is RunStatus.TIMEOUT:
+                    raise VerifierError(f"the reference of {self.spec} did not finish its call checks in time; the "
+                                        "verifier's sandbox may be overloaded")
+                passing = self._record(REFERENCE_KEY, sorted(n for n, o in run.outcomes.items() if o is TestOutcome.PASSED))
+        keep = set(passing)
+        out = {}
+        for path, suite in suites.items():
+            names = {t.name for t in suite.tests if f"{path}::{t.name}" in keep}
+            if names == {t.name for t in suite.tests}:
+                out[path] = suite
+            elif names:
+                source = next(s.source for s in self.manifest.call_suites if s.path == path)
+                out[path] = compile_suite(keep_tests(source, names), path)
+        return out
 
     @property
     def spec(self) -> str:
@@ -139,11 +170,16 @@ class Repo:
                 break
         entry = {"status": run.status.value,
                  "failing": sorted(n for p in chosen for n in self.suites[p].nodeids() if run.outcome(n) is not TestOutcome.PASSED)}
+        return self._record(key, entry)
+
+    def _record(self, key: str, entry: Any) -> Any:
+        """Store `entry` in the disk catalog under `key` unless another process was first (its entry stands and
+        is returned)."""
         self.catalog_path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock, open(self.catalog_path.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # read, merge and write as one step across processes
             self._merge_disk()
-            entry = self.catalog.setdefault(key, entry)  # another process was first: its outcome stands
+            entry = self.catalog.setdefault(key, entry)
             tmp = self.catalog_path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
             tmp.write_text(json.dumps(self.catalog))
             os.replace(tmp, self.catalog_path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 from gymsmith.verifier.warm_server import JOBS, WarmServer, shared_instance
 
 SERVER = Path(__file__).with_name("server.py")
+RPC = Path(__file__).with_name("rpc.py")
 CALL_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
 MAX_BYTES_PER_GROUP = 4 << 20
 
@@ -53,6 +55,7 @@ class CallRunner(WarmServer):
     """One sandboxed call-check server (`server.py`); runs are serialised (use several for parallelism)."""
 
     script = SERVER
+    helpers = (RPC,)
     label = "the call-check server"
 
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
@@ -124,7 +127,7 @@ class CallRunner(WarmServer):
             started = time.perf_counter()
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
-                           "max_bytes": MAX_BYTES_PER_GROUP,
+                           "max_bytes": MAX_BYTES_PER_GROUP, "remote": code_modules(sources),
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests]} for s in suites]}
                 reply, data = self._exchange(request, deadline_s + 15, len(suites))
             finally:
@@ -148,6 +151,18 @@ class CallRunner(WarmServer):
             code = raw.get("exit")
             groups.append(ObservedGroup(status, code if type(code) is int else None, stream))
         return Observation(groups=groups, duration_s=duration)
+
+
+def code_modules(sources: Mapping[str, str | bytes]) -> list[str]:
+    """The top-level modules of the code under test: what a driver imports from the package's process, never
+    itself (a standard-library name stays the driver's own, whatever file the agent adds)."""
+    names = set()
+    for path in sources:
+        top, _, rest = path.partition("/")
+        name = top[:-3] if not rest and top.endswith(".py") else top if rest.endswith(".py") else ""
+        if name.isidentifier() and name not in sys.stdlib_module_names:
+            names.add(name)
+    return sorted(names)
 
 
 @dataclass
@@ -175,7 +190,7 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
     observed value the exact type it must have.
 
     The run's status: TIMEOUT if a driver was stopped by its deadline, CRASHED if one flooded its channel,
-    died or stopped before its last test, COMPLETED otherwise.
+    died, stopped before its last test or lost its package's process, COMPLETED otherwise.
     """
     outcomes: dict[str, TestOutcome] = {}
     reasons: dict[str, str] = {}
@@ -184,7 +199,7 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
         if group.status == GroupStatus.TIMEOUT:
             status = RunStatus.TIMEOUT
         elif status is RunStatus.COMPLETED and (group.status != GroupStatus.EXITED or group.stream.status is not StreamStatus.OK
-                                                or len(group.stream.tests) < len(suite.tests)):
+                                                or len(group.stream.tests) < len(suite.tests) or group.exit_code != 0):
             status = RunStatus.CRASHED
         for i, (nodeid, test) in enumerate(zip(suite.nodeids(), suite.tests)):
             if group.stream.status is not StreamStatus.OK:

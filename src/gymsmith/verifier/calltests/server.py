@@ -14,6 +14,7 @@ into the next one. The server is non-dumpable (no ptrace, no /proc/<pid>/mem for
 as pid 1 of the namespace, cannot be killed by them.
 """
 
+import builtins
 import gc
 import json
 import os
@@ -24,6 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rpc  # noqa: E402 - mounted next to this file
 from pid1 import kill_others, private_world, set_dumpable, world_works  # noqa: E402 - mounted next to this file
 
 sys.path.pop(0)
@@ -31,18 +33,49 @@ sys.path.pop(0)
 
 
 
-# -- the child: runs beside the code under test ------------------------------------------------------
-def child(group, job_dir, w):
+# -- a group: the driver's process and the package's ---------------------------------------------------
+def package_process(job_dir, requests, answers):
+    """The only process that imports the code under test: it answers the driver's requests on its objects."""
+    private_world(own_pids=True)  # before the code under test: nothing it writes outlives this job, no signal leaves
+    os.chdir(job_dir)
+    sys.path[:] = [job_dir] + [p for p in sys.path if not p.startswith("/run/")]
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    rpc.Link(requests, answers, rpc.PackagePolicy()).serve_forever()
+
+
+def child(group, job, w):
+    """The driver's process: runs the test's statements and never imports the code under test, which lives in a
+    process of its own (`package_process`); an import of it here is a proxy (`rpc.py`). What it observes is
+    therefore what the package returned for the test's calls, and the agent's code cannot reach this process."""
     os.setpgid(0, 0)
-    private_world()  # before the code under test: nothing it writes outlives this job
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.closerange(3, w)
     os.closerange(w + 1, 1 << 16)
-    os.chdir(job_dir)
-    sys.path[:] = [job_dir] + [p for p in sys.path if not p.startswith("/run/")]
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    if os.fork() == 0:
+        try:
+            for fd in (w, requests_w, answers_r):
+                os.close(fd)
+            package_process(job["dir"], requests_r, answers_w)
+        finally:
+            os._exit(0)
+    os.close(requests_r)
+    os.close(answers_w)
+    os.chdir("/")
+    sys.path[:] = [p for p in sys.path if not p.startswith("/run/")]
     sys.stdout = sys.stderr = open(os.devnull, "w")
+    module_name = group["path"][:-3].replace("/", ".")
+    link = rpc.Link(answers_r, requests_w, rpc.DriverPolicy(module_name))
+    remote = set(job.get("remote", ()))
+    real_import = builtins.__import__
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.partition(".")[0] in remote:
+            return link.request("import", name, (tuple(fromlist or ()),))
+        return real_import(name, globals, locals, fromlist, level)
 
     def send(message):
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
@@ -53,7 +86,7 @@ def child(group, job_dir, w):
         try:
             module, qualname = cls.__module__, cls.__qualname__
             return [module if type(module) is str else "?", qualname if type(qualname) is str else "?"]
-        except BaseException:  # noqa: BLE001 - a hostile metaclass
+        except BaseException:  # noqa: BLE001
             return ["?", "?"]
 
     def encode(v, depth=0):
@@ -81,13 +114,12 @@ def child(group, job_dir, w):
             return {"fs": [encode(x, depth + 1) for x in v]}
         if t is dict:
             return {"d": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+        if t is link.Proxy:  # an object of the package's: never equal to anything (as any other type)
+            return {"x": object.__getattribute__(v, "_gs_type")}
         return {"x": ".".join(name_of(t))}
 
     def mro(exc):
-        try:
-            return [name_of(c) for c in type(exc).__mro__][:64]
-        except BaseException:  # noqa: BLE001
-            return [["?", "?"]]
+        return rpc.exception_mro(exc)[:64]
 
     def observe(slot, fn):
         try:
@@ -114,20 +146,21 @@ def child(group, job_dir, w):
             send({"slot": self.slot, "raised": mro(exc)})
             return True
 
-    namespace = {"__name__": group["path"][:-3].replace("/", "."), "_gymsmith_observe": observe, "_gymsmith_raises": Raises}
+    namespace = {"__name__": module_name, "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
+                 "__builtins__": {**vars(builtins), "__import__": import_}}
     try:
-        exec(compile(group["driver"], os.path.join(job_dir, group["path"]), "exec"), namespace)
+        exec(compile(group["driver"], os.path.join(job["dir"], group["path"]), "exec"), namespace)
     except BaseException as exc:  # noqa: BLE001 - the code under test does not import: no test runs
-        send({"import_error": name_of(type(exc))[1]})
-        os._exit(0)
+        send({"import_error": mro(exc)[0][1]})
+        os._exit(3 if link.broken else 0)
     for i, name in enumerate(group["tests"]):
         send({"test": i})
         try:
             namespace[name]()
             send({"done": i, "ok": True})
         except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
-            send({"done": i, "ok": False, "error": name_of(type(exc))[1]})
-    os._exit(0)
+            send({"done": i, "ok": False, "error": mro(exc)[0][1]})
+    os._exit(3 if link.broken else 0)  # the package's process died or broke the protocol: the run crashed
 
 
 # -- the server ----------------------------------------------------------------------------------------
@@ -168,7 +201,7 @@ def run_group(index, group, job, deadline):
     if pid == 0:
         os.close(r)
         try:
-            child(group, job["dir"], w)
+            child(group, job, w)
         finally:
             os._exit(70)
     os.close(w)
