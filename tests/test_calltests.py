@@ -358,6 +358,36 @@ def _swap():
     assert "test_pair" in passed(v)  # the package's process runs on: only the broken function fails
 
 
+def test_the_package_process_memory_holds_no_test(runner, reference):
+    """The package's process starts as a fresh interpreter: nothing of the driver (its statements, its module
+    constants' names, the observer) is anywhere in its memory. `double` scans every readable mapping of its own
+    process and, if it finds a trace of the driver, answers wrongly; the test passing says it found none."""
+    scan = MODULE.replace("    return 2 * x", "    return 2 * x + _seen()") + '''
+def _seen():
+    found = 0
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("r") or "[vvar]" in line or "[vsyscall]" in line:
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except OSError:
+                continue
+            # the markers are never built whole here (that would put them in this memory): a head, then its tail
+            for head, tail in ((b"SECRET_", b"INP"), (b"_gymsmith_", b"obs")):
+                at = chunk.find(head)
+                while at >= 0:
+                    found += chunk[at + len(head):at + len(head) + 3] + b"!" == tail + b"!"
+                    at = chunk.find(head, at + 1)
+    return found
+'''
+    v = verdicts(runner, reference, scan)
+    assert "test_double" in passed(v) and "test_double_of_constant" in passed(v), v.reasons
+
+
 def test_one_bit_tests_are_not_informative():
     """A hidden test whose every check a guess passes (a truth value, `is None`, `!=`, an expected exception) proves
     nothing: the agent's code can tell hidden tests from the driver and report the one bit they need."""

@@ -687,3 +687,17 @@ def make_proxy_class(link):
     Proxy.__contains__ = lambda self, item: bool(link.request("contains", object.__getattribute__(self, "_gs_id"), (item,)))
     Proxy.__qualname__ = Proxy.__name__ = "Proxy"
     return Proxy
+
+
+def package_main(argv):
+    """The package's process (`python rpc.py REQUESTS_FD ANSWERS_FD JOB_DIR`, started by `server.py` in its private
+    world): import the code under test from JOB_DIR as the driver asks, and answer until the driver goes away."""
+    requests, answers, job_dir = int(argv[0]), int(argv[1]), argv[2]
+    os.chdir(job_dir)
+    sys.path[:] = [job_dir] + [p for p in sys.path if p and not p.startswith("/run/")]
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    Link(requests, answers, PackagePolicy()).serve_forever()
+
+
+if __name__ == "__main__":
+    package_main(sys.argv[1:])

@@ -35,12 +35,14 @@ sys.path.pop(0)
 
 # -- a group: the driver's process and the package's ---------------------------------------------------
 def package_process(job_dir, requests, answers):
-    """The only process that imports the code under test: it answers the driver's requests on its objects."""
-    private_world(own_pids=True)  # before the code under test: nothing it writes outlives this job, no signal leaves
-    os.chdir(job_dir)
-    sys.path[:] = [job_dir] + [p for p in sys.path if not p.startswith("/run/")]
-    sys.stdout = sys.stderr = open(os.devnull, "w")
-    rpc.Link(requests, answers, rpc.PackagePolicy()).serve_forever()
+    """Become the only process that imports the code under test (it answers the driver's requests on its objects):
+    a private world (nothing it writes outlives this job, no signal it sends leaves it), then a fresh interpreter,
+    so that its memory holds none of this server's (no driver, no other job's test)."""
+    private_world(own_pids=True)
+    for fd in (requests, answers):
+        os.set_inheritable(fd, True)
+    script = os.path.join(os.path.dirname(os.path.abspath(rpc.__file__)), "rpc.py")
+    os.execv(sys.executable, [sys.executable, "-P", "-s", script, str(requests), str(answers), job_dir])
 
 
 def child(group, job, w):
