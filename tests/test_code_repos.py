@@ -5,6 +5,7 @@ a sample of the code family's exploit agents not. Refusals use small local packa
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from gymsmith.families.code.env import code_task
 from gymsmith.families.code.exploits import EXPLOITS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
-from gymsmith.families.code.repotasks import _repos, body_removals, load_repo
+from gymsmith.families.code.repotasks import Repo, _repos, body_removals, load_repo
 from gymsmith.registry import get_family
 from gymsmith.repos import RepoError, add_repo, find_repo
 from gymsmith.runner.rollout import run_rollout
@@ -113,6 +114,35 @@ def test_package_data_is_carried_and_a_test_file_that_cannot_be_imported_fails_a
     assert not list((tmp_path / "repos").iterdir())
     again = CliRunner().invoke(app, ["repos", "remove", "pkg==0.1", *where])
     assert again.exit_code == 2 and again.stderr.count("\n") == 1 and "is not registered" in again.stderr
+
+
+def test_a_test_that_needs_the_package_in_its_own_process_is_not_used(tmp_path, monkeypatch):
+    """Call checks run the test's statements in a process that never imports the package (docs/verifier.md,
+    property 4), so a test that pickles a package object passes under pytest but not as a call check: registration
+    leaves it out, and a package registered by an earlier gymsmith (whose manifest lists it) has it dropped when
+    loaded, from its call checks and from the hidden tests its tasks run."""
+    files = {"pkg/__init__.py": "class Thing:\n    def __init__(self, n):\n        self.n = n\n\n"
+                                "    def twice(self):\n        return self.n * 2\n",
+             "tests/test_pkg.py": "import pickle\n\nfrom pkg import Thing\n\n\ndef test_twice():\n    assert Thing(21).twice() == 42\n"
+                                  "\n\ndef test_pickled():\n    assert len(pickle.dumps(Thing(1))) > 10\n"}
+    root = tmp_path / "repos"
+    m = add_repo("pkg==0.1", path=_local(tmp_path, files), repos_dir=root)
+    assert len(m.baseline.reliable) == 2  # pytest runs both
+    assert [s.tests for s in m.call_suites] == [["test_twice"]]
+    # as an earlier gymsmith registered it: both tests listed as call checks
+    manifest = root / "pkg-0.1" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["call_suites"][0]["tests"] = ["test_twice", "test_pickled"]
+    data["call_suites"][0]["source"] = files["tests/test_pkg.py"]
+    manifest.write_text(json.dumps(data))
+    monkeypatch.setenv("GYMSMITH_REPOS", str(root))
+    repo = Repo("pkg==0.1")
+    try:
+        assert [t.name for t in repo.suites["tests/test_pkg.py"].tests] == ["test_twice"]
+        assert "test_pickled" not in repo.call_sources["tests/test_pkg.py"]
+        assert "test_twice" in repo.call_sources["tests/test_pkg.py"]
+    finally:
+        repo.close()
 
 
 def test_parametrized_tests_become_one_call_check_per_case_and_unsupported_ones_are_dropped():

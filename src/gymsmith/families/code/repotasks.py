@@ -84,6 +84,8 @@ class Repo:
             except ValueError:
                 self.catalog = {}
         self._reference: dict[str, TestRecord] | None = None
+        # each call suite's source (a task's hidden test file), with only the tests the reference passes here
+        self.call_sources = {s.path: s.source for s in self.manifest.call_suites}
         self.suites = self._reference_passes(self.suites)
 
     def _reference_passes(self, suites: dict[str, CompiledSuite]) -> dict[str, CompiledSuite]:
@@ -111,8 +113,11 @@ class Repo:
             if names == {t.name for t in suite.tests}:
                 out[path] = suite
             elif names:
-                source = next(s.source for s in self.manifest.call_suites if s.path == path)
-                out[path] = compile_suite(keep_tests(source, names), path)
+                source = keep_tests(self.call_sources[path], names)
+                self.call_sources[path] = source
+                out[path] = compile_suite(source, path)
+        for path in set(self.call_sources) - set(out):
+            del self.call_sources[path]
         return out
 
     @property
@@ -459,7 +464,7 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         if path in files:
             files[path] = drop_tests(files[path], hide)
         canary = canary_name(rng, set(record.tests))
-        hidden[path] = record.source.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
+        hidden[path] = repo.call_sources[path].rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
         canaries.append(f"{path}::{canary}")
         p2p += [n for n in suite.nodeids() if n not in failing]
     files["pytest.ini"] = PYTEST_INI
