@@ -119,7 +119,7 @@ def call_suites(files: dict[str, str], test_files: list[str], runtime: PythonRun
     for path, (text, suite, dropped) in reduced.items():
         names = [t.name for t in suite.tests if f"{path}::{t.name}" in passing]
         if names:
-            from gymsmith.families.code.generator import keep_tests
+            from gymsmith.families.code.realtests import keep_tests
 
             out.append(CallSuiteRecord(path=path, source=keep_tests(text, set(names)), tests=names,
                                        dropped=dropped + len(suite.tests) - len(names)))

@@ -25,6 +25,7 @@ from typing import Any
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
+from gymsmith.families.code.realtests import keep_tests
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
@@ -40,22 +41,6 @@ PYTEST_INI = "[pytest]\npythonpath = .\n"
 
 def test_names(tests_source: str) -> list[str]:
     return [n.name for n in ast.parse(tests_source).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
-
-
-def keep_tests(tests_source: str, keep: set[str]) -> str:
-    """The test file with only the test functions in `keep` (imports and shared data stay, formatting intact)."""
-    lines = tests_source.splitlines(keepends=True)
-    drop: list[tuple[int, int]] = []
-    for fn in ast.parse(tests_source).body:
-        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_") and fn.name not in keep:
-            start = fn.lineno - 1 - len(fn.decorator_list)
-            end = fn.end_lineno
-            while end < len(lines) and not lines[end].strip():
-                end += 1  # the blank lines after it go too
-            drop.append((start, end))
-    for start, end in reversed(drop):
-        del lines[start:end]
-    return "".join(lines).rstrip() + "\n"
 
 
 # -- the mutant catalog --------------------------------------------------------------------------------

@@ -216,3 +216,19 @@ def reduce_module(source: str, path: str) -> tuple[str, int]:
         kept.append(fn)
         names.add(fn.name)
     return ast.unparse(ast.fix_missing_locations(ast.Module(body=[*header, *kept], type_ignores=[]))) + "\n", dropped
+
+
+def keep_tests(tests_source: str, keep: set[str]) -> str:
+    """The test file with only the test functions in `keep` (imports and shared data stay, formatting intact)."""
+    lines = tests_source.splitlines(keepends=True)
+    drop: list[tuple[int, int]] = []
+    for fn in ast.parse(tests_source).body:
+        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_") and fn.name not in keep:
+            start = fn.lineno - 1 - len(fn.decorator_list)
+            end = fn.end_lineno
+            while end < len(lines) and not lines[end].strip():
+                end += 1  # the blank lines after it go too
+            drop.append((start, end))
+    for start, end in reversed(drop):
+        del lines[start:end]
+    return "".join(lines).rstrip() + "\n"

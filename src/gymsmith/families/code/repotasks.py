@@ -92,7 +92,7 @@ class Repo:
         """`suites` with only the tests the reference passes under this gymsmith's call runner (cached in the
         catalog). Registration recorded them under the runner of its day; a test that needs the package in the
         driver's own process (it pickles a package object, subclasses a package class) is not used."""
-        from gymsmith.families.code.generator import keep_tests
+        from gymsmith.families.code.realtests import keep_tests
 
         with self.lock:
             self._merge_disk()
