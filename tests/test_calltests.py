@@ -388,6 +388,25 @@ def _seen():
     assert "test_double" in passed(v) and "test_double_of_constant" in passed(v), v.reasons
 
 
+def test_a_test_that_expects_its_own_input_back_proves_no_progress():
+    """A red-team agent had a broken `to_roman` remember what it returned and `from_roman` hand back the number it
+    came from: round trips, invariants and defaults expect back an input the observed call receives, so the code
+    can pass them without computing anything (template tasks count them as no progress)."""
+    from gymsmith.verifier.calltests.guessing import echoes_an_input
+
+    def test(body, header=""):
+        source = f"from m import f, g\n{header}\n\ndef test_x():\n    {body}\n"
+        return compile_suite(source, "tests/test_x.py").tests[0]
+
+    for body in ("assert f(g('abc')) == 'abc'", "assert sum(f(1001, 7)) == 1001", "assert f('x', 7) == 7",
+                 "assert [f(g(n)) for n in range(1, 40)] == list(range(1, 40))", "assert f(b'ab') == 'ab'",
+                 "text = 'aaab'\n    assert f(g(text)) == 'aaab'", "assert [f(w) for w in WORDS] == WORDS"):
+        assert echoes_an_input(test(body, "WORDS = ['a', 'b']")), body
+    for body in ("assert f([5, 1, 3]) == 3", "assert f(g('abc')) == 'cba'", "assert f(21) == 42",
+                 "c = g(2)\n    c.put('a', 1)\n    assert c.keys() == ['a']", "assert f(3) == True"):
+        assert not echoes_an_input(test(body)), body
+
+
 def test_one_bit_tests_are_not_informative():
     """A hidden test whose every check a guess passes (a truth value, `is None`, `!=`, an expected exception) proves
     nothing: the agent's code can tell hidden tests from the driver and report the one bit they need."""

@@ -183,3 +183,140 @@ def pinned(test: CompiledTest, candidates: Candidates) -> bool:
     cannot guess: whichever of its checks the code fails, passing it takes computing that value. A test that
     expects an exception is never pinned (the reference's exception class is guessed from the test's name)."""
     return bool(test.checks) and not test.raise_slots and all(_pinned(c, candidates) for c in test.checks)
+
+
+
+def _expectations(check: Check) -> Iterable[tuple[list[int], Any]]:
+    """(the slots compared, the constant) of every `==` with a constant in `check`."""
+    kind = check[0]
+    if kind == "cmp" and any(op == "==" for op, _ in check[2]):
+        operands = (check[1], *(c for _, c in check[2]))
+        slots = [o[1] for o in operands if o[0] == "slot"]
+        yield from ((slots, o[1]) for o in operands if o[0] == "const")
+    elif kind in ("and", "or"):
+        for part in check[1]:
+            yield from _expectations(part)
+
+
+def echoes_an_input(test: CompiledTest) -> bool:
+    """Whether a check of `test` expects back what the observed expression hands the code: one of its inputs (a
+    round trip `decode(encode(s)) == s`, an invariant `sum(split(t, k)) == t`, a default `get('x', 7) == 7`, a whole
+    iterable it walks: `[from_roman(to_roman(n)) for n in range(1, 400)] == list(range(1, 400))`), or a container of
+    them. The code under test receives those inputs in that expression's calls, so it can hand them back without
+    computing anything: a red-team agent remembered what its broken `to_roman` returned and had `from_roman` answer
+    the number it came from. Such a test gates but proves no progress. (`pinned` implies not this.)"""
+    observed = _observed_expressions(test)
+    for slots, value in (e for check in test.checks for e in _expectations(check)):
+        if isinstance(value, Approx):
+            value = value.expected
+        for slot in slots:
+            given = _inputs_of(observed.get(slot), test)
+            if _key(value) in given or (isinstance(value, list | tuple | set | frozenset) and value
+                                        and all(_key(v) in given for v in value)):
+                return True
+    return False
+
+
+def _observed_expressions(test: CompiledTest) -> dict[int, ast.expr]:
+    """Slot -> the expression the driver observes in it."""
+    from gymsmith.verifier.calltests.compiler import OBSERVE
+
+    out = {}
+    for statement in test.statements:
+        try:
+            tree = ast.parse(statement)
+        except SyntaxError:
+            continue
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == OBSERVE and len(n.args) == 2
+                    and isinstance(n.args[0], ast.Constant) and type(n.args[0].value) is int
+                    and isinstance(n.args[1], ast.Lambda)):
+                out[n.args[0].value] = n.args[1].body
+    return out
+
+
+def _key(value: Any) -> Any:
+    """A value as the code could hand it back: sequences as tuples, bytes as text, str in lower case; a bool is
+    not the number it equals."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, list | tuple | range):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(_key(v) for v in value)
+    if isinstance(value, bytes):
+        return _text(value).lower()
+    if isinstance(value, str):
+        return value.lower()
+    if isinstance(value, dict):
+        return tuple(sorted((repr(_key(k)), repr(_key(v))) for k, v in value.items()))
+    return value
+
+
+def _inputs_of(expression: ast.expr | None, test: CompiledTest) -> set[Any]:
+    """The values `expression` hands the code, whole: each largest sub-expression of literals and pure builtins
+    (`[5, 1, 3]`, `range(1, 400)`, not the 3 inside the list) and the constants it names (a local literal of the
+    test by its value; a module constant by every container value the test names)."""
+    from gymsmith.verifier.calltests.compiler import SAFE_BUILTINS
+
+    out: set[Any] = set()
+    if expression is None:
+        return out
+
+    def add(value: Any) -> None:
+        try:
+            out.add(_key(value))
+        except TypeError:  # unhashable: not something an `==` with a constant could expect anyway
+            pass
+
+    def evaluate(node: ast.expr) -> Any:
+        return eval(compile(ast.Expression(body=node), "<input>", "eval"), {"__builtins__": SAFE_BUILTINS})  # noqa: S307
+
+    locals_, assigned = {}, set()
+    for statement in test.statements:
+        try:
+            tree = ast.parse(statement)
+        except SyntaxError:
+            continue
+        assigned |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for n in tree.body:
+            if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                    and _literal_only(n.value)):
+                locals_[n.targets[0].id] = n.value
+    inside = {id(child) for node in ast.walk(expression) if isinstance(node, ast.expr) and _literal_only(node)
+              for child in ast.walk(node) if child is not node}
+    named = False
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Name) and node.id not in SAFE_BUILTINS:
+            if node.id in locals_:
+                node = locals_[node.id]
+            else:
+                named = named or node.id not in assigned  # a module constant (an object the test made is not)
+                continue
+        elif not isinstance(node, ast.expr) or id(node) in inside or not _literal_only(node):
+            continue
+        try:
+            add(evaluate(node))
+        except Exception:  # noqa: BLE001 - a huge range, a type error: not an input this test hands over
+            continue
+    if named:  # a module constant: whichever container the test names
+        for text in test.inputs:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, list | tuple | set | frozenset | dict | str | bytes):
+                add(value)
+    return out
+
+def _literal_only(node: ast.expr) -> bool:
+    from gymsmith.verifier.calltests.compiler import SAFE_BUILTINS
+
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in SAFE_BUILTINS:
+            return False
+        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in SAFE_BUILTINS):
+            return False
+        if isinstance(n, ast.Attribute | ast.Lambda | ast.Starred | ast.comprehension | ast.NamedExpr):
+            return False
+    return True
