@@ -19,6 +19,7 @@ from gymsmith.families.code.env import code_task
 from gymsmith.families.code.exploits import EXPLOITS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
+from gymsmith.verifier.calltests import compile_suite
 from gymsmith.families.code.repotasks import Repo, _repos, body_removals, load_repo
 from gymsmith.registry import get_family
 from gymsmith.repos import RepoError, add_repo, find_repo
@@ -266,9 +267,33 @@ def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
             kept = set(tests) - set(ct.visible_failing)
             assert kept & set(ct.pinned_tests), (seed, tests)
             for nodeid in kept & set(ct.pinned_tests):
-                suite = repo.suites[nodeid.split("::")[0]]
+                path = nodeid.split("::")[0]
+                suite = compile_suite(ct.hidden_tests[path], path)  # the task's hidden file: variants included
                 test = suite.tests[suite.nodeids().index(nodeid)]
                 assert pinned(test, Candidates.merged(shown, _candidates_of(suite.driver))), nodeid
+    assert repo.suites  # loaded
+
+
+def test_each_task_asks_the_bugs_tests_on_inputs_of_its_own(repos):
+    """The hidden tests a bug keeps recur in every task of its package; variant tests (repovariants) move the
+    integers a failing test's calls are given, seeded by the task, with expected values from the reference. Each is
+    a hidden FAIL_TO_PASS test of its bug, pinned, absent from the start state, and the tasks do not share them."""
+    from gymsmith.families.code.repovariants import PREFIX
+
+    family = get_family("code")
+    bodies = []
+    for seed in range(6):
+        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        mine = [n for n in ct.fail_to_pass if n.split("::")[1].startswith(PREFIX)]
+        assert set(mine) <= set(ct.pinned_tests) and set(mine) <= set().union(*map(set, ct.bug_tests))
+        assert not set(mine) & set(ct.visible_failing)
+        assert not any(PREFIX in text for text in ct.files.values())
+        for nodeid in mine:
+            path, name = nodeid.split("::")
+            source = ct.hidden_tests[path]
+            body = source[source.index(f"def {name}():"):].split("\n\n\n")[0]
+            bodies.append(body.split(":", 1)[1])
+    assert len(bodies) >= 6 and len(set(bodies)) >= len(bodies) * 3 // 4, bodies
 
 def test_a_package_with_no_pinned_test_is_refused_in_one_line(repos, monkeypatch):
     """A package none of whose tests pins an unreadable value (six==1.16.0 here) can give no bug a hidden test:

@@ -33,6 +33,7 @@ from gymsmith.core.errors import KnobError, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
+from gymsmith.families.code.repovariants import variants
 from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -84,6 +85,7 @@ class Repo:
             except ValueError:
                 self.catalog = {}
         self._reference: dict[str, TestRecord] | None = None
+        self._variant_reference: dict[str, dict[str, TestRecord]] = {}  # a hidden file's driver -> its variants' records
         # each call suite's source (a task's hidden test file), with only the tests the reference passes here
         self.call_sources = {s.path: s.source for s in self.manifest.call_suites}
         self.suites = self._reference_passes(self.suites)
@@ -140,11 +142,50 @@ class Repo:
 
     def run(self, sources: dict[str, str], suites: list[CompiledSuite], deadline_s: float) -> TestRun:
         """Call-check `suites` on `sources`, judged here against the reference (a canary has no reference record,
-        so it never passes)."""
-        reference = self.reference_records()
+        so it never passes; a task's variant tests get theirs from the reference's run of their file)."""
+        reference = {**self.reference_records(), **self._variant_records(suites)}
         with self.lock:
             observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s)
         return judge_run(suites, observed, reference).run
+
+    def _variant_records(self, suites: list[CompiledSuite]) -> dict[str, TestRecord]:
+        from gymsmith.families.code.repovariants import PREFIX
+
+        out: dict[str, TestRecord] = {}
+        for suite in suites:
+            if not any(t.name.startswith(PREFIX) for t in suite.tests):
+                continue
+            with self.lock:
+                if suite.driver not in self._variant_reference:
+                    records = records_by_nodeid([suite], self.observe_reference([suite]))
+                    if len(self._variant_reference) > 256:
+                        self._variant_reference.clear()
+                    self._variant_reference[suite.driver] = {n: r for n, r in records.items()
+                                                             if n.split("::", 1)[1].startswith(PREFIX)}
+                out.update(self._variant_reference[suite.driver])
+        return out
+
+    def observe_reference(self, suites: list[CompiledSuite]):
+        """The reference's observations of `suites` (long limits: this is the verifier's own run)."""
+        with self.lock:
+            return self._observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
+
+    def passes(self, sources: dict[str, str], suite: CompiledSuite) -> bool:
+        """Whether every test of `suite` passes on `sources`, judged against the reference's run of it."""
+        reference = records_by_nodeid([suite], self.observe_reference([suite]))
+        with self.lock:
+            observed = self._observe(sources, [suite], deadline_s=MUTANT_RETRY_S, group_timeout_s=MUTANT_RETRY_S)
+        run = judge_run([suite], observed, reference).run
+        return all(run.outcome(n) is TestOutcome.PASSED for n in suite.nodeids())
+
+    def catalog_entry(self, key: str, compute: Any) -> Any:
+        """The catalog's entry `key`, computed (and stored) by `compute()` if no process has stored it yet."""
+        with self.lock:
+            if key not in self.catalog:
+                self._merge_disk()
+            if key in self.catalog:
+                return self.catalog[key]
+        return self._record(key, compute())
 
     def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], **limits: float):
         """The call runner's observations of `suites` beside `sources`, with the package's data as registered."""
@@ -458,18 +499,31 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     affected = sorted({test_key(n)[0] for n in failing})
     hidden, canaries, p2p = {}, [], []
     for path in affected:
-        record = next(s for s in repo.manifest.call_suites if s.path == path)
         suite = repo.suites[path]
         hide = {test_key(n)[1] for n in failing if test_key(n)[0] == path and test_key(n) not in shown}
         if path in files:
             files[path] = drop_tests(files[path], hide)
-        canary = canary_name(rng, set(record.tests))
-        hidden[path] = repo.call_sources[path].rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
-        canaries.append(f"{path}::{canary}")
         p2p += [n for n in suite.nodeids() if n not in failing]
     files["pytest.ini"] = PYTEST_INI
     files["README.md"] = readme(repo.manifest)
-    pinned_here = task_pinned_tests(repo, files)
+    # each bug's hidden tests on inputs of this task's own (repovariants): a policy cannot learn the answers
+    seen = Candidates.merged(*(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+    key = "variants|" + str(seed) + "|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
+    added = variants(repo, seed, bugs, per_bug, {p: files[p] for p in repo.sources}, seen, key)
+    extra_pinned = []
+    for path in affected:
+        record = next(s for s in repo.manifest.call_suites if s.path == path)
+        mine = added.get(path, [])
+        for index, source in mine:
+            nodeid = f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"
+            per_bug[index] = sorted([*per_bug[index], nodeid])
+            extra_pinned.append(nodeid)
+        canary = canary_name(rng, set(record.tests))
+        hidden[path] = (repo.call_sources[path].rstrip() + "".join(f"\n\n\n{source.rstrip()}" for _, source in mine)
+                        + f"\n\n\ndef {canary}():\n    assert 0\n")
+        canaries.append(f"{path}::{canary}")
+    failing = sorted(set().union(*per_bug))
+    pinned_here = sorted([*task_pinned_tests(repo, files), *extra_pinned])
     if not all(any(test_key(n) == k and n in pinned_here for n in fails) for k, fails in kept_keys):
         # a safety net: the start state shows less than `pinned_tests` counted, so this holds unless they disagree
         raise RuntimeError(f"{repo.spec} seed {seed}: a bug's hidden test is guessable from the start state")

@@ -1,0 +1,144 @@
+"""Hidden tests on new inputs for a registered package's bug: its failing test's calls, moved, judged by the reference.
+
+Every task of a package keeps one of the few tests pinned to values the agent cannot read (docs/verifier.md,
+property 12), so the same hidden tests come back task after task and a policy can learn them; a rule that answers
+their inputs passes them without the bug fixed. For each bug, `variants` takes the bug's failing tests, moves the
+integers its observed calls are given (seeded by the task: each task asks on its own inputs), runs the reference
+on them for the expected values, and keeps a variant only if it is a plain `==` test the reference passes, the
+bug fails, and it is pinned against what the task shows (the reference is run on it twice: a value that
+changes between runs makes no test). They are added to the bug's hidden FAIL_TO_PASS tests.
+
+Everything is computed once per task and kept in the package's catalog, so a verifier process rebuilding the
+task gets the same tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from typing import TYPE_CHECKING, Any
+
+from gymsmith.families.code.realtests import keep_tests
+from gymsmith.verifier.calltests import compile_suite, records_by_nodeid
+from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
+from gymsmith.verifier.calltests.guessing import Candidates, pinned
+from gymsmith.verifier.calltests.wire import Raised
+
+if TYPE_CHECKING:
+    from gymsmith.families.code.repotasks import Repo
+
+TRIES_PER_TEST = 6      # perturbations tried per failing test
+MAX_PER_BUG = 3         # variants kept per bug
+PREFIX = "test_gs_variant_"
+STEPS = (1, -1, 2, 3, -2, 7)
+
+
+def _moved(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+    """`statements` (a driver's) with one to two integer literals of its observed calls moved, or None if they
+    have none. Slot numbers and the integers of `range` bounds over 50 stay."""
+    trees = [ast.parse(s) for s in statements]
+    spots = []
+    for tree in trees:
+        slot_numbers = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                        and isinstance(n.func, ast.Name) and n.func.id == OBSERVE and n.args}
+        spots += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int
+                  and id(n) not in slot_numbers and abs(n.value) <= 1000]
+    if not spots:
+        return None
+    for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
+        node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
+    return [ast.unparse(t) for t in trees]
+
+
+def _as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -> str | None:
+    """A plain pytest function: each observation `OBSERVE(k, lambda: E)` becomes `assert E == <expected[k]>` (a
+    placeholder when `expected` is None). None if an expected value has no literal that reads back exactly."""
+    body = []
+    for text in statements:
+        tree = ast.parse(text)
+        stmt = tree.body[0] if len(tree.body) == 1 else None
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == OBSERVE
+                and len(call.args) == 2 and isinstance(call.args[1], ast.Lambda)):
+            slot = call.args[0].value  # type: ignore[attr-defined]
+            value = None if expected is None else expected[slot]
+            literal = repr(value)
+            try:
+                if ast.literal_eval(literal) != value or type(ast.literal_eval(literal)) is not type(value):
+                    return None
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return None
+            body.append(f"assert {ast.unparse(call.args[1].body)} == {literal}")
+        elif "_gymsmith_" in text:
+            return None  # an expected exception: not a plain `==` test
+        else:
+            body.append(text)
+    return f"def {name}():\n" + "".join(f"    {line}\n" for line in "\n".join(body).splitlines())
+
+
+def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
+         rng: random.Random) -> str | None:
+    """One variant of `test` (a function named `name`), or None if this try gives none."""
+    statements = _moved(test.statements, rng)
+    if statements is None or list(statements) == list(test.statements):
+        return None
+    header = keep_tests(repo.call_sources[path], set())
+    probe = _as_test(name, statements, None)
+    if probe is None:
+        return None
+    try:
+        probe_suite = compile_suite(f"{header}\n\n{probe}", path)
+    except UnsupportedTest:
+        return None
+    observed = repo.observe_reference([probe_suite])
+    record = records_by_nodeid([probe_suite], observed).get(f"{path}::{name}")
+    if record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots):
+        return None
+    source = _as_test(name, statements, dict(enumerate(record.slots)))
+    if source is None:
+        return None
+    try:
+        suite = compile_suite(f"{header}\n\n{source}", path)
+    except UnsupportedTest:
+        return None
+    candidates = Candidates.merged(shown, Candidates.of([suite.driver]))
+    if len(suite.tests) != 1 or not pinned(suite.tests[0], candidates):
+        return None
+    if not repo.passes(repo.sources, suite):
+        return None  # the reference does not give the same values twice (time, randomness): not a test
+    if repo.passes(mutant, suite):
+        return None  # the bug does not show on these inputs
+    return source
+
+
+def variants(repo: Repo, seed: int, bugs: list[tuple[str, Any]], per_bug: list[list[str]], mutant: dict[str, str],
+             shown: Candidates, key: str) -> dict[str, list[tuple[int, str]]]:
+    """Test path -> [(bug index, variant function source)] for the task: up to MAX_PER_BUG per bug, from the
+    bug's failing tests, on inputs seeded by the task. Cached in the catalog under `key`."""
+
+    def compute() -> dict[str, list[list[Any]]]:
+        out: dict[str, list[list[Any]]] = {}
+        count = 0
+        for index, fails in enumerate(per_bug):
+            rng = random.Random(f"variants:{repo.spec}:{seed}:{index}")
+            found = 0
+            tests = [(n.split("::", 1)[0], n.split("::", 1)[1]) for n in fails]
+            for path, test_name in rng.sample(tests, len(tests)):
+                suite = repo.suites.get(path)
+                test = next((t for t in suite.tests if t.name == test_name), None) if suite else None
+                if test is None or test.raise_slots:
+                    continue
+                for _ in range(TRIES_PER_TEST):
+                    if found == MAX_PER_BUG:
+                        break
+                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng)
+                    if source is not None:
+                        out.setdefault(path, []).append([index, source])
+                        count += 1
+                        found += 1
+                if found == MAX_PER_BUG:
+                    break
+        return out
+
+    cached = repo.catalog_entry(key, compute)
+    return {path: [(int(i), str(s)) for i, s in entries] for path, entries in cached.items()}
