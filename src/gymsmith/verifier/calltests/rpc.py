@@ -33,7 +33,7 @@ import os
 import sys
 import types
 
-MAX_LINE = 64 << 20
+MAX_LINE = 16 << 20  # a message; the driver holds it and its decoded values within its sandbox's memory
 MAX_DEPTH = 200
 MAX_NODES = 2_000_000
 MAX_INT_DIGITS = 4000
