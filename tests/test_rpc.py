@@ -1,0 +1,140 @@
+"""The link between a call check's driver and the package process (`verifier/calltests/rpc.py`).
+
+Two real processes on real pipes, as `server.py` runs them, without the sandbox around them (the sandboxed path,
+namespaces included, is tested in test_calltests.py). The driver side is this test process; the package side is
+a forked child that imports a small package from a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from gymsmith.verifier.calltests import rpc
+
+PACKAGE = '''
+import os
+
+class Money:
+    def __init__(self, cents):
+        self.cents = cents
+    def __add__(self, other):
+        return Money(self.cents + (other.cents if isinstance(other, Money) else other))
+    __radd__ = __add__
+    def __eq__(self, other):
+        return isinstance(other, Money) and other.cents == self.cents
+    def __hash__(self):
+        return hash(self.cents)
+
+class Opaque:
+    pass
+
+class Oops(ValueError):
+    pass
+
+def double(x):
+    return 2 * x
+
+def count(n):
+    for i in range(n):
+        yield i
+
+def apply(fn, *args):
+    return fn(*args)
+
+def peek(obj, name):
+    return getattr(obj, name)
+
+def fail():
+    raise Oops("no")
+
+def first_of(iterable):
+    return next(iter(iterable))
+
+def garble():
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b"not the protocol\\n")
+        except OSError:
+            pass
+    return 1
+'''
+
+
+@pytest.fixture()
+def link(tmp_path):
+    (tmp_path / "pkg.py").write_text(PACKAGE)
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the package process
+        try:
+            keep = sorted((requests_r, answers_w))
+            os.closerange(3, keep[0])  # as server.py: the package process holds its link and nothing else
+            os.closerange(keep[0] + 1, keep[1])
+            os.closerange(keep[1] + 1, 1 << 16)
+            sys.path.insert(0, str(tmp_path))
+            rpc.Link(requests_r, answers_w, rpc.PackagePolicy()).serve_forever()
+        finally:
+            os._exit(0)
+    os.close(requests_r)
+    os.close(answers_w)
+    driver = rpc.Link(answers_r, requests_w, rpc.DriverPolicy("tests.test_x"))
+    yield driver
+    os.close(requests_w)
+    os.waitpid(pid, 0)
+
+
+def test_plain_values_cross_exactly_and_objects_stay_with_the_package(link):
+    pkg = link.request("import", "pkg", ((),))
+    assert type(pkg.double(21)) is int and pkg.double(21) == 42
+    assert pkg.double([1, "a"]) == [1, "a", 1, "a"] and type(pkg.double((1,))) is tuple
+    assert pkg.double(b"ab") == b"abab" and pkg.double(1.5) == 3.0
+    assert pkg.apply(len, range(5)) == 5  # a builtin by name, a range by value
+    money = pkg.Money(5)
+    assert type(money) is link.Proxy and money.cents == 5
+    assert (money + 1).cents == 6 and (1 + money).cents == 6  # the package's own __add__ and __radd__
+    assert money == pkg.Money(5) and money != pkg.Money(6) and hash(money) == hash(5)
+    opaque = pkg.Opaque()
+    assert opaque == opaque and opaque != pkg.Opaque()  # identity, with no bouncing between the sides
+
+
+def test_iteration_callbacks_and_exceptions(link):
+    pkg = link.request("import", "pkg", ((),))
+    assert list(pkg.count(4)) == [0, 1, 2, 3]
+    assert pkg.apply(lambda x, y: x * y, 6, 7) == 42  # the package calls back the test's function
+    assert pkg.first_of(x * 3 for x in [5, 6]) == 15   # and iterates the test's generator
+    with pytest.raises(ValueError) as raised:
+        pkg.fail()
+    assert type(raised.value).__name__ == "Oops" and rpc.exception_mro(raised.value)[0] == ["pkg", "Oops"]
+    with pytest.raises(AttributeError):
+        pkg.double.no_such_attribute  # noqa: B018 - the package's AttributeError is the builtin one here
+
+
+def test_the_package_reaches_nothing_of_the_driver_but_what_the_test_handed_it(link):
+    pkg = link.request("import", "pkg", ((),))
+    secret = {"expected": 42}
+
+    def handed(x):
+        return x + len(secret)
+
+    for name in ("__globals__", "__code__", "__closure__", "__builtins__", "__dict__"):
+        with pytest.raises(AttributeError):
+            pkg.peek(handed, name)
+    with pytest.raises(AttributeError):
+        pkg.peek((x for x in [1]), "gi_frame")
+    assert pkg.peek(handed, "__name__") == "handed" and pkg.apply(handed, 1) == 2
+    # the driver never resolves a name or runs a recipe the package sends
+    for forged in ({"std": ["os", "system"]}, {"rd": [{"std": ["os", "system"]}, {"t": ["true"]}, None, None, None]}):
+        with pytest.raises(rpc.LinkBroken):
+            link.decode(forged)
+
+
+def test_a_package_that_breaks_the_protocol_breaks_the_link_for_good(link):
+    pkg = link.request("import", "pkg", ((),))
+    with pytest.raises(rpc.LinkBroken):
+        pkg.garble()
+    with pytest.raises(rpc.LinkBroken):
+        pkg.double(1)
