@@ -87,3 +87,31 @@ def test_bugs_that_share_a_test_file_are_credited_one_by_one():
     assert progress(report(run(fixed_one), F2P, P2P, [], all_shown), bugs=[one, two]) == 0.5
     assert progress(report(run(fixed_one - {A[3]}), F2P, P2P, [], VISIBLE), bugs=[one, two]) == 0.0  # a's p2p broken
     assert progress(report(run(set(P2P + F2P)), F2P, P2P, [], VISIBLE), bugs=[one, two]) == 1.0
+
+
+def test_counting_changed_lines_is_bounded_whatever_the_agent_writes(monkeypatch):
+    """The verifier counts the agent's changed lines on the trusted side, so the count must cost little whatever the
+    text: a red-team agent rewrote a 4,300-line module as 4,998 lines alternating the line it repeats most (blank)
+    with a new one, and difflib's matcher took four minutes on it (the verification timed out: an infrastructure
+    error instead of the agent's 0). The matcher now only ever sees a bounded middle; the count stays exact for a
+    local edit and counts a rewrite line by line."""
+    import difflib
+
+    from gymsmith.families.code import repo
+
+    sizes = []
+    real = difflib.SequenceMatcher
+
+    def watched(junk, a, b, autojunk=True):
+        sizes.append(len(a) * len(b) * min(len(a), len(b)))
+        return real(junk, a, b, autojunk=autojunk)
+
+    monkeypatch.setattr(repo.difflib, "SequenceMatcher", watched)
+    module = "".join(f"def f{i}(x):\n\n    return x + {i}\n\n" for i in range(1000))  # 1,000 blank-line pairs
+    bomb = "".join("\n" if i % 2 == 0 else "#gs\n" for i in range(4998))
+    # 2,000 code lines removed, 499 more blank lines and 2,499 '#gs' added
+    assert repo.changed_lines(module, bomb) == 2000 + 499 + 2499
+    assert all(size <= repo.MAX_ALIGN_WORK for size in sizes)
+    edited = module.replace("    return x + 500\n", "    return x + 501\n    # checked\n")
+    assert repo.changed_lines(module, edited) == 3  # one line replaced (2) and one added
+    assert sizes and sizes[-1] <= repo.MAX_ALIGN_WORK

@@ -63,6 +63,7 @@ def state_digest(root: Path) -> str:
 
 
 MAX_TEXT_BYTES = 1 << 20  # a file larger than this is not read as text (it is hashed, and graded as too large)
+MAX_ALIGN_WORK = 2_000_000  # changed_lines: beyond it, a linear count
 MAX_DIFF_LINES = 5000     # beyond this, line changes are counted without aligning the texts
 
 
@@ -166,11 +167,24 @@ def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) ->
 
 
 def changed_lines(before: str, after: str) -> int:
-    """Lines added plus lines removed between two texts: the line alignment difflib's matcher finds, without
-    ndiff's character-level pass (which took minutes on a 1,500-line rewrite); a multiset difference, linear,
-    beyond MAX_DIFF_LINES lines."""
+    """Lines added plus lines removed between two texts, in time linear in their length plus a bounded amount.
+
+    The lines both texts begin and end with are set aside; the rest is aligned as difflib's matcher aligns it
+    (without ndiff's character-level pass) when that is cheap, and counted as a multiset difference otherwise
+    (exact unless lines moved). The matcher's work grows with the product of the two lengths times the matches
+    it finds, and the text is the agent's: a 10 kB module alternating a line the original repeats a thousand
+    times with a new one took it four minutes (a red-team agent turned its failed rollouts into verifier
+    timeouts that way), so it only sees middles whose n * m * min(n, m) is at most MAX_ALIGN_WORK."""
     a, b = before.splitlines(), after.splitlines()
-    if max(len(a), len(b)) > MAX_DIFF_LINES:
+    start = 0
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < len(a) - start and end < len(b) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a, b = a[start:len(a) - end], b[start:len(b) - end]
+    n, m = len(a), len(b)
+    if n * m * min(n, m) > MAX_ALIGN_WORK:
         ca, cb = Counter(a), Counter(b)
         return sum((ca - cb).values()) + sum((cb - ca).values())
     ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
