@@ -407,6 +407,37 @@ def test_a_test_that_expects_its_own_input_back_proves_no_progress():
         assert not echoes_an_input(test(body)), body
 
 
+def test_the_package_process_can_read_or_trace_no_other_process(runner):
+    """The package process sees the sandbox's /proc (the server, the zygote that forks package processes, the
+    driver), but can open no other process's memory or descriptors and attach to none: they are non-dumpable and
+    in an ancestor user namespace. The zygote most of all, since every later package process is forked from it."""
+    probe = '''
+import ctypes, os
+
+def reachable():
+    me = int(os.readlink("/proc/self"))  # this process as the sandbox's /proc numbers it
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        for what in ("mem", "environ", "fd/0", "fd/3"):
+            try:
+                os.close(os.open(f"/proc/{name}/{what}", os.O_RDONLY | os.O_NONBLOCK))
+                found.append(f"{name}/{what}")
+            except OSError:
+                pass
+        if libc.ptrace(16, int(name), None, None) == 0:  # PTRACE_ATTACH
+            found.append(f"{name}/ptrace")
+    return sorted(found), len([n for n in os.listdir("/proc") if n.isdigit()])
+'''
+    suite = compile_suite("from probe import reachable\n\ndef test_reach():\n    assert reachable() == ([], 0)\n", "tests/test_probe.py")
+    observed = runner.observe({"probe.py": probe}, [suite])
+    record = records_by_nodeid([suite], observed)["tests/test_probe.py::test_reach"]
+    found, visible = record.slots[0]
+    assert found == [] and visible >= 3  # it does see others: the server, the zygote, the driver
+
+
 def test_one_bit_tests_are_not_informative():
     """A hidden test whose every check a guess passes (a truth value, `is None`, `!=`, an expected exception) proves
     nothing: the agent's code can tell hidden tests from the driver and report the one bit they need."""

@@ -18,20 +18,33 @@ def set_dumpable(flag):
         pass
 
 
-def kill_others():
-    """Kill every other process in this pid namespace. Only as its init (pid 1): never on a host.
+def kill_others(spare=None):
+    """Kill every other process in this pid namespace (but `spare`, a process of the server's own that never runs
+    agent code). Only as its init (pid 1): never on a host.
 
     kill(-1) reaches every process but init in one call, and a process forking meanwhile is stopped by the
-    pending SIGKILL before its child exists; it is repeated until /proc shows nobody else, so no process can
-    outlive the job it belongs to by racing a list-then-kill loop."""
+    pending signal before its child exists; it is repeated until /proc shows nobody else, so no process can
+    outlive the job it belongs to by racing a list-then-kill loop. With `spare`, everyone is first stopped that
+    way (SIGSTOP cannot be caught), then every process but `spare` is killed and `spare` continued."""
     if os.getpid() == 1:
         for _ in range(10_000):
             try:
-                os.kill(-1, signal.SIGKILL)
+                os.kill(-1, signal.SIGKILL if spare is None else signal.SIGSTOP)
             except ProcessLookupError:
                 pass
+            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, spare)]
+            if spare is not None:
+                for pid in others:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    os.kill(spare, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
             reap()
-            if not any(p.isdigit() and p != "1" for p in os.listdir("/proc")):
+            if not others:
                 break
             time.sleep(0.0005)
     reap()

@@ -689,15 +689,66 @@ def make_proxy_class(link):
     return Proxy
 
 
+def zygote_main(argv):
+    """The zygote (`python -S rpc.py --zygote SOCKET_FD PATHS`, started by `server.py`; PATHS is the server's import
+    path as JSON). For each request on SOCKET_FD — a job directory and the two ends of a driver's link — it forks
+    the package process, which takes its private world (`pid1.private_world`: namespaces, pid 1 of its own pid
+    namespace) and answers the driver. The zygote never runs agent code and holds no job's tests; it is
+    non-dumpable, so no package process can trace it or read its memory."""
+    import signal
+    import socket
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pid1 import private_world, set_dumpable
+
+    set_dumpable(False)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # package processes are reaped by the kernel
+    channel = socket.socket(fileno=int(argv[0]))
+    paths = [p for p in json.loads(argv[1]) if type(p) is str]
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 2)
+        except OSError:
+            return
+        if not message:
+            return
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            try:
+                channel.close()
+                requests, answers = sorted(fds)
+                os.closerange(3, requests)
+                os.closerange(requests + 1, answers)
+                os.closerange(answers + 1, 1 << 16)
+                requests, answers = fds
+                private_world(own_pids=True)
+                job_dir = message.decode()
+                os.chdir(job_dir)
+                sys.path[:] = [job_dir, *paths]
+                sys.stdout = sys.stderr = open(os.devnull, "w")
+                Link(requests, answers, PackagePolicy()).serve_forever()
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+
+
 def package_main(argv):
-    """The package's process (`python rpc.py REQUESTS_FD ANSWERS_FD JOB_DIR`, started by `server.py` in its private
-    world): import the code under test from JOB_DIR as the driver asks, and answer until the driver goes away."""
+    """The package's process (`python -S rpc.py REQUESTS_FD ANSWERS_FD JOB_DIR PATHS`, started by `server.py` in its
+    private world; PATHS is the server's import path as JSON): import the code under test from JOB_DIR as the driver
+    asks, and answer until the driver goes away."""
     requests, answers, job_dir = int(argv[0]), int(argv[1]), argv[2]
     os.chdir(job_dir)
-    sys.path[:] = [job_dir] + [p for p in sys.path if p and not p.startswith("/run/")]
+    sys.path[:] = [job_dir] + [p for p in json.loads(argv[3]) if type(p) is str]
     sys.stdout = sys.stderr = open(os.devnull, "w")
     Link(requests, answers, PackagePolicy()).serve_forever()
 
 
 if __name__ == "__main__":
-    package_main(sys.argv[1:])
+    if sys.argv[1:2] == ["--zygote"]:
+        zygote_main(sys.argv[2:])
+    else:
+        package_main(sys.argv[1:])

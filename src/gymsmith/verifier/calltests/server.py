@@ -2,16 +2,19 @@
 
 It reads jobs as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
-     "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304}
-For each group it forks a child that imports the driver (and so the code under test) and runs its
-tests in order, writing observations on a private pipe (the format is in `wire.py`). The server itself
-never imports or calls the code under test, and never reads what the child wrote: it splices the bytes,
-in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw
-bytes), so no result ever lies in the memory later children are forked from. Then, how each child ended:
+     "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"]}
+For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
+code under test: an import of a "remote" module is a proxy to a *package* process, which imports the code under
+test from the job directory and answers the driver's requests (`rpc.py`). Package processes are forked by the
+*zygote*, a fresh interpreter started once (it never holds a job's tests), each in its own user, mount, IPC,
+network and pid namespaces. The driver writes observations on a private pipe (the format is in `wire.py`). The
+server itself never imports or calls the code under test, and never reads what the driver wrote: it splices the
+bytes, in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw bytes),
+so no result ever lies in the memory later children are forked from. Then, how each driver ended:
     {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}], "cpu": <its own CPU s>}
-After each group every other process in the sandbox is killed, so nothing a group started can write
-into the next one. The server is non-dumpable (no ptrace, no /proc/<pid>/mem for the children) and,
-as pid 1 of the namespace, cannot be killed by them.
+After each group every process in the sandbox but the zygote is killed, so nothing a group started can write
+into the next one. The server and the zygote are non-dumpable (no ptrace, no /proc/<pid>/mem for the package
+processes) and, as pid 1 of the namespace, the server cannot be killed by them.
 """
 
 import builtins
@@ -21,12 +24,13 @@ import os
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rpc  # noqa: E402 - mounted next to this file
-from pid1 import kill_others, private_world, set_dumpable, world_works  # noqa: E402 - mounted next to this file
+from pid1 import kill_others, set_dumpable, world_works  # noqa: E402 - mounted next to this file
 
 sys.path.pop(0)
 
@@ -34,15 +38,45 @@ sys.path.pop(0)
 
 
 # -- a group: the driver's process and the package's ---------------------------------------------------
-def package_process(job_dir, requests, answers):
-    """Become the only process that imports the code under test (it answers the driver's requests on its objects):
-    a private world (nothing it writes outlives this job, no signal it sends leaves it), then a fresh interpreter,
-    so that its memory holds none of this server's (no driver, no other job's test)."""
-    private_world(own_pids=True)
-    for fd in (requests, answers):
-        os.set_inheritable(fd, True)
+ZYGOTE = {"pid": None, "socket": None}  # the process package processes are forked from (`start_zygote`)
+
+
+def start_zygote():
+    """Start the zygote: a fresh interpreter (exec'd, so its memory holds nothing of this server's, no job ever)
+    that forks a package process for each test file on request (`rpc.zygote_main`). Forking it costs a few
+    milliseconds where starting an interpreter per file cost ~35. It is spared by `kill_others` and restarted if it
+    is ever gone."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     script = os.path.join(os.path.dirname(os.path.abspath(rpc.__file__)), "rpc.py")
-    os.execv(sys.executable, [sys.executable, "-P", "-s", script, str(requests), str(answers), job_dir])
+    paths = json.dumps([p for p in sys.path if p and not p.startswith("/run/")])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = theirs.fileno()
+            null = os.open(os.devnull, os.O_RDWR)
+            for target in (0, 1, 2):  # never this server's stdout: the host reads results there
+                os.dup2(null, target)
+            os.closerange(3, fd)
+            os.closerange(fd + 1, 1 << 16)
+            os.set_inheritable(fd, True)
+            os.execv(sys.executable, [sys.executable, "-S", "-P", "-s", script, "--zygote", str(fd), paths])
+        finally:
+            os._exit(70)
+    theirs.close()
+    ZYGOTE.update(pid=pid, socket=ours)
+
+
+def ensure_zygote():
+    pid = ZYGOTE["pid"]
+    if pid is not None:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if not done:
+            return
+        ZYGOTE["socket"].close()
+    start_zygote()
 
 
 def child(group, job, w):
@@ -53,17 +87,15 @@ def child(group, job, w):
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    os.closerange(3, w)
-    os.closerange(w + 1, 1 << 16)
+    keep = sorted((w, ZYGOTE["socket"].fileno()))
+    os.closerange(3, keep[0])
+    os.closerange(keep[0] + 1, keep[1])
+    os.closerange(keep[1] + 1, 1 << 16)
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
-    if os.fork() == 0:
-        try:
-            for fd in (w, requests_w, answers_r):
-                os.close(fd)
-            package_process(job["dir"], requests_r, answers_w)
-        finally:
-            os._exit(0)
+    # the package process is forked by the zygote, never from this process (whose memory holds the job's drivers)
+    socket.send_fds(ZYGOTE["socket"], [job["dir"].encode()], [requests_r, answers_w])
+    ZYGOTE["socket"].close()
     os.close(requests_r)
     os.close(answers_w)
     os.chdir("/")
@@ -198,6 +230,7 @@ def relay(r, index, budget):
 def run_group(index, group, job, deadline):
     if time.monotonic() >= deadline:  # the job's time is spent: the group does not start
         return {"status": "timeout", "exit": None}
+    ensure_zygote()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -228,7 +261,7 @@ def run_group(index, group, job, deadline):
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 code = os.waitstatus_to_exitcode(raw)
-                kill_others()  # what the child left behind must not hold the pipe open
+                kill_others(spare=ZYGOTE["pid"])  # what the child left behind must not hold the pipe open
     os.close(r)
     if code is None:
         try:
@@ -239,7 +272,7 @@ def run_group(index, group, job, deadline):
             code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         except ChildProcessError:
             code = None
-    kill_others()
+    kill_others(spare=ZYGOTE["pid"])
     return {"status": status or "exited", "exit": code}
 
 
