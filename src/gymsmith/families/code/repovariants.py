@@ -16,16 +16,32 @@ from __future__ import annotations
 
 import ast
 import random
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from gymsmith.families.code.realtests import keep_tests
-from gymsmith.verifier.calltests import compile_suite, records_by_nodeid
+from gymsmith.verifier.calltests import CompiledSuite, Observation, compile_suite, records_by_nodeid
 from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
 from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import Raised
 
-if TYPE_CHECKING:
-    from gymsmith.families.code.repotasks import Repo
+
+class Repo(Protocol):
+    """What variants need of a registered repository (`repotasks.Repo`)."""
+
+    @property
+    def spec(self) -> str: ...
+
+    sources: dict[str, str]
+    suites: dict[str, CompiledSuite]
+    call_sources: dict[str, str]
+
+    def observe_reference(self, suites: list[CompiledSuite]) -> Observation: ...
+
+    def passes(self, sources: dict[str, str], suite: CompiledSuite) -> bool: ...
+
+    def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
+
 
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
