@@ -736,19 +736,5 @@ def zygote_main(argv):
             os.close(fd)
 
 
-def package_main(argv):
-    """The package's process (`python -S rpc.py REQUESTS_FD ANSWERS_FD JOB_DIR PATHS`, started by `server.py` in its
-    private world; PATHS is the server's import path as JSON): import the code under test from JOB_DIR as the driver
-    asks, and answer until the driver goes away."""
-    requests, answers, job_dir = int(argv[0]), int(argv[1]), argv[2]
-    os.chdir(job_dir)
-    sys.path[:] = [job_dir] + [p for p in json.loads(argv[3]) if type(p) is str]
-    sys.stdout = sys.stderr = open(os.devnull, "w")
-    Link(requests, answers, PackagePolicy()).serve_forever()
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--zygote"]:
-        zygote_main(sys.argv[2:])
-    else:
-        package_main(sys.argv[1:])
+if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:
+    zygote_main(sys.argv[2:])
