@@ -202,6 +202,50 @@ def test_attack_leave_something_for_the_next_rollout(sb):
     assert "planted" not in r.stdout and r.stdout.split()[-1] == "0"
 
 
+KEYS = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+session = ctypes.c_int(-3)  # KEY_SPEC_SESSION_KEYRING
+calls = {"add_key": (248, b"user", b"gs-note", b"the answers", 11, session),
+         "request_key": (249, b"user", b"gs-note", None, session),
+         "keyctl": (250, 0, session, 0, 0, 0)}  # KEYCTL_GET_KEYRING_ID
+for name, args in calls.items():
+    rc = libc.syscall(*args)
+    print(name, rc, ctypes.get_errno())
+"""
+
+
+def test_attack_share_answers_through_the_kernel_keyring(sb, tmp_path):
+    """Kernel keys are kept per host uid, not per namespace: a key linked into the uid's session keyring by one
+    sandbox is read by the next (a red-team payload passed a correct rollout's answers to a later one that kept the
+    bug, through the verifier). Every key call fails with EPERM, here and in a second sandbox."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the call numbers below are x86_64's")
+    first = sb.exec(py(KEYS))
+    with open_sandbox(tmp_path, limits=LIMITS) as other:
+        second = other.exec(py(KEYS))
+    for r in (first, second):
+        lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        assert set(lines) == {"add_key", "request_key", "keyctl"}, r
+        assert all(v == "-1 1" for v in lines.values()), r  # -1, errno EPERM
+
+
+def test_attack_leave_a_note_in_the_loopback_counters(sb):
+    """The loopback's packet counters belong to the network namespace: a command can set them (send N bytes) and a
+    later rollout read them, unless every rollout gets a fresh namespace."""
+    def received() -> int:
+        r = sb.exec(py("print([l.split()[1] for l in open('/proc/net/dev') if l.strip().startswith('lo:')][0])"))
+        return int(r.stdout)
+
+    sb.exec(py("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+               "[s.sendto(b'x' * 1000, ('127.0.0.1', 9)) for _ in range(50)]"))
+    assert received() >= 50_000
+    sb.reset()
+    assert received() < 1000
+
+
 def test_attack_gain_privileges(sb):
     r = sb.exec("mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; grep CapEff /proc/self/status")
     assert "CapEff:\t0000000000000000" in r.stdout and "1000" in r.stdout.split()

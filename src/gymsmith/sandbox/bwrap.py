@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import platform
 import resource
 import select
 import shutil
@@ -29,7 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gymsmith.sandbox import netns
+from gymsmith.sandbox import netns, seccomp
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
@@ -107,6 +108,8 @@ class BwrapSandbox(Sandbox):
         exe = bwrap_path()
         if exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
+        if not seccomp.supported():  # fail closed: without the filter, sandboxes would share the kernel's keys
+            raise SandboxError(f"the bwrap backend has no seccomp filter for this machine ({platform.machine()})")
         self.exe = exe
         self.runtime = runtime or python_runtime()
         self._netns_fd = netns.create_empty_netns()
@@ -255,13 +258,21 @@ class BwrapSandbox(Sandbox):
             self._server, self._pending = None, b""
 
     def reset(self) -> None:
-        """End every process and the sandbox's /tmp; the next command starts in fresh namespaces.
+        """End every process and the sandbox's /tmp; the next command starts in fresh namespaces, its network
+        namespace included (a kept one would carry its loopback's packet counters, which a command can set and
+        the next rollout read, from one rollout to the next).
 
         Call it after the workspace was restored (an overlay remounted at the same path is only seen by
         namespaces made after it).
         """
         with self._lock:
             self._stop_server()
+            if self._netns_fd is not None:
+                fresh = netns.create_empty_netns()
+                if fresh is None:  # could make one before; the old one stays, and the caller learns of it
+                    raise SandboxError("could not make a fresh network namespace for the sandbox")
+                os.close(self._netns_fd)
+                self._netns_fd = fresh
 
     def _popen(self, argv: list[str], environment: dict[str, str], *, stderr) -> subprocess.Popen:
         """Start bubblewrap with `argv` as pid 1 of the sandbox, inside the cgroup, network namespace and rlimits.
@@ -270,18 +281,23 @@ class BwrapSandbox(Sandbox):
         host path of every mount. As the namespace's init, processes inside cannot kill it, and when it
         exits every one of them dies.
         """
-        options = b"\0".join(a.encode() for a in [*self._args, "--chdir", WORKSPACE, "--as-pid-1"]) + b"\0"
+        filter_r, filter_w = os.pipe()  # the seccomp program (seccomp.py): no kernel keys in any sandbox
+        with os.fdopen(filter_w, "wb") as w:
+            w.write(seccomp.deny_keys_program())
+        options = b"\0".join(a.encode() for a in [*self._args, "--seccomp", str(filter_r), "--chdir", WORKSPACE,
+                                                   "--as-pid-1"]) + b"\0"
         args_r, args_w = os.pipe()
         with os.fdopen(args_w, "wb") as w:
             w.write(options)
         try:
             return subprocess.Popen([self.exe, "--args", str(args_r), "--", *argv], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=stderr, env=environment, start_new_session=True,
-                                    preexec_fn=self._enter_limits, pass_fds=(args_r,))
+                                    preexec_fn=self._enter_limits, pass_fds=(args_r, filter_r))
         except OSError as exc:
             raise SandboxError(f"could not start bubblewrap: {exc}") from None
         finally:
             os.close(args_r)
+            os.close(filter_r)
 
     def spawn(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start a long-lived process as pid 1 of its own sandbox, with pipes on stdin and stdout (stderr discarded).
