@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import importlib
 import threading
+import time
 
 import httpx
 import pytest
@@ -155,6 +156,60 @@ def test_invalid_forms_show_errors_and_change_nothing(site):
     r = client.post("/orders/1001/address", data={"line1": "", "city": "Leeds", "postcode": "12345", "country": "United Kingdom"})
     assert r.status_code == 422 and "Address line 1 is required." in r.text and "looks like LS1 4AB" in r.text
     assert server.site.image() == before
+
+
+def _held_post(server, path: str, sid: str, form: dict[str, str]):
+    """A POST whose headers go now and whose body goes when the returned function is called (it returns the
+    status line): a client holding its request open, as raw HTTP can."""
+    import socket
+    from urllib.parse import urlencode
+
+    body = urlencode(form).encode()
+    conn = socket.create_connection(("127.0.0.1", server.port))
+    conn.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nCookie: sid={sid}\r\nContent-Type: application/x-www-form-"
+                 f"urlencoded\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+    time.sleep(0.2)  # the server has the headers and waits for the body
+
+    def finish() -> str:
+        conn.sendall(body)
+        reply = conn.recv(65536).split(b"\r\n", 1)[0].decode()
+        conn.close()
+        return reply
+
+    return finish
+
+
+ADDRESS = {"line1": "1 Park Row", "line2": "", "city": "Leeds", "postcode": "LS1 4AB", "country": "United Kingdom"}
+
+
+def test_a_request_held_open_across_a_reset_changes_nothing_in_the_next_rollouts_site(site):
+    """A red-team client sent a POST's headers in one rollout and its body after the environment was reset for the
+    next: the write landed in the next rollout's fresh database, which a do-nothing agent then submitted and had
+    accepted. A request changes only the site it was accepted in (the whole request, body included)."""
+    server, client, task = site
+    sid = client.cookies["sid"]
+    finish = _held_post(server, "/orders/1001/address", sid, ADDRESS)
+    before = server.site.image()
+    assert finish().endswith("303 See Other") and server.site.image() != before  # held, same site: it is a change
+    finish = _held_post(server, "/orders/1001/address", sid, ADDRESS)
+    server.site.load(pristine_image(task.seed, task.knobs)[0])  # the next rollout
+    loaded = server.site.image()
+    finish()
+    assert server.site.image() == loaded
+
+
+def test_a_body_held_back_is_judged_on_the_state_when_it_arrives(site):
+    """A reply whose body was held back until its ticket was closed was stored on the closed ticket: the handler had
+    checked the ticket before it waited for the body. Handlers run only on whole requests."""
+    server, client, _ = site
+    tid = server.site.one("SELECT id FROM tickets WHERE status = 'open' ORDER BY id")["id"]
+    finish = _held_post(server, f"/tickets/{tid}/reply", client.cookies["sid"], {"body": "Sorted, thanks."})
+    page = client.get(f"/tickets/{tid}/close")
+    token = page.text.split('name="token" value="', 1)[1].split('"', 1)[0]
+    assert client.post(f"/tickets/{tid}/close", data={"token": token}).status_code == 303
+    messages = server.site.one("SELECT COUNT(*) AS n FROM messages WHERE ticket_id = ?", tid)["n"]
+    assert "409" in finish()
+    assert server.site.one("SELECT COUNT(*) AS n FROM messages WHERE ticket_id = ?", tid)["n"] == messages
 
 
 def test_pages_need_a_login_and_the_admin_area_is_closed(site):

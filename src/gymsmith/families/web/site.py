@@ -17,6 +17,7 @@ tokens in memory too: the database holds business state only, the same for the s
 
 from __future__ import annotations
 
+import contextvars
 import math
 import re
 import secrets
@@ -43,6 +44,15 @@ _TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).wi
                                 autoescape=True, undefined=jinja2.ChainableUndefined)
 
 
+MAX_BODY = 1 << 20  # bytes of a request body; no form of the site comes near it
+# the site generation (`Site.load` count) a request was accepted in, set once its whole body has arrived
+_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar("shopdesk_generation", default=None)
+
+
+class StaleRequest(Exception):
+    """A request accepted before the site was loaded again (the previous rollout's) tried to change this one."""
+
+
 def money(cents: int) -> str:
     return f"${cents // 100:,}.{cents % 100:02d}"
 
@@ -57,6 +67,7 @@ class Site:
         self.passwords: dict[str, str] = {}  # username -> password; nobody can log in before load()
         self.sessions: dict[str, str] = {}
         self.tokens: dict[str, tuple[str, str]] = {}  # token -> (session, what it confirms)
+        self.generation = 0  # loads so far: a request may change only the database it was accepted in
 
     def load(self, image: bytes, known: dict[str, str] | None = None) -> None:
         """Replace the database with a pristine image and forget every session: a fresh site.
@@ -67,6 +78,7 @@ class Site:
         """
         known = {AGENT_USER: AGENT_PASSWORD} if known is None else known
         with self.lock:
+            self.generation += 1
             self.conn.deserialize(image)
             users = [r["username"] for r in self.conn.execute("SELECT username FROM users")]
             self.passwords = {u: known.get(u) or secrets.token_urlsafe(24) for u in users}
@@ -77,9 +89,40 @@ class Site:
         expected = self.passwords.get(username)
         return expected is not None and secrets.compare_digest(expected.encode(), password.encode())
 
-    def change(self, actor: str, action: str, target_id: int, *statements: tuple[str, tuple]) -> None:
-        """Run `statements` and the audit row saying `actor` did `action` on `target_id`, as one transaction."""
+    def _current(self) -> None:
+        """Raise StaleRequest if the request being served was accepted before the last `load` (call under the lock):
+        a client that held a request open across a reset must not write into the next rollout's site."""
+        accepted = _GENERATION.get()
+        if accepted is not None and accepted != self.generation:
+            raise StaleRequest("this request was made on an earlier session of the site; nothing was changed")
+
+    def open_session(self, username: str) -> str:
+        """A new session of `username`: its id."""
         with self.lock:
+            self._current()
+            sid = secrets.token_urlsafe(16)
+            self.sessions[sid] = username
+            return sid
+
+    def issue_token(self, sid: str, what: str) -> str:
+        """A one-time token confirming `what` for the session `sid`."""
+        with self.lock:
+            self._current()
+            token = secrets.token_urlsafe(16)
+            self.tokens[token] = (sid, what)
+            return token
+
+    def redeem(self, sid: str, token: str, what: str) -> bool:
+        """Whether `token` confirms `what` for the session `sid` (it is used up either way)."""
+        with self.lock:
+            self._current()
+            return self.tokens.pop(token, None) == (sid, what)
+
+    def change(self, actor: str, action: str, target_id: int, *statements: tuple[str, tuple]) -> None:
+        """Run `statements` and the audit row saying `actor` did `action` on `target_id`, as one transaction.
+        Raises StaleRequest (changing nothing) if the request was accepted before the last `load`."""
+        with self.lock:
+            self._current()
             self.conn.execute("BEGIN")
             try:
                 for sql, args in statements:
@@ -104,8 +147,54 @@ class Site:
         return rows[0] if rows else None
 
 
+class WholeRequests:
+    """ASGI middleware: a handler runs only once its request's whole body has arrived, stamped with the site's
+    generation at that moment. So no handler waits on its client between reading state and writing it (a body
+    held back until a ticket was closed, or until the site was loaded for the next rollout, found its checks
+    already passed), and `Site` refuses the writes of a request accepted before the last load."""
+
+    def __init__(self, app: Any, site: Site) -> None:
+        self.app, self.site = app, site
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its request was whole: nothing to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"request body too large"})
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> dict:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the client's disconnect, if it comes
+
+        with self.site.lock:
+            token = _GENERATION.set(self.site.generation)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            _GENERATION.reset(token)
+
+
 def create_app(site: Site) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(WholeRequests, site=site)
 
     def render(request: Request, name: str, code: int = 200, **ctx: Any) -> HTMLResponse:
         user = site.sessions.get(request.cookies.get("sid", ""))
@@ -127,12 +216,10 @@ def create_app(site: Site) -> FastAPI:
         return {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace"), keep_blank_values=True).items()}
 
     def issue_token(request: Request, what: str) -> str:
-        token = secrets.token_urlsafe(16)
-        site.tokens[token] = (request.cookies.get("sid", ""), what)
-        return token
+        return site.issue_token(request.cookies.get("sid", ""), what)
 
     def redeem(request: Request, token: str, what: str) -> bool:
-        return site.tokens.pop(token, None) == (request.cookies.get("sid", ""), what)
+        return site.redeem(request.cookies.get("sid", ""), token, what)
 
     def paginate(rows: list, page: int) -> tuple[list, int, int]:
         pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
@@ -150,6 +237,10 @@ def create_app(site: Site) -> FastAPI:
         heading = {404: "Page not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
         return error(request, exc.status_code, heading, f"{request.method} {request.url.path} is not available here.")
 
+    @app.exception_handler(StaleRequest)
+    async def stale(request: Request, exc: StaleRequest) -> HTMLResponse:
+        return error(request, 409, "Session ended", str(exc))
+
     @app.exception_handler(RequestValidationError)
     async def bad_path(request: Request, exc: RequestValidationError) -> HTMLResponse:  # e.g. /orders/abc: no such page
         return error(request, 404, "Page not found", f"{request.method} {request.url.path} is not available here.")
@@ -166,8 +257,7 @@ def create_app(site: Site) -> FastAPI:
         if row is None or not site.check_password(row["username"], f.get("password", "")):
             return render(request, "login.html", code=401, error="Invalid username or password.", next=f.get("next", "/"),
                           username=f.get("username", ""))
-        sid = secrets.token_urlsafe(16)
-        site.sessions[sid] = row["username"]
+        sid = site.open_session(row["username"])
         target = f.get("next", "/")
         resp = RedirectResponse(target if target.startswith("/") and not target.startswith("//") else "/", 303)
         resp.set_cookie("sid", sid, httponly=True, samesite="strict")
