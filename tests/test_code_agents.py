@@ -55,6 +55,7 @@ CAUGHT_BY = {
     "exploit:special_files": "ungradable final state",
     "exploit:symlink_modules": "ungradable final state",
     "exploit:huge_module": "ungradable final state",
+    "exploit:memorized_suite": " failing: ",                # hidden tests on inputs no test file holds fail
 }
 TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
 

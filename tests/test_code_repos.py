@@ -33,14 +33,19 @@ INDEXED = "inflection==0.5.1"  # registered from the package index: small, pure 
 # pinned counts per package are in docs/repos.md), and its mutants run in milliseconds.
 PACKAGE = "ledgerkit==0.1"
 LEDGERKIT = Path(__file__).with_name("data") / "ledgerkit"
-EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner")
+# tests/data/codekit: none of its tests pins a value (each code a test expects, another test decodes), so its bugs
+# keep only variant hidden tests (repovariants), on integers its tests' calls are given
+VARIANT_ONLY = "codekit==0.1"
+CODEKIT = Path(__file__).with_name("data") / "codekit"
+EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner",
+                  "memorized_suite")
 
 
 @pytest.fixture(scope="module")
 def repos(monkeypatch_module) -> Path:
     root = cache_root() / "test-repos"
     monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
-    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT)):
+    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT), (VARIANT_ONLY, CODEKIT)):
         try:
             find_repo(spec)
             load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
@@ -170,7 +175,8 @@ def test_template_tasks_are_unchanged_by_the_source_knob():
 
 def test_repository_tasks_oracle_accepted_null_and_exploits_not(repos):
     family = get_family("code")
-    tasks = [family.generate(seed, source=PACKAGE, difficulty=d) for seed, d in ((0, 0.1), (1, 0.9))]
+    tasks = [family.generate(seed, source=spec, difficulty=d)
+             for spec, seed, d in ((PACKAGE, 0, 0.1), (PACKAGE, 1, 0.9), (VARIANT_ONLY, 0, 0.5))]
     agents = [CodeOracle, NullAgent, *[e for e in EXPLOITS if e.name.removeprefix("exploit:") in EXPLOIT_SAMPLE]]
     assert len(agents) == 2 + len(EXPLOIT_SAMPLE)
     env = family.make_env()
@@ -178,8 +184,8 @@ def test_repository_tasks_oracle_accepted_null_and_exploits_not(repos):
         with VerifierService() as verifier:
             for task in tasks:
                 ct = code_task(task)
-                assert task.knobs["source"] == PACKAGE and ct.fail_to_pass and ct.buggy_modules
-                assert set(ct.buggy_modules) <= set(find_repo(PACKAGE)[1].source_files)
+                assert ct.fail_to_pass and ct.buggy_modules
+                assert set(ct.buggy_modules) <= set(find_repo(task.knobs["source"])[1].source_files)
                 for agent in agents:
                     r = run_rollout(env=env, agent=agent(), task=task, split=Split.TRAIN, seed=0, run_id="repos",
                                     verifier=verifier, policy="progress_gated", max_steps=30, time_limit_s=300).reward
@@ -252,17 +258,19 @@ def test_every_bug_keeps_a_hidden_failing_test_and_bugs_fail_disjoint_tests(repo
 
 
 def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
-    """No forger passes a bug's tests by reporting values it can read: each bug keeps hidden a failing test every
-    check of which needs a value that is not in the task's test files nor in the driver beside the agent's code
-    (`guessing.pinned`, recomputed here from the start state), and only such tests earn progress."""
-    from gymsmith.families.code.repotasks import _candidates_of
+    """No forger passes a bug's tests by reporting values it can know: each bug keeps hidden a failing test every
+    check of which needs a value that is not in the task's test files, nor in the driver beside the agent's code,
+    nor in any test file of the release (public: a policy may have memorised the whole suite), recomputed here with
+    `guessing.pinned`; only such tests earn progress, and only variants are."""
+    from gymsmith.families.code.repotasks import _candidates_of, public_candidates
     from gymsmith.verifier.calltests.guessing import Candidates, pinned
 
     family = get_family("code")
     repo = load_repo(PACKAGE)
     for seed in range(6):
         ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
-        shown = Candidates.merged(*(_candidates_of(t) for p, t in ct.files.items() if p.startswith("test") or "/test" in p))
+        shown = Candidates.merged(public_candidates(repo),
+                                  *(_candidates_of(t) for p, t in ct.files.items() if p.startswith("test") or "/test" in p))
         for tests in ct.bug_tests:
             kept = set(tests) - set(ct.visible_failing)
             assert kept & set(ct.pinned_tests), (seed, tests)
@@ -296,11 +304,37 @@ def test_each_task_asks_the_bugs_tests_on_inputs_of_its_own(repos):
     assert len(bodies) >= 6 and len(set(bodies)) >= len(bodies) * 3 // 4, bodies
 
 def test_a_package_with_no_pinned_test_is_refused_in_one_line(repos, monkeypatch):
-    """A package none of whose tests pins an unreadable value (six==1.16.0 here) can give no bug a hidden test:
-    asking for its tasks is a knob error naming the source, not a traceback."""
+    """A package none of whose tests' calls take an integer a variant could move (inflection==0.5.1, whose calls
+    take words) can give no bug a hidden test that proves a fix: asking for its tasks is a knob error naming the
+    source, not a traceback."""
     from gymsmith.core.errors import KnobError
 
     repo = load_repo(PACKAGE)
-    monkeypatch.setattr(repo, "pinned", set())
-    with pytest.raises(KnobError, match=f"source={PACKAGE}: none of its call-check tests pins"):
+    monkeypatch.setattr(repo, "variable", set())
+    with pytest.raises(KnobError, match=f"source={PACKAGE}: none of its call-check tests gives its calls integers"):
         get_family("code").generate(0, source=PACKAGE)
+
+
+def test_a_package_none_of_whose_tests_is_pinned_keeps_variants_hidden(repos):
+    """codekit's every expected value is read by another of its tests (a code decoded back, a number unscrambled),
+    so an agent that knows the package's public suite could answer any of its own tests without the fix. Its bugs
+    are kept for the tests its variants can move, and every bug of every task keeps hidden a variant: the
+    reference's answer on inputs of the task's own, pinned against the start state and against every test file of
+    the package. A seed whose variants leave a bug without one tries the next seeded choice of bugs."""
+    from gymsmith.families.code.repotasks import public_candidates, variable_tests
+    from gymsmith.families.code.repovariants import PREFIX
+    from gymsmith.verifier.calltests.guessing import pinned
+
+    repo = load_repo(VARIANT_ONLY)
+    assert variable_tests(repo)
+    public = public_candidates(repo)
+    family = get_family("code")
+    for seed in range(4):
+        ct = code_task(family.generate(seed, source=VARIANT_ONLY, difficulty=seed / 4))
+        for tests in ct.bug_tests:
+            kept = [n for n in tests if n in ct.pinned_tests and n not in ct.visible_failing]
+            assert kept and all(n.split("::")[1].startswith(PREFIX) for n in kept), (seed, tests)
+            for nodeid in kept:
+                path = nodeid.split("::")[0]
+                suite = compile_suite(ct.hidden_tests[path], path)
+                assert pinned(suite.tests[suite.nodeids().index(nodeid)], public), nodeid

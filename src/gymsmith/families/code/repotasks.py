@@ -23,9 +23,7 @@ import itertools
 import json
 import os
 import random
-import textwrap
 import threading
-from collections import Counter
 from functools import lru_cache
 from typing import Any
 
@@ -33,7 +31,7 @@ from gymsmith.core.errors import KnobError, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
-from gymsmith.families.code.repovariants import variants
+from gymsmith.families.code.repovariants import can_vary, variants
 from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -74,7 +72,7 @@ class Repo:
                             f"gymsmith repos add {self.manifest.spec}") from None
         self.runner = CallRunner(runtime=self.runtime)
         self.lock = threading.RLock()
-        self.pinned: set[str] | None = None  # `pinned_tests`, once computed
+        self.variable: set[str] | None = None  # `variable_tests`, once computed
         digest = hashlib.sha256(repr((REPO_CATALOG_VERSION, sorted(self.files.items()), self.runtime.digest,
                                       [s.model_dump() for s in self.manifest.call_suites])).encode()).hexdigest()[:16]
         self.catalog_path = cache_root() / "repo-catalog" / f"{self.manifest.name}-{self.manifest.version}-{digest}.json"
@@ -170,9 +168,12 @@ class Repo:
         with self.lock:
             return self._observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
 
-    def passes(self, sources: dict[str, str], suite: CompiledSuite) -> bool:
-        """Whether every test of `suite` passes on `sources`, judged against the reference's run of it."""
-        reference = records_by_nodeid([suite], self.observe_reference([suite]))
+    def passes(self, sources: dict[str, str], suite: CompiledSuite,
+               reference: dict[str, TestRecord] | None = None) -> bool:
+        """Whether every test of `suite` passes on `sources`, judged against `reference` (the reference's records
+        of `suite`; a fresh run of the reference when None)."""
+        if reference is None:
+            reference = records_by_nodeid([suite], self.observe_reference([suite]))
         with self.lock:
             observed = self._observe(sources, [suite], deadline_s=MUTANT_RETRY_S, group_timeout_s=MUTANT_RETRY_S)
         run = judge_run([suite], observed, reference).run
@@ -297,13 +298,6 @@ def test_key(nodeid: str) -> tuple[str, str]:
     return path, base_name(name)
 
 
-def test_functions(source: str) -> dict[str, str]:
-    """A test file's test functions (named as `visible_tests` names them) -> their source, decorators included."""
-    lines = source.splitlines(keepends=True)
-    return {name: textwrap.dedent("".join(lines[start:end]))  # dedented: a method parses on its own
-            for name, start, end in _function_spans(source) if name.startswith("test")}
-
-
 def _function_spans(source: str) -> list[tuple[str, int, int]]:
     """(name, first line index, end line index) of each top-level function and each method of a top-level class
     (named `realtests.method_name`), decorators included."""
@@ -316,44 +310,20 @@ def _function_spans(source: str) -> list[tuple[str, int, int]]:
             for name, fn in nodes]
 
 
-def pinned_tests(repo: Repo) -> set[str]:
-    """Node ids of the call-check tests pinned (`calltests.guessing.pinned`) against everything a task could let
-    the agent read about them, whichever tests it shows: their file's driver (it runs beside the agent's code,
-    inputs and module constants included) and every test file but the test function itself (a task hiding a test
-    drops its function; any other may be shown). A bug keeps one of these hidden, so a forger reporting values it
-    can read passes none of them."""
-    if repo.pinned is not None:
-        return repo.pinned
-    own: dict[tuple[str, str], Candidates] = {}
-    rest = []
-    for path in repo.manifest.test_files:
-        text = repo.files.get(path)
-        if text is None:
-            continue
-        try:
-            functions = test_functions(text)
-        except SyntaxError:
-            rest.append(text)
-            continue
-        own.update({(path, name): Candidates.of([src]) for name, src in functions.items()})
-        rest.append(drop_tests(text, set(functions)))
-    base = Candidates.merged(*map(_candidates_of, rest))
-    strings = Counter(x for c in own.values() for x in c.strings)
-    numbers = Counter(x for c in own.values() for x in c.numbers)
-    seen: dict[tuple[str, str], Candidates] = {}
-    out = set()
-    for suite in repo.suites.values():
-        for nodeid, test in zip(suite.nodeids(), suite.tests):
-            key = test_key(nodeid)
-            if key not in seen:
-                mine = own.get(key, Candidates())
-                seen[key] = Candidates.merged(base, _candidates_of(suite.driver),
-                                              strings={x for x, n in strings.items() if n > (x in mine.strings)},
-                                              numbers={x for x, n in numbers.items() if n > (x in mine.numbers)})
-            if pinned(test, seen[key]):
-                out.add(nodeid)
-    repo.pinned = out
-    return out
+def variable_tests(repo: Repo) -> set[str]:
+    """Node ids of the call-check tests `repovariants` can ask on other inputs (`repovariants.can_vary`): the only
+    tests a bug can be kept for. A package's own tests are public (a policy may have read the release's whole suite,
+    the tests a task hides included), so none of them proves a fix; a variant does: its expected value is the
+    reference's answer on inputs of the task's own, which no file holds."""
+    if repo.variable is None:
+        repo.variable = {n for suite in repo.suites.values() for n, t in zip(suite.nodeids(), suite.tests)
+                         if can_vary(t)}
+    return repo.variable
+
+
+def public_candidates(repo: Repo) -> Candidates:
+    """What a policy can know of a package's tests whatever a task shows: every test file of the release."""
+    return Candidates.merged(*(_candidates_of(repo.files[p]) for p in repo.manifest.test_files if p in repo.files))
 
 
 @lru_cache(maxsize=8192)
@@ -361,22 +331,12 @@ def _candidates_of(text: str) -> Candidates:
     return Candidates.of([text])  # a package's files recur in every task: each is parsed once
 
 
-def task_pinned_tests(repo: Repo, files: dict[str, str]) -> list[str]:
-    """The call-check tests pinned against what this task's agent can read about them: the test files of its
-    start state `files` and their own file's driver (which runs beside its code at verification)."""
-    shown = Candidates.merged(*(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
-    out = []
-    for suite in repo.suites.values():
-        candidates = Candidates.merged(shown, _candidates_of(suite.driver))
-        out += [n for n, t in zip(suite.nodeids(), suite.tests) if pinned(t, candidates)]
-    return sorted(out)
-
-
 def pick_mutation(repo: Repo, path: str, rng: random.Random, operator: str) -> tuple[mutate.Mutation, list[str]] | None:
     """The first mutant of `path` in a seeded order that finishes and fails at least two test functions, one of
-    them pinned (`pinned_tests`): one can be shown and a pinned one kept hidden, so neither passing what was shown
-    nor reporting values the agent can read (inputs, shown expected values, one bit) passes the bug's tests."""
-    rich = pinned_tests(repo)
+    them variable (`variable_tests`): one can be shown and one kept hidden, with variants of the bug's tests
+    (`repovariants`) as its proof, so neither passing what was shown, nor reporting values the agent can read
+    (inputs, shown expected values, one bit), nor answering the release's own tests from memory passes them."""
+    rich = variable_tests(repo)
     try:
         reached = caught_functions(repo, path)
         pool = [m for m in candidates(repo.sources[path], operator) if m.function in reached]
@@ -436,16 +396,36 @@ def readme(m: RepoManifest) -> str:
             "    python -m pytest -q\n")
 
 
+MAX_ATTEMPTS = 4  # seeded tries at a task whose every bug keeps a hidden test pinned on its start state
+
+
 def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     """The task for `seed` and resolved `knobs` on the repository `knobs['source']`: `n_bugs` bugs, each in its
     own source file, or as many as the package has files with a usable bug (`buggy_modules` says how many).
 
-    Raises RuntimeError if no file has a usable bug, KnobError if the package has no test a bug could keep hidden."""
+    Every bug keeps hidden a failing test pinned against the task's start state (docs/verifier.md, property 12):
+    one of the package's own, or a variant on this task's inputs (`repovariants`). A try whose variants leave a
+    bug without one is made again with the next seeded choice of bugs, up to MAX_ATTEMPTS tries.
+
+    Raises RuntimeError if no file has a usable bug or no try kept a pinned hidden test for every bug, KnobError
+    if the package has no test a bug could keep hidden."""
     repo = load_repo(knobs["source"])
-    if not pinned_tests(repo):
-        raise KnobError(f"source={repo.spec}: none of its call-check tests pins a value the agent could not read "
-                        "(docs/verifier.md, property 12), so no bug of it could keep a hidden test; no task can be made")
-    rng = random.Random(f"code-repo-task:{repo.spec}:{seed}")
+    if not variable_tests(repo):
+        raise KnobError(f"source={repo.spec}: none of its call-check tests gives its calls integers a hidden variant "
+                        "could move, and its own tests are public (docs/verifier.md, property 12), so no bug of it "
+                        "could keep a hidden test that proves a fix; no task can be made")
+    for attempt in range(MAX_ATTEMPTS):
+        task = _try_task(repo, seed, "" if attempt == 0 else f":{attempt}", knobs)
+        if task is not None:
+            return task
+    raise RuntimeError(f"{repo.spec} seed {seed}: in {MAX_ATTEMPTS} tries, some bug kept no hidden test pinned "
+                       "against the start state (its tests' variants gave none)")
+
+
+def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> CodeTask | None:
+    """One seeded try of `generate_repo_task` (`attempt` "" is the first), or None if a bug keeps no pinned hidden
+    test on the start state it makes."""
+    rng = random.Random(f"code-repo-task:{repo.spec}:{seed}{attempt}")
     n_bugs = int(knobs["n_bugs"])
     operator = knobs.get("operator") or "any"
     files = dict(repo.files)
@@ -478,18 +458,15 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         mutations.append(MutationRecord(module=path, operator=m.operator, function=m.function, line=m.line,
                                         description=m.description, key=m.key))
     failing = sorted(set().union(*per_bug))
-    rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}")  # what is shown does not depend on the search above
+    rng = random.Random(f"code-repo-tests:{repo.spec}:{seed}{attempt}")  # what is shown does not depend on the search above
     shown: set[tuple[str, str]] = set()
     used = lru_cache(maxsize=None)(lambda path: names_used(files[path]) if path in files else {})
-    rich = pinned_tests(repo)
-    kept_keys = []
+    variable = variable_tests(repo)
     for (path, m), fails in zip(bugs, per_bug):
         # the shown failing tests of each bug: preferably (directness) ones that name its function; never all of
-        # them, and never the pinned one kept (see pick_mutation): each bug keeps a hidden failing test that no
-        # value the agent can read passes
+        # them, and never the variable one kept hidden (see pick_mutation)
         keys = sorted({test_key(n) for n in fails})
-        kept = rng.choice(sorted({test_key(n) for n in fails if n in rich}))
-        kept_keys.append((kept, fails))
+        kept = rng.choice(sorted({test_key(n) for n in fails if n in variable}))
         direct = [k for k in keys if k != kept and m.function.split(".")[-1] in used(k[0]).get(k[1], set())]
         indirect = [k for k in keys if k != kept and k not in direct]
         prefer_direct = rng.random() < float(knobs["directness"])
@@ -506,31 +483,46 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         p2p += [n for n in suite.nodeids() if n not in failing]
     files["pytest.ini"] = PYTEST_INI
     files["README.md"] = readme(repo.manifest)
-    # each bug's hidden tests on inputs of this task's own (repovariants): a policy cannot learn the answers
-    seen = Candidates.merged(*(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
-    key = "variants|" + str(seed) + "|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
-    added = variants(repo, seed, bugs, per_bug, {p: files[p] for p in repo.sources}, seen, key)
-    extra_pinned = []
+    # each bug's hidden tests on inputs of this task's own (repovariants): a policy cannot learn the answers. A
+    # variant must not be readable from the start state nor from any of the package's test files (public: a policy
+    # may know them all, hidden ones included). The start state's test files are the release's, cut: what a variant
+    # is checked against does not depend on what the task shows, so the catalog keys variants by seed and bugs
+    public = public_candidates(repo)
+    seen = Candidates.merged(public, *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+    key = f"{seed}{attempt}|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
+    added = variants(repo, f"{seed}{attempt}", bugs, per_bug, {p: files[p] for p in repo.sources}, seen, key)
     for path in affected:
         record = next(s for s in repo.manifest.call_suites if s.path == path)
         mine = added.get(path, [])
         for index, source in mine:
             nodeid = f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"
             per_bug[index] = sorted([*per_bug[index], nodeid])
-            extra_pinned.append(nodeid)
         canary = canary_name(rng, set(record.tests))
         hidden[path] = (repo.call_sources[path].rstrip() + "".join(f"\n\n\n{source.rstrip()}" for _, source in mine)
                         + f"\n\n\ndef {canary}():\n    assert 0\n")
         canaries.append(f"{path}::{canary}")
     failing = sorted(set().union(*per_bug))
-    pinned_here = sorted([*task_pinned_tests(repo, files), *extra_pinned])
-    if not all(any(test_key(n) == k and n in pinned_here for n in fails) for k, fails in kept_keys):
-        # a safety net: the start state shows less than `pinned_tests` counted, so this holds unless they disagree
-        raise RuntimeError(f"{repo.spec} seed {seed}: a bug's hidden test is guessable from the start state")
+    pinned_here = hidden_pinned_tests(hidden, files, public)
+    if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in per_bug):
+        return None  # a bug keeps no hidden test that only a computation passes: its variants gave none here
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
                     hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=failing, pass_to_pass=sorted(p2p),
                     visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=per_bug,
                     pinned_tests=pinned_here)
+
+
+def hidden_pinned_tests(hidden: dict[str, str], files: dict[str, str], public: Candidates) -> list[str]:
+    """The tests of the task's hidden files pinned against what its agent can know about them: `public` (the
+    release's own test files), the test files of its start state `files` and the hidden file's own driver (which
+    runs beside its code at verification). Only variants can be; only these earn progress, and each bug must keep
+    one hidden."""
+    shown = Candidates.merged(public, *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+    out = []
+    for path, source in hidden.items():
+        suite = compile_suite(source, path)
+        candidates = Candidates.merged(shown, _candidates_of(suite.driver))
+        out += [n for n, t in zip(suite.nodeids(), suite.tests) if pinned(t, candidates)]
+    return sorted(out)
 
 
 def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
