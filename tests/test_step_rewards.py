@@ -232,6 +232,20 @@ def test_step_rewards_of_known_values_telescope_past_gaps():
     assert step_rewards(0.5, []) == []
 
 
+def test_discounted_step_rewards_take_back_progress_undone_later():
+    """A red-team agent on `ops` made progress early, idled 60 steps and undid it at the end (a failed rollout):
+    plain differences, discounted by 0.99 as a trainer may, paid it 0.056. Shaped with the trainer's gamma, the
+    discounted return is gamma^T V(s_T) - V(s0): nothing for progress undone, its full value for progress kept."""
+    undone = [0.0, 0.12] + [0.12] * 60 + [0.0]
+    returns = lambda rewards, g: sum(g ** t * r for t, r in enumerate(rewards))  # noqa: E731
+    assert returns(step_rewards(0.0, undone), 0.99) > 0.05
+    assert returns(step_rewards(0.0, undone, 0.99), 0.99) == pytest.approx(0.0, abs=1e-12)
+    kept = undone[:-1] + [1.0]
+    assert returns(step_rewards(0.0, kept, 0.99), 0.99) == pytest.approx(0.99 ** len(kept))
+    with pytest.raises(ValueError, match="expected a discount"):
+        step_rewards(0.0, undone, 1.5)
+
+
 # -- code: a forged result file earns nothing step by step ---------------------------------------------------------
 def test_code_step_rewards_come_from_the_verifier_not_from_a_forged_result_file():
     """conftest_force_pass writes files that make pytest report every test passed. Its steps are worth what

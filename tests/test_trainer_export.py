@@ -24,7 +24,7 @@ from gymsmith.store.trainer import TRAINER_SCHEMA, export_trainer, segments
 from gymsmith.verifier import VerifierService
 
 
-def _rollout(ops, server, **config):
+def _rollout(ops, server, *, policy: str = "sparse", step_rewards: bool = False, **config):
     task = ops.generate(2, kind="fulfil", difficulty=0.1, fidelity=0.0)
     plans = {task.goal: generate_world(task.seed, task.knobs).witness}
     server.policy.plans.update(plans)
@@ -33,7 +33,7 @@ def _rollout(ops, server, **config):
     try:
         with VerifierService() as v:
             t = run_rollout(env=ops.make_env(), agent=agent, task=task, split=Split.TRAIN, seed=0, run_id="tok",
-                            verifier=v, policy="sparse", max_steps=30, time_limit_s=60)
+                            verifier=v, policy=policy, max_steps=30, time_limit_s=60, step_rewards=step_rewards)
     finally:
         agent.close()
     return task, t
@@ -95,6 +95,30 @@ def test_vllm_token_ids_and_logprobs_round_trip_into_store_and_export(ops, tmp_p
     assert jsonl.rows == len(lines) == 1 and json.loads(lines[0])["completion_ids"] == ids
     with pytest.raises(ValueError, match="expected a file name ending in .parquet or .jsonl"):
         export_trainer(store, tmp_path / "train.csv")
+
+
+def test_a_discounting_trainer_gets_step_and_turn_rewards_shaped_with_its_gamma(ops, tmp_path):
+    """Plain differences V(s_t) - V(s_t-1) telescope only undiscounted: a trainer discounting by 0.99 paid a rollout
+    that made progress early and undid it. With --gamma the export writes gamma V(s') - V(s) per step and per turn,
+    whose discounted sums are gamma^T V(last) - V(s0) (steps) and gamma^K V(last) - V(s0) (K turns)."""
+    with ScriptedChatServer(WitnessPolicy({}), vllm=True, calls_per_reply=2) as server:
+        task, t = _rollout(ops, server, policy="shaped", step_rewards=True)
+    store = TrajectoryStore(tmp_path / "t.db")
+    store.create_run("tok", purpose="train", config={})
+    assert store.add(t, task)
+    values = [s.progress for s in t.steps]
+    assert all(v is not None for v in values) and any(0 < v < values[-1] for v in values)  # dense, rising
+    for gamma in (1.0, 0.9):
+        export_trainer(store, tmp_path / "g.jsonl", gamma=gamma)
+        row = json.loads((tmp_path / "g.jsonl").read_text().splitlines()[0])
+        start, steps, turns = row["start_progress"], row["step_rewards"], row["turn_rewards"]
+        assert len(steps) == len(values) and len(turns) == len(row["turn_steps"]) == 3
+        assert sum(gamma ** i * r for i, r in enumerate(steps)) == pytest.approx(gamma ** len(steps) * values[-1] - start)
+        assert sum(gamma ** i * r for i, r in enumerate(turns)) == pytest.approx(gamma ** len(turns) * values[-1] - start)
+        if gamma == 1.0:
+            assert steps == pytest.approx([s.step_reward for s in t.steps])  # what the rollout stored
+    with pytest.raises(ValueError, match="expected a discount in"):
+        export_trainer(store, tmp_path / "g.jsonl", gamma=0.0)
 
 
 def test_loss_mask_marks_model_tokens_only_across_turns_and_tool_calls(ops, tmp_path):

@@ -787,12 +787,16 @@ def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet fil
            store: str = DEFAULT_STORE, run: list[str] = typer.Option([], help="Run id, repeatable; all runs if omitted."),
            fmt: str = typer.Option("rollouts", "--format", help="rollouts: one row per rollout, to --parquet; trainer: "
                                    "token ids, logprobs and loss mask of model rollouts (docs/trainers.md), to --out."),
-           out: Optional[Path] = typer.Option(None, help="Output file of --format trainer: NAME.parquet or NAME.jsonl.")
+           out: Optional[Path] = typer.Option(None, help="Output file of --format trainer: NAME.parquet or NAME.jsonl."),
+           gamma: float = typer.Option(1.0, help="--format trainer: the trainer's discount per step (0 < gamma <= 1); "
+                                       "step and turn rewards become gamma V(s') - V(s) (docs/trainers.md).")
            ) -> None:
     """Export stored rollouts (steps, with their progress and step rewards, and reward components nested) to Parquet;
     with --format trainer, the model rollouts as token sequences for a GRPO/PPO trainer."""
     if fmt == "trainer":
-        return _export_trainer(store, run, out or parquet)
+        return _export_trainer(store, run, out or parquet, gamma)
+    if gamma != 1.0:
+        raise ValueError("--gamma is for --format trainer (the rollouts format keeps the stored step rewards)")
     if fmt != "rollouts":
         raise ValueError(f"--format {fmt!r}: expected rollouts or trainer")
     if parquet is None or out is not None:
@@ -803,12 +807,12 @@ def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet fil
     console.print(f"wrote {n} rollouts to {parquet}")
 
 
-def _export_trainer(store: str, run_ids: list[str], out: Optional[Path]) -> None:
+def _export_trainer(store: str, run_ids: list[str], out: Optional[Path], gamma: float) -> None:
     from gymsmith.store.trainer import export_trainer  # pyarrow only when exporting
 
     if out is None:
         raise ValueError("--format trainer: expected --out NAME.parquet or NAME.jsonl")
-    done = export_trainer(_reading(store, run_ids), out, run_ids=run_ids or None)
+    done = export_trainer(_reading(store, run_ids), out, run_ids=run_ids or None, gamma=gamma)
     console.print(f"wrote {done.rows} rows ({done.rollouts} rollouts) to {out}; left out {done.left_out_errors} "
                   f"infrastructure errors and {done.left_out_without_tokens} rollouts without token ids")
 

@@ -27,6 +27,7 @@ from gymsmith.core.types import RolloutStatus
 from gymsmith.store.schema import steps, turns
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.store.turns import decode_turns
+from gymsmith.verifier.progress import step_rewards
 
 TRAINER_SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("agent", pa.string()),
@@ -113,27 +114,34 @@ class TrainerExport:
     left_out_without_tokens: int
 
 
-def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[str] | None = None) -> TrainerExport:
+def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[str] | None = None,
+                   gamma: float = 1.0) -> TrainerExport:
     """Write the trainer dataset of `run_ids` (all runs if None) to `path`: Parquet, or JSON lines when the name ends
-    in .jsonl (one row per line, `TRAINER_SCHEMA`'s fields). Written under a temporary name and renamed. Raises
-    ValueError for another file name ending."""
+    in .jsonl (one row per line, `TRAINER_SCHEMA`'s fields). Written under a temporary name and renamed.
+
+    `gamma`, the trainer's discount: step rewards are gamma V(s_t) - V(s_t-1) per step and turn rewards gamma
+    V(end of turn) - V(before it) per turn (`progress.step_rewards`), so that a discounted return still credits only
+    the progress a rollout ends with (docs/trainers.md). Raises ValueError for another file name ending or a
+    gamma outside (0, 1]."""
     path = Path(path)
     if path.suffix not in (".parquet", ".jsonl"):
         raise ValueError(f"trainer export {str(path)!r}: expected a file name ending in .parquet or .jsonl")
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"--gamma {gamma!r}: expected a discount in (0, 1]")
     rows = store.rollout_rows(run_ids)
     advantages = group_advantages(rows)
     scored = [r for r in rows if r["status"] != RolloutStatus.ERROR]
     turn_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    step_rewards: dict[str, list[float | None]] = defaultdict(list)
+    progress: dict[str, list[float | None]] = defaultdict(list)
     ids = [r["rollout_id"] for r in scored]
     with store.engine.connect() as conn:
         for chunk in range(0, len(ids), 500):
             part = ids[chunk:chunk + 500]
             for t in conn.execute(select(turns).where(turns.c.rollout_id.in_(part))).mappings():
                 turn_rows[t["rollout_id"]].append(dict(t))
-            for s in conn.execute(select(steps.c.rollout_id, steps.c.step_reward).where(steps.c.rollout_id.in_(part))
+            for s in conn.execute(select(steps.c.rollout_id, steps.c.progress).where(steps.c.rollout_id.in_(part))
                                   .order_by(steps.c.rollout_id, steps.c.idx)):
-                step_rewards[s.rollout_id].append(s.step_reward)
+                progress[s.rollout_id].append(s.progress)
     records, used, without = [], 0, 0
     for r in scored:
         turn_of = decode_turns(turn_rows[r["rollout_id"]])
@@ -142,11 +150,12 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
             without += 1
             continue
         used += 1
-        rewards = step_rewards[r["rollout_id"]]
+        values = progress[r["rollout_id"]]
+        rewards = step_rewards(r["start_progress"], values, gamma)
         starts = sorted(turn_of)  # a turn's steps run up to the next turn's first step
-        ends = dict(zip(starts, starts[1:] + [len(rewards)]))
+        ends = dict(zip(starts, starts[1:] + [len(values)]))
         for n, seg in enumerate(parts):
-            turn_rewards = [_sum(rewards[a:ends[a]]) for a in seg.turn_steps]
+            turn_rewards = [_turn_reward(r["start_progress"], values, a, ends[a], gamma) for a in seg.turn_steps]
             records.append({
                 "rollout_id": r["rollout_id"], "run_id": r["run_id"], "task_id": r["task_id"], "agent": r["agent"],
                 "split": r["split"], "seed": r["seed"], "group_id": r["group_id"], "segment": n,
@@ -168,6 +177,12 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
                          left_out_without_tokens=without)
 
 
-def _sum(values: list[float | None]) -> float | None:
-    """The sum of a turn's step rewards; None when any is unknown (step rewards off, or not computed)."""
-    return None if not values or any(v is None for v in values) else sum(values)
+def _turn_reward(start: float | None, values: list[float | None], first: int, end: int, gamma: float) -> float | None:
+    """The reward of the turn whose steps are `first`..`end`-1: gamma V(after its last step) - V(before its first),
+    the sum of its step rewards when gamma is 1; None when a value it spans is unknown (step rewards off, or not
+    computed)."""
+    before = start if first == 0 else values[first - 1]
+    spanned = values[first:end]
+    if before is None or not spanned or any(v is None for v in spanned):
+        return None
+    return gamma * spanned[-1] - before  # type: ignore[operator]  # checked above: none is None

@@ -47,18 +47,24 @@ def value_of(reward: Reward) -> float:
     return 0.0 if reward.ungradable is not None else float(reward.value)
 
 
-def step_rewards(start: float | None, progress: Sequence[float | None]) -> list[float | None]:
-    """Each step's reward: its progress minus the last known progress before it (`start`, V(s0), for the first).
+def step_rewards(start: float | None, progress: Sequence[float | None], gamma: float = 1.0) -> list[float | None]:
+    """Each step's reward: `gamma` times its progress minus the last known progress before it (`start`, V(s0), for
+    the first): potential-based shaping for a trainer that discounts by `gamma` per step.
 
-    None where the progress is None, or where no value is known before it. So the known step rewards sum to the
-    last known progress minus `start` (when `start` is known), whatever failed in between."""
+    None where the progress is None, or where no value is known before it. With gamma 1 the known step rewards sum
+    to the last known progress minus `start` (when `start` is known), whatever failed in between; with gamma < 1
+    their discounted sum is gamma^T V(s_T) - V(s0): credit for progress undone later is taken back, discount or
+    not (with plain differences, a trainer discounting by 0.99 paid a rollout that made progress early and undid
+    it at the end)."""
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"gamma {gamma!r}: expected a discount in (0, 1]")
     last = start
     out: list[float | None] = []
     for p in progress:
         if p is None:
             out.append(None)
             continue
-        out.append(None if last is None else p - last)
+        out.append(None if last is None else gamma * p - last)
         last = p
     return out
 
