@@ -11,7 +11,8 @@ from gymsmith.core.errors import KnobError
 from gymsmith.core.types import Action, ActionErrorKind
 from gymsmith.families.code import mutate
 from gymsmith.families.code.env import code_task
-from gymsmith.families.code.generator import check_reference, mutant_outcome, usable
+from gymsmith.families.code.generator import check_reference, hidden_suite, mutant_outcome, usable
+from gymsmith.verifier.calltests import compile_suite
 from gymsmith.families.code.repo import pristine_repo
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.registry import get_family
@@ -61,6 +62,29 @@ def test_a_kept_bug_fails_tests_and_the_lists_partition_the_suite(seed):
         assert f"def {name}(" in ct.files[path]
     assert len(ct.buggy_modules) == task.knobs["n_bugs"] == len(ct.mutations)
     assert len(ct.modules) == task.knobs["modules"]
+
+
+def test_every_bug_keeps_a_hidden_test_whose_answer_no_file_holds():
+    """The templates' own tests ship with gymsmith: an agent that memorised them and special-cased their calls was
+    accepted wherever a bug failed only those. Every bug fails a hidden *private* test (a differential test on a
+    call no template test makes, checking more than one bit), and only those earn progress."""
+    from gymsmith.families.code.generator import private_tests, public_calls
+    from gymsmith.verifier.calltests.compiler import informative
+
+    for seed in range(24):
+        ct = code_task(CODE.generate(seed, difficulty=(seed % 8) / 7))
+        for module in ct.buggy_modules:
+            name = module.removesuffix(".py")
+            mine = [n for n in ct.fail_to_pass if n.startswith(f"tests/test_{name}.py::") and n not in ct.visible_failing]
+            private = [n for n in mine if n.split("::")[1] in private_tests(name)]
+            assert private, (seed, module)
+            assert not any(f"def {n.split('::')[1]}(" in ct.files[f"tests/test_{name}.py"] for n in private)
+    for name in TEMPLATES:  # private: not the template's own, not a public call, more than one bit
+        _, tests = template_source(name)
+        suite = {t.name: t for t in compile_suite(hidden_suite(name), f"tests/test_{name}.py").tests}
+        assert private_tests(name).isdisjoint(_tests(tests)) and all(informative(suite[n]) for n in private_tests(name))
+        assert public_calls("G = [3, 4]\ndef test_x():\n    assert [f(n) for n in G] == [9, 16]\n") == {
+            ("f", "(3,)"), ("f", "(4,)")}
 
 
 def _tests(source: str) -> list[str]:

@@ -158,15 +158,92 @@ def usable(outcome: dict[str, Any], visible_names: set[str] | None = None) -> bo
     return visible_names is None or any(f.split("::")[1] in visible_names for f in outcome["failing"])
 
 
+@lru_cache(maxsize=None)
+def private_tests(template: str) -> frozenset[str]:
+    """The template's hidden tests that no file holds: its differential tests (the reference's answers on inputs
+    next to its tests' own). Its own test file ships with gymsmith, so a policy may have read every test in it,
+    the ones a task hides included, and special-case their calls: only these prove a fix. Not one that expects
+    back an input its call receives (`guessing.echoes_an_input`): handing it back passes it; nor one that checks a
+    single bit (`calltests.informative`: a truth value, `is None`, an exception), which a forger correct on the public
+    inputs alone passed (`is_canonical('III')` holds once `to_roman(3)`, a public call, is answered). A differential
+    test whose call the template's own tests also make (a neighbouring input that is another test's
+    input) is not private either: its answer is in the file.
+    """
+    from gymsmith.verifier.calltests.compiler import informative
+    from gymsmith.verifier.calltests.guessing import echoes_an_input
+
+    _, tests = template_source(template)
+    own = set(test_names(tests))
+    public = public_calls(tests)
+    hidden = ast.parse(hidden_suite(template))
+    calls = {fn.name: _calls(fn, {}) for fn in hidden.body if isinstance(fn, ast.FunctionDef) and fn.name not in own}
+    return frozenset(t.name for t in compiled_suite(template).tests if t.name in calls and calls[t.name]
+                     and not calls[t.name] & public and informative(t) and not echoes_an_input(t))
+
+
+def public_calls(tests_source: str) -> set[tuple[str, str]]:
+    """(function, repr of its positional arguments) of every call a test file makes on literal arguments, module
+    constants read as their literals and a comprehension over a literal read as one call per element: the calls
+    whose answers an agent that read the file could special-case."""
+    tree = ast.parse(tests_source)
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return set().union(*(_calls(fn, constants) for fn in tree.body if isinstance(fn, ast.FunctionDef)))
+
+
+def _calls(fn: ast.FunctionDef, constants: dict[str, Any]) -> set[tuple[str, str]]:
+    """`public_calls` of one test function (a differential test's `f(*args)` included)."""
+    def value(node: ast.expr, names: dict[str, Any]) -> Any:
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        return ast.literal_eval(node)
+
+    def of(call: ast.Call, names: dict[str, Any]) -> tuple[str, str] | None:
+        if not isinstance(call.func, ast.Name) or call.keywords:
+            return None
+        try:
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Starred):
+                args = tuple(value(call.args[0].value, names))
+            else:
+                args = tuple(value(a, names) for a in call.args)
+        except (ValueError, TypeError, SyntaxError):
+            return None
+        return call.func.id, repr(args)
+
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and (key := of(node, constants)) is not None:
+            out.add(key)
+        elif (isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and len(node.generators) == 1
+              and isinstance(node.elt, ast.Call) and isinstance(node.generators[0].target, ast.Name)):
+            try:
+                items = value(node.generators[0].iter, constants)
+                for item in items:
+                    key = of(node.elt, {**constants, node.generators[0].target.id: item})
+                    if key is not None:
+                        out.add(key)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+    return out
+
+
 def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> tuple[mutate.Mutation, list[str]]:
-    """The first usable mutation in a seeded order, and the tests it fails. Raises RuntimeError if none is."""
+    """The first usable mutation in a seeded order that fails one of the template's private tests (a test an
+    agent that memorised the template's public tests, special-casing their calls, still fails), and the tests it
+    fails. Raises RuntimeError if none is."""
     check_reference(template)
     source, tests = template_source(template)
     shown = set(test_names(tests))
+    private = private_tests(template)
     pool = [m for m in mutate.candidates(source) if operator in ("any", m.operator)]
     for m in rng.sample(pool, len(pool)):
         outcome = mutant_outcome(template, m)
-        if usable(outcome, shown):
+        if usable(outcome, shown) and any(f.split("::")[1] in private for f in outcome["failing"]):
             return m, list(outcome["failing"])
     raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
 
@@ -190,6 +267,12 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     rng = random.Random(f"code-task:{seed}")
     n_bugs, n_modules = int(knobs["n_bugs"]), max(int(knobs["modules"]), int(knobs["n_bugs"]))
     chosen = rng.sample(TEMPLATES, n_modules)
+    # a bug goes only where a private test can prove its fix (`private_tests`: not the class-based templates,
+    # whose tests call methods the differential tests do not vary); the others stay as modules without a bug
+    while sum(bool(private_tests(t)) for t in chosen) < n_bugs:
+        chosen = rng.sample(TEMPLATES, n_modules)
+    if not all(private_tests(t) for t in chosen[:n_bugs]):
+        chosen = sorted(chosen, key=lambda t: not private_tests(t))
     buggy = chosen[:n_bugs]
     files: dict[str, str] = {"pytest.ini": PYTEST_INI, "README.md": readme([f"{t}.py" for t in sorted(chosen)])}
     reference, hidden, canaries, f2p, p2p, visible_failing, records = {}, {}, [], [], [], [], []
