@@ -157,3 +157,14 @@ def test_unreadable_task_files(tmp_path):
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     with pytest.raises(TaskFileError, match="must be a mapping"):
         load_task_file(tmp_path / "list.yaml")
+
+
+def test_code_that_hangs_fails_its_tests_before_the_verifier_times_out():
+    """An independent attacker's `time.sleep` in the code under test held the test job for its 120 s deadline while
+    the verifier service gave up at 60 s: the failing rollout became an infrastructure error (no reward). The job's
+    deadline, with the runner's grace for a silent server, ends before the service's."""
+    from gymsmith.families.code.byo import VERIFY_TIMEOUT_S
+    from gymsmith.verifier.pytest_runner import SERVER_GRACE_S
+    from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
+
+    assert VERIFY_TIMEOUT_S + SERVER_GRACE_S < DEFAULT_TIMEOUT_S

@@ -246,6 +246,23 @@ def test_attack_leave_a_note_in_the_loopback_counters(sb):
     assert received() < 1000
 
 
+def test_attack_make_the_command_server_use_up_its_cpu(tmp_path):
+    """The command server reads and drops every byte a command prints: a flood of tiny writes makes it burn CPU.
+    When it ran under the commands' CPU limit, a command paced to that limit had the kernel kill the server, which
+    the host could only report as a broken sandbox (an infrastructure error: a failing rollout excluded instead of
+    scored). The limit is the command's alone; the server outlives the flood."""
+    limits = Limits(memory_mb=256, pids=64, cpu_s=2, file_size_mb=64, disk_mb=32, tmp_mb=16, timeout_s=20)
+    flood = ("import fcntl, os, time\nend = time.time() + 8\n"
+             "for fd in (1, 1, 2):\n    if os.fork() == 0:\n        break\nelse:\n    fd = 2\n"
+             "try:\n    fcntl.fcntl(fd, 1031, 1 << 20)\nexcept OSError:\n    pass\n"  # F_SETPIPE_SZ: 1 MiB
+             "block = bytes(1 << 20)\nwhile time.time() < end:\n    os.write(fd, block)\n")
+    with open_sandbox(tmp_path, limits=limits) as sandbox:
+        r = sandbox.exec(py(flood), timeout=12)
+        assert r.killed in (None, KillReason.CPU, KillReason.TIMEOUT), r
+        after = sandbox.exec(["echo", "still here"])
+        assert after.ok and after.stdout == "still here\n"
+
+
 def test_attack_gain_privileges(sb):
     r = sb.exec("mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; grep CapEff /proc/self/status")
     assert "CapEff:\t0000000000000000" in r.stdout and "1000" in r.stdout.split()

@@ -176,7 +176,8 @@ class BwrapSandbox(Sandbox):
         argv, timeout = self._check_command(cmd, timeout)
         argv, environment = self._command(argv, env)
         request = {"argv": argv, "env": environment, "cwd": self._inner_cwd(cwd), "timeout": timeout,
-                   "cap": self.limits.output_bytes, "input": base64.b64encode(input).decode() if input is not None else None}
+                   "cap": self.limits.output_bytes, "input": base64.b64encode(input).decode() if input is not None else None,
+                   "cpu_s": self.limits.cpu_s}
         reply = self._request(request, timeout)
         oom = self.cgroup is not None and self._oom_kills_changed()  # read every time, so the count stays current
         if reply is None:  # the server died mid-command (the OOM killer may choose it) or stopped answering
@@ -212,10 +213,7 @@ class BwrapSandbox(Sandbox):
             if line is None:
                 self._stop_server()
                 return None
-            reply = json.loads(line)
-            if reply["cpu_self_s"] > self.limits.cpu_s / 2:  # its own RLIMIT_CPU would end it: replace it
-                self._stop_server()
-            return reply
+            return json.loads(line)
 
     def _read_line(self, deadline: float) -> bytes | None:
         fd = self._server.stdout.fileno()
@@ -233,7 +231,9 @@ class BwrapSandbox(Sandbox):
     def _start_server(self) -> None:
         self._stop_server()
         argv, environment = [self.runtime.interpreter, "-S", f"{RUN_DIR}/proc.py"], {**BASE_ENV, "PATH": self.path_env}
-        self._server = self._popen(argv, environment, stderr=subprocess.PIPE)
+        # no CPU limit of its own: it puts each command under `cpu_s`, and its own CPU is bounded by the commands'
+        # wall-clock deadlines (a command that made it burn CPU used to get it killed: a "broken sandbox")
+        self._server = self._popen(argv, environment, stderr=subprocess.PIPE, cpu_limit=False)
         started = self._read_line(time.monotonic() + 30)
         if started != b'{"ready": true}':
             try:
@@ -274,7 +274,7 @@ class BwrapSandbox(Sandbox):
                 os.close(self._netns_fd)
                 self._netns_fd = fresh
 
-    def _popen(self, argv: list[str], environment: dict[str, str], *, stderr) -> subprocess.Popen:
+    def _popen(self, argv: list[str], environment: dict[str, str], *, stderr, cpu_limit: bool = True) -> subprocess.Popen:
         """Start bubblewrap with `argv` as pid 1 of the sandbox, inside the cgroup, network namespace and rlimits.
 
         bwrap's options go through a pipe (--args), not argv: /proc/1/cmdline would otherwise show the
@@ -292,7 +292,7 @@ class BwrapSandbox(Sandbox):
         try:
             return subprocess.Popen([self.exe, "--args", str(args_r), "--", *argv], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=stderr, env=environment, start_new_session=True,
-                                    preexec_fn=self._enter_limits, pass_fds=(args_r, filter_r))
+                                    preexec_fn=lambda: self._enter_limits(cpu_limit), pass_fds=(args_r, filter_r))
         except OSError as exc:
             raise SandboxError(f"could not start bubblewrap: {exc}") from None
         finally:
@@ -317,10 +317,12 @@ class BwrapSandbox(Sandbox):
     def _cpu_exhausted(self, duration_s: float) -> bool:
         return duration_s >= self.limits.cpu_s
 
-    def _enter_limits(self) -> None:
-        """Between fork and exec of bwrap: limits, cgroup and network namespace (inherited by the command)."""
+    def _enter_limits(self, cpu_limit: bool = True) -> None:
+        """Between fork and exec of bwrap: limits, cgroup and network namespace (inherited by the command); the
+        CPU limit unless `cpu_limit` is False (the command server, which applies it to each command)."""
         lim = self.limits
-        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 1))
+        if cpu_limit:
+            resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_s, lim.cpu_s + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb << 20,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if self.cgroup is not None:

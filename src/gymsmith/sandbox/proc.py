@@ -170,10 +170,18 @@ def _serve() -> None:
     os.dup2(null, 2)  # the host reads our stderr only for start-up errors
     for line in sys.stdin:
         req = json.loads(line)
+        cpu = req.get("cpu_s")
+
+        def limit_cpu(cpu: int | None = cpu) -> None:
+            # the command's CPU limit, not the server's: a command that made the server burn CPU (reading a flood of
+            # output) had it killed by a limit of its own, which the host could only report as a broken sandbox
+            if cpu is not None:
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
         try:
             done = run_capped(req["argv"], env=req["env"], cwd=req["cwd"], timeout=req["timeout"], cap=req["cap"],
                               input=base64.b64decode(req["input"]) if req["input"] is not None else None,
-                              end_rest=lambda _: end_others())
+                              preexec_fn=limit_cpu, end_rest=lambda _: end_others())
         except OSError as exc:
             done = not_started(req["argv"][0], exc)
         end_others()

@@ -33,6 +33,7 @@ from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.warm_server import JOBS, JobFiles, WarmServer, shared_instance
 
 SERVER = Path(__file__).with_name("pytest_server.py")
+SERVER_GRACE_S = 15  # past a job's deadline, how long a silent server is waited for before it is ended
 RUNNER_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
 PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
 BASE_ARGS = ("-q", "-p", "no:cacheprovider", "-o", "console_output_style=classic")
@@ -101,7 +102,7 @@ class WarmPytest(WarmServer):
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "timeout": timeout, "isolate": isolate, "tests": list(tests),
                            "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest)}
-                reply = self.request(request, timeout + 15)
+                reply = self.request(request, timeout + SERVER_GRACE_S)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it
                     return TestRun(status=RunStatus.CRASHED, outcomes={}, duration_s=time.perf_counter() - started)
                 return TestRun(status=RunStatus(reply["status"]), duration_s=round(time.perf_counter() - started, 6),

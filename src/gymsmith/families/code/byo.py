@@ -34,6 +34,7 @@ from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_re
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
+from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
 NODE_ID = r"^[^\s:]+\.py::[\w\[\]\-.:,/ ]+$"
 MAX_FILE_BYTES = 1_000_000
@@ -213,6 +214,12 @@ def is_test_or_config(path: str) -> bool:
     return is_test_path(path) or path.rsplit("/", 1)[-1] in ("pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
 
 
+# the test job's deadline, with the runner's 15 s grace, stays under the verifier service's: code that hangs fails
+# its tests (the agent's failure) instead of timing the verification out (an infrastructure error, no reward; an
+# independent attacker's `time.sleep` did that when this was 120 s)
+VERIFY_TIMEOUT_S = DEFAULT_TIMEOUT_S - 20
+
+
 def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
     """Final non-test files + the commit's own tests and config, run with pytest on FAIL_TO_PASS and PASS_TO_PASS."""
     start = repository_files(task)
@@ -223,7 +230,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     final = read_tree(Path(final_state_path))
     job = verifier_view(start, final)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
-    run = shared_runner().run(job, [*f2p, *p2p], timeout=120, conftest=True, isolate=True)
+    run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, isolate=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if not is_test_or_config(p))
     solution = task.metadata.get("solution_commit")
