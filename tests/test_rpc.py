@@ -54,11 +54,12 @@ def first_of(iterable):
     return next(iter(iterable))
 
 def garble():
-    for fd in range(3, 64):
-        try:
-            os.write(fd, b"not the protocol\\n")
-        except OSError:
-            pass
+    for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):  # every descriptor it holds, whatever its number
+        if fd > 2:
+            try:
+                os.write(fd, b"not the protocol\\n")
+            except OSError:
+                pass
     return 1
 '''
 
