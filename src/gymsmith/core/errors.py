@@ -43,6 +43,11 @@ class KnobError(GymsmithError, ValueError):
     """A knob value is unknown, of the wrong type, or outside its declared range."""
 
 
+class NoTaskForSeed(GymsmithError, RuntimeError):
+    """This seed makes no task with these knobs (a family whose tasks must meet a condition some seeds' choices
+    miss); the next seed may. Task sets skip such seeds."""
+
+
 class TaskSetError(GymsmithError, ValueError):
     """A task-set definition cannot be satisfied (bad range, bad split, too few tasks)."""
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from gymsmith.core.errors import KnobError, TaskSetError
+from gymsmith.core.errors import KnobError, NoTaskForSeed, TaskSetError
 from gymsmith.core.types import Split, TaskSpec
 from gymsmith.registry.family import KnobKind
 from gymsmith.registry.registry import get_family
@@ -61,21 +61,28 @@ def build_taskset(spec: TaskSetSpec) -> list[TaskSpec]:
     """Return `spec.count` tasks of `spec.split`, the same list for the same spec.
 
     Task i is generated with seed ``base_seed * 1_000_003 + i`` and knobs drawn from a Random seeded by
-    the same pair, so growing `count` keeps every earlier task. Raises TaskSetError if the split
-    cannot be filled (for example heldout with heldout_fraction=0), KnobError on bad knobs.
+    the same pair, so growing `count` keeps every earlier task; a seed that makes no task (NoTaskForSeed) is
+    skipped. Raises TaskSetError if the split cannot be filled (for example heldout with heldout_fraction=0),
+    KnobError on bad knobs.
     """
     want = None if spec.split == "all" else Split(spec.split)
     family = get_family(spec.family)
     if want is Split.HELDOUT and spec.heldout_fraction == 0.0 or want is Split.TRAIN and spec.heldout_fraction == 1.0:
         raise TaskSetError(f"split {spec.split!r} is empty with heldout_fraction={spec.heldout_fraction}")
     tasks: list[TaskSpec] = []
+    skipped = 0
     max_draws = spec.count * 100 + 1000
     for i in range(max_draws):
         seed = spec.base_seed * 1_000_003 + i
         rng = random.Random(f"taskset:{spec.family}:{seed}")
-        task = family.generate(seed, **_draw_knobs(spec, rng))
+        try:
+            task = family.generate(seed, **_draw_knobs(spec, rng))
+        except NoTaskForSeed:
+            skipped += 1
+            continue
         if want is None or split_of(task.id, heldout_fraction=spec.heldout_fraction) is want:
             tasks.append(task)
             if len(tasks) == spec.count:
                 return tasks
-    raise TaskSetError(f"found only {len(tasks)} {spec.split} tasks of {spec.count} in {max_draws} draws")
+    raise TaskSetError(f"found only {len(tasks)} {spec.split} tasks of {spec.count} in {max_draws} draws"
+                       + (f" ({skipped} seeds made no task)" if skipped else ""))

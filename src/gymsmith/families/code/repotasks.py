@@ -27,7 +27,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from gymsmith.core.errors import KnobError, VerifierError
+from gymsmith.core.errors import KnobError, NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
@@ -407,8 +407,8 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     one of the package's own, or a variant on this task's inputs (`repovariants`). A try whose variants leave a
     bug without one is made again with the next seeded choice of bugs, up to MAX_ATTEMPTS tries.
 
-    Raises RuntimeError if no file has a usable bug or no try kept a pinned hidden test for every bug, KnobError
-    if the package has no test a bug could keep hidden."""
+    Raises RuntimeError if no file has a usable bug, NoTaskForSeed if no try kept a pinned hidden test for every
+    bug (task sets skip the seed), KnobError if the package has no test a bug could keep hidden."""
     repo = load_repo(knobs["source"])
     if not variable_tests(repo):
         raise KnobError(f"source={repo.spec}: none of its call-check tests gives its calls integers a hidden variant "
@@ -418,8 +418,8 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         task = _try_task(repo, seed, "" if attempt == 0 else f":{attempt}", knobs)
         if task is not None:
             return task
-    raise RuntimeError(f"{repo.spec} seed {seed}: in {MAX_ATTEMPTS} tries, some bug kept no hidden test pinned "
-                       "against the start state (its tests' variants gave none)")
+    raise NoTaskForSeed(f"{repo.spec} seed {seed}: in {MAX_ATTEMPTS} tries, some bug kept no hidden test pinned "
+                        "against the start state (its tests' variants gave none); another seed may make a task")
 
 
 def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> CodeTask | None:
