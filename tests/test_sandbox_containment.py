@@ -232,6 +232,48 @@ def test_attack_share_answers_through_the_kernel_keyring(sb, tmp_path):
         assert all(v == "-1 1" for v in lines.values()), r  # -1, errno EPERM
 
 
+SHARED_STATE = """
+import ctypes, fcntl, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(os.__file__, os.O_RDONLY)  # the standard library: the same inode in every sandbox
+lock = struct.pack("hhqqhh", fcntl.F_RDLCK, 0, (1 << 40) + 77, 1, 0, 0)
+def attempt(name, call):
+    try:
+        call()
+        print(name, "allowed")
+    except OSError as exc:
+        print(name, exc.errno)
+def check(rc):
+    if rc < 0:
+        raise OSError(ctypes.get_errno(), "")
+attempt("F_SETLK", lambda: fcntl.fcntl(fd, fcntl.F_SETLK, lock))
+attempt("F_GETLK", lambda: fcntl.fcntl(fd, fcntl.F_GETLK, lock))
+attempt("F_OFD_SETLK", lambda: fcntl.fcntl(fd, 37, lock))
+attempt("F_SETLEASE", lambda: fcntl.fcntl(fd, 1024, fcntl.F_RDLCK))
+attempt("flock", lambda: fcntl.flock(fd, fcntl.LOCK_SH))
+attempt("inotify_init1", lambda: check(libc.inotify_init1(0)))
+attempt("fadvise_dontneed", lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
+attempt("mincore", lambda: check(libc.mincore(ctypes.c_void_p(libc.valloc(4096)), 4096, ctypes.create_string_buffer(1))))
+attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
+"""
+
+
+def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
+    """Every sandbox mounts the same files (the standard library): a lock on one belongs to the file, not to a
+    namespace. A red-team payload in a correct rollout's verification published its answers as byte-range locks on
+    `os.py` and a parallel rollout that kept its bug read them with F_GETLK and was accepted (0.9855). Locks,
+    leases, notifications, inotify, page-cache eviction and residency queries all fail with EPERM; ordinary fcntl
+    calls still work."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the call numbers in the probe are x86_64's")
+    r = sb.exec(py(SHARED_STATE))
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert got.pop("F_GETFL") == "allowed", r
+    assert got and all(v == "1" for v in got.values()), r  # errno 1: EPERM
+
+
 def test_attack_leave_a_note_in_the_loopback_counters(sb):
     """The loopback's packet counters belong to the network namespace: a command can set them (send N bytes) and a
     later rollout read them, unless every rollout gets a fresh namespace."""

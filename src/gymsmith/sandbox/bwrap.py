@@ -281,9 +281,9 @@ class BwrapSandbox(Sandbox):
         host path of every mount. As the namespace's init, processes inside cannot kill it, and when it
         exits every one of them dies.
         """
-        filter_r, filter_w = os.pipe()  # the seccomp program (seccomp.py): no kernel keys in any sandbox
+        filter_r, filter_w = os.pipe()  # the seccomp program (seccomp.py): no kernel state shared between sandboxes
         with os.fdopen(filter_w, "wb") as w:
-            w.write(seccomp.deny_keys_program())
+            w.write(seccomp.filter_program())
         options = b"\0".join(a.encode() for a in [*self._args, "--seccomp", str(filter_r), "--chdir", WORKSPACE,
                                                    "--as-pid-1"]) + b"\0"
         args_r, args_w = os.pipe()

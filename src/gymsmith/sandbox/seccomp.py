@@ -1,17 +1,28 @@
-"""A seccomp filter for every sandbox: the kernel's key management is refused.
+"""A seccomp filter for every sandbox: kernel state that namespaces do not separate is refused.
 
-Namespaces give a sandbox its own processes, mounts, IPC, network and users, but the kernel's keys (`add_key`,
-`request_key`, `keyctl`) are kept per uid of the host, whatever the namespace: a key one sandbox links into its
-uid's session keyring and makes readable is read by any later sandbox of that uid. A red-team payload did exactly
-that: a correct rollout's code, run by the verifier, left its answers in a key, and a later rollout of the same
-task that kept the bug read them back from inside the verifier's package process and was accepted. Keys are also
-charged to the host uid's quota and outlive every sandbox. Nothing a sandboxed program needs uses them, so the
-three calls fail with EPERM in every sandbox and in everything it starts (a seccomp filter is inherited across
-fork and exec and cannot be removed).
+Namespaces give a sandbox its own processes, mounts, IPC, network and users, but some kernel state is shared by
+every sandbox of the host, and sandboxes running at the same time, or one after another, can pass data through
+it. Red-team payloads did, each time to hand a correct rollout's answers to a rollout of the same task that kept
+its bug, which was then accepted:
 
-The program is classic BPF, written out here (no libseccomp): check the architecture, then the call number.
-A process of another architecture (a 32-bit program on a 64-bit host, x32 calls) is killed, since its call
-numbers differ.
+- **kernel keys** (`add_key`, `request_key`, `keyctl`) are kept per host uid: a key linked into the uid's session
+  keyring by one sandbox is read by any later one;
+- **file locks** belong to the file, not to a namespace, and work on read-only files: every sandbox mounts the
+  same standard library, and one sandbox's byte-range locks at chosen offsets (far past the end of the file) were
+  read by another with `F_GETLK`, a byte per lock. `flock`, leases, `F_NOTIFY` and `inotify` on shared files are
+  the same kind of channel;
+- **the page cache** of a shared file: evicting pages (`posix_fadvise(DONTNEED)`) and asking which are resident
+  (`mincore`, `cachestat`) is another.
+
+Nothing a sandboxed program needs uses them (a test that locks files fails on the reference too, and is not
+used), so they fail with EPERM in every sandbox and in everything it starts (a filter is inherited across fork
+and exec and cannot be removed). What no filter stops is timing: a process that reads a shared file and measures
+how long it takes learns whether another had read it. That is a slow, noisy channel between sandboxes running at
+the same time; docs/verifier.md names it.
+
+The program is classic BPF, assembled here (no libseccomp): check the architecture, then the call number, then
+for `fcntl` and `fadvise64` the argument. A process of another architecture (a 32-bit program on a 64-bit host,
+x32 calls) is killed, since its call numbers differ.
 """
 
 from __future__ import annotations
@@ -19,11 +30,19 @@ from __future__ import annotations
 import platform
 import struct
 
-BLOCKED = ("add_key", "request_key", "keyctl")
-# AUDIT_ARCH value and the call numbers of BLOCKED, per machine
+BLOCKED = ("add_key", "request_key", "keyctl", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
+           "fanotify_init", "mincore", "cachestat")
+FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38,
+                 "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026}
+FADVISE_BLOCKED = {"POSIX_FADV_DONTNEED": 4}
+# AUDIT_ARCH value and call numbers, per machine (a call the machine lacks is left out)
 _ARCH = {
-    "x86_64": (0xC000003E, (248, 249, 250)),
-    "aarch64": (0xC00000B7, (217, 218, 219)),
+    "x86_64": (0xC000003E, {"add_key": 248, "request_key": 249, "keyctl": 250, "flock": 73, "inotify_init": 253,
+                            "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "mincore": 27,
+                            "cachestat": 451, "fcntl": 72, "fadvise64": 221}),
+    "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
+                             "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
+                             "fcntl": 25, "fadvise64": 223}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 
@@ -37,10 +56,7 @@ _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _EPERM = 1
 _NR, _ARCH_OFFSET = 0, 4  # offsets in struct seccomp_data
-
-
-def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
+_ARG = 16  # args[0]; each argument is 8 bytes, its low half first (little-endian machines only, as both above are)
 
 
 def supported() -> bool:
@@ -48,25 +64,39 @@ def supported() -> bool:
     return platform.machine() in _ARCH
 
 
-def deny_keys_program(machine: str | None = None) -> bytes:
+def filter_program(machine: str | None = None) -> bytes:
     """The filter as bubblewrap's `--seccomp FD` reads it: an array of `struct sock_filter`. Raises ValueError for
     a machine it has no call numbers for (`supported()`)."""
     machine = machine or platform.machine()
     if machine not in _ARCH:
         raise ValueError(f"no seccomp filter for machine {machine!r} (known: {', '.join(sorted(_ARCH))})")
     arch, numbers = _ARCH[machine]
-    # layout: [load arch, arch check, load nr, x32 check?, one JEQ per blocked call, allow, deny, kill]
-    checks = len(numbers)
-    x32 = machine == "x86_64"
-    body = [_op(_LD_W_ABS, _ARCH_OFFSET)]
-    between = 1 + int(x32) + checks + 2  # instructions between the arch check and the kill: its jump offset
-    body.append(_op(_JEQ_K, arch, jt=0, jf=between))  # foreign architecture -> kill
-    body.append(_op(_LD_W_ABS, _NR))
-    if x32:
-        body.append(_op(_JGE_K, _X32_BIT, jt=checks + 2, jf=0))  # an x32 call -> kill
-    for i, nr in enumerate(numbers):
-        body.append(_op(_JEQ_K, nr, jt=checks - i, jf=0))  # -> deny
-    body.append(_op(_RET_K, _RET_ALLOW))
-    body.append(_op(_RET_K, _RET_ERRNO | _EPERM))
-    body.append(_op(_RET_K, _RET_KILL_PROCESS))
-    return b"".join(body)
+    # (label or None, opcode, k, jump-if-true label, jump-if-false label); None as a jump means the next instruction
+    code: list[tuple[str | None, int, int, str | None, str | None]] = [
+        (None, _LD_W_ABS, _ARCH_OFFSET, None, None),
+        (None, _JEQ_K, arch, None, "kill"),
+        (None, _LD_W_ABS, _NR, None, None),
+    ]
+    if machine == "x86_64":
+        code.append((None, _JGE_K, _X32_BIT, "kill", None))
+    code += [(None, _JEQ_K, numbers[name], "deny", None) for name in BLOCKED if name in numbers]
+    code += [(None, _JEQ_K, numbers["fcntl"], "fcntl", None), (None, _JEQ_K, numbers["fadvise64"], "fadvise", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("fcntl", _LD_W_ABS, _ARG + 8 * 1, None, None)]  # fcntl(fd, cmd, ...): cmd
+    code += [(None, _JEQ_K, cmd, "deny", None) for cmd in FCNTL_BLOCKED.values()]
+    code += [(None, _RET_K, _RET_ALLOW, None, None),
+             ("fadvise", _LD_W_ABS, _ARG + 8 * 3, None, None)]  # fadvise64(fd, offset, len, advice): advice
+    code += [(None, _JEQ_K, advice, "deny", None) for advice in FADVISE_BLOCKED.values()]
+    code += [(None, _RET_K, _RET_ALLOW, None, None),
+             ("deny", _RET_K, _RET_ERRNO | _EPERM, None, None),
+             ("kill", _RET_K, _RET_KILL_PROCESS, None, None)]
+    where = {label: i for i, (label, *_) in enumerate(code) if label}
+
+    def offset(i: int, target: str | None) -> int:
+        jump = 0 if target is None else where[target] - i - 1
+        if not 0 <= jump <= 255:
+            raise ValueError(f"seccomp program: jump from {i} to {target} out of range")
+        return jump
+
+    return b"".join(struct.pack("=HBBI", op, offset(i, jt), offset(i, jf), k)
+                    for i, (_, op, k, jt, jf) in enumerate(code))
