@@ -254,6 +254,10 @@ attempt("flock", lambda: fcntl.flock(fd, fcntl.LOCK_SH))
 attempt("inotify_init1", lambda: check(libc.inotify_init1(0)))
 attempt("fadvise_dontneed", lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
 attempt("mincore", lambda: check(libc.mincore(ctypes.c_void_p(libc.valloc(4096)), 4096, ctypes.create_string_buffer(1))))
+attempt("F_SET_RW_HINT", lambda: fcntl.fcntl(fd, 1036, struct.pack("Q", 2)))
+attempt("preadv2_nowait", lambda: os.preadv(fd, [bytearray(16)], 0, os.RWF_NOWAIT))
+import mmap
+attempt("madvise_pageout", lambda: mmap.mmap(fd, 4096, prot=mmap.PROT_READ).madvise(21))
 attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
 """
 
@@ -261,9 +265,10 @@ attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
 def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
     """Every sandbox mounts the same files (the standard library): a lock on one belongs to the file, not to a
     namespace. A red-team payload in a correct rollout's verification published its answers as byte-range locks on
-    `os.py` and a parallel rollout that kept its bug read them with F_GETLK and was accepted (0.9855). Locks,
-    leases, notifications, inotify, page-cache eviction and residency queries all fail with EPERM; ordinary fcntl
-    calls still work."""
+    `os.py` and a parallel rollout that kept its bug read them with F_GETLK and was accepted (0.9855); another
+    carried bytes in write-lifetime hints, which only check that the caller owns the file (a sandbox's uid is the
+    host's). Locks, leases, notifications, inotify, hints, page-cache eviction and residency queries all fail with
+    EPERM; ordinary fcntl calls still work."""
     import platform
 
     if platform.machine() != "x86_64":

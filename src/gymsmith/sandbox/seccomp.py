@@ -11,8 +11,13 @@ its bug, which was then accepted:
   same standard library, and one sandbox's byte-range locks at chosen offsets (far past the end of the file) were
   read by another with `F_GETLK`, a byte per lock. `flock`, leases, `F_NOTIFY` and `inotify` on shared files are
   the same kind of channel;
-- **the page cache** of a shared file: evicting pages (`posix_fadvise(DONTNEED)`) and asking which are resident
-  (`mincore`, `cachestat`) is another.
+- **the page cache** of a shared file: evicting pages (`posix_fadvise(DONTNEED)`, `madvise(MADV_PAGEOUT)`) and
+  asking which are resident (`mincore`, `cachestat`, a read with `RWF_NOWAIT`, io_uring) is another;
+- **owner-only state of a shared inode**: the sandbox's uid is the host uid that runs gymsmith (root in CI), so a
+  sandboxed process owns every host file it shares, and calls that check only ownership, not the read-only mount,
+  write to the inode: a write-lifetime hint (`F_SET_RW_HINT`) set in one sandbox was read in the next, and by a
+  verification's package process. The root cause, a sandbox uid that owns host files, is not removed here (running
+  bubblewrap as an unprivileged host uid would): docs/verifier.md names it.
 
 Nothing a sandboxed program needs uses them (a test that locks files fails on the reference too, and is not
 used), so they fail with EPERM in every sandbox and in everything it starts (a filter is inherited across fork
@@ -31,18 +36,28 @@ import platform
 import struct
 
 BLOCKED = ("add_key", "request_key", "keyctl", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
-           "fanotify_init", "mincore", "cachestat")
+           "fanotify_init", "mincore", "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register",
+           "process_madvise")
 FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38,
-                 "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026}
+                 "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026,
+                 # write-lifetime hints live on the inode, and only ownership is checked: a sandbox owns the files
+                 # it shares (note below), so a hint set in one was read in the next
+                 "F_GET_RW_HINT": 1035, "F_SET_RW_HINT": 1036, "F_GET_FILE_RW_HINT": 1037, "F_SET_FILE_RW_HINT": 1038}
 FADVISE_BLOCKED = {"POSIX_FADV_DONTNEED": 4}
+MADVISE_BLOCKED = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}  # page out a shared file's pages
+RWF_NOWAIT = 0x8  # preadv2/pwritev2: fails if the pages are not cached, which tells residency without timing
 # AUDIT_ARCH value and call numbers, per machine (a call the machine lacks is left out)
 _ARCH = {
     "x86_64": (0xC000003E, {"add_key": 248, "request_key": 249, "keyctl": 250, "flock": 73, "inotify_init": 253,
                             "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "mincore": 27,
-                            "cachestat": 451, "fcntl": 72, "fadvise64": 221}),
+                            "cachestat": 451, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+                            "process_madvise": 440, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
+                            "pwritev2": 328}),
     "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
                              "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
-                             "fcntl": 25, "fadvise64": 223}),
+                             "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+                             "process_madvise": 440, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
+                             "pwritev2": 287}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 
@@ -50,6 +65,7 @@ _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000
@@ -81,6 +97,8 @@ def filter_program(machine: str | None = None) -> bytes:
         code.append((None, _JGE_K, _X32_BIT, "kill", None))
     code += [(None, _JEQ_K, numbers[name], "deny", None) for name in BLOCKED if name in numbers]
     code += [(None, _JEQ_K, numbers["fcntl"], "fcntl", None), (None, _JEQ_K, numbers["fadvise64"], "fadvise", None),
+             (None, _JEQ_K, numbers["madvise"], "madvise", None), (None, _JEQ_K, numbers["preadv2"], "rwflags", None),
+             (None, _JEQ_K, numbers["pwritev2"], "rwflags", None),
              (None, _RET_K, _RET_ALLOW, None, None),
              ("fcntl", _LD_W_ABS, _ARG + 8 * 1, None, None)]  # fcntl(fd, cmd, ...): cmd
     code += [(None, _JEQ_K, cmd, "deny", None) for cmd in FCNTL_BLOCKED.values()]
@@ -88,6 +106,12 @@ def filter_program(machine: str | None = None) -> bytes:
              ("fadvise", _LD_W_ABS, _ARG + 8 * 3, None, None)]  # fadvise64(fd, offset, len, advice): advice
     code += [(None, _JEQ_K, advice, "deny", None) for advice in FADVISE_BLOCKED.values()]
     code += [(None, _RET_K, _RET_ALLOW, None, None),
+             ("madvise", _LD_W_ABS, _ARG + 8 * 2, None, None)]  # madvise(addr, length, advice): advice
+    code += [(None, _JEQ_K, advice, "deny", None) for advice in MADVISE_BLOCKED.values()]
+    code += [(None, _RET_K, _RET_ALLOW, None, None),
+             ("rwflags", _LD_W_ABS, _ARG + 8 * 5, None, None),  # preadv2(fd, iov, n, pos_l, pos_h, flags): flags
+             (None, _JSET_K, RWF_NOWAIT, "deny", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
              ("deny", _RET_K, _RET_ERRNO | _EPERM, None, None),
              ("kill", _RET_K, _RET_KILL_PROCESS, None, None)]
     where = {label: i for i, (label, *_) in enumerate(code) if label}
