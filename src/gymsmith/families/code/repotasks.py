@@ -403,8 +403,8 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     """The task for `seed` and resolved `knobs` on the repository `knobs['source']`: `n_bugs` bugs, each in its
     own source file, or as many as the package has files with a usable bug (`buggy_modules` says how many).
 
-    Every bug keeps hidden a failing test pinned against the task's start state (docs/verifier.md, property 12):
-    one of the package's own, or a variant on this task's inputs (`repovariants`). A try whose variants leave a
+    Every bug keeps hidden a failing test pinned against the release's test files and the task's start state
+    (docs/verifier.md, property 12): a variant on this task's inputs (`repovariants`). A try whose variants leave a
     bug without one is made again with the next seeded choice of bugs, up to MAX_ATTEMPTS tries.
 
     Raises RuntimeError if no file has a usable bug, NoTaskForSeed if no try kept a pinned hidden test for every
@@ -487,8 +487,8 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # variant must not be readable from the start state nor from any of the package's test files (public: a policy
     # may know them all, hidden ones included). The start state's test files are the release's, cut: what a variant
     # is checked against does not depend on what the task shows, so the catalog keys variants by seed and bugs
-    public = public_candidates(repo)
-    seen = Candidates.merged(public, *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+    seen = Candidates.merged(public_candidates(repo),
+                             *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
     key = f"{seed}{attempt}|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
     added = variants(repo, f"{seed}{attempt}", bugs, per_bug, {p: files[p] for p in repo.sources}, seen, key)
     for path in affected:
@@ -502,7 +502,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
                         + f"\n\n\ndef {canary}():\n    assert 0\n")
         canaries.append(f"{path}::{canary}")
     failing = sorted(set().union(*per_bug))
-    pinned_here = hidden_pinned_tests(hidden, files, public)
+    pinned_here = hidden_pinned_tests(hidden, seen)
     if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in per_bug):
         return None  # a bug keeps no hidden test that only a computation passes: its variants gave none here
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
@@ -511,16 +511,14 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
                     pinned_tests=pinned_here)
 
 
-def hidden_pinned_tests(hidden: dict[str, str], files: dict[str, str], public: Candidates) -> list[str]:
-    """The tests of the task's hidden files pinned against what its agent can know about them: `public` (the
-    release's own test files), the test files of its start state `files` and the hidden file's own driver (which
-    runs beside its code at verification). Only variants can be; only these earn progress, and each bug must keep
-    one hidden."""
-    shown = Candidates.merged(public, *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
+def hidden_pinned_tests(hidden: dict[str, str], known: Candidates) -> list[str]:
+    """The tests of the task's hidden files pinned against what its agent can know about them: `known` (the
+    release's own test files and those of the start state) and the hidden file's own driver (which runs beside its
+    code at verification). Only variants can be; only these earn progress, and each bug must keep one hidden."""
     out = []
     for path, source in hidden.items():
         suite = compile_suite(source, path)
-        candidates = Candidates.merged(shown, _candidates_of(suite.driver))
+        candidates = Candidates.merged(known, _candidates_of(suite.driver))
         out += [n for n, t in zip(suite.nodeids(), suite.tests) if pinned(t, candidates)]
     return sorted(out)
 
