@@ -25,7 +25,7 @@ from typing import Any
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
-from gymsmith.families.code.realtests import keep_tests
+from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
@@ -186,13 +186,7 @@ def public_calls(tests_source: str) -> set[tuple[str, str]]:
     constants read as their literals and a comprehension over a literal read as one call per element: the calls
     whose answers an agent that read the file could special-case."""
     tree = ast.parse(tests_source)
-    constants = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                constants[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                continue
+    constants = {name: ast.literal_eval(node) for name, node in literal_constants(tree).items()}
     return set().union(*(_calls(fn, constants) for fn in tree.body if isinstance(fn, ast.FunctionDef)))
 
 

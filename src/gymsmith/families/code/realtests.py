@@ -124,6 +124,19 @@ def _convert_class(cls: ast.ClassDef) -> list[ast.FunctionDef]:
     return out
 
 
+def literal_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """A module's `NAME = <literal>` constants: name -> the literal's node (`ast.literal_eval` reads it)."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            out[node.targets[0].id] = node.value
+    return out
+
+
 def _parametrize_cases(fn: ast.FunctionDef, constants: dict[str, ast.expr]) -> list[dict[str, ast.expr]] | None:
     """The cases of literal `@pytest.mark.parametrize` decorators (their product), or None if not expandable.
     `constants`: the module's `NAME = <literal>` values, which a decorator may name."""
