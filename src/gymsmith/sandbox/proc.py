@@ -188,8 +188,6 @@ def _serve() -> None:
         reply = {"returncode": done.returncode, "stdout": base64.b64encode(done.stdout).decode(),
                  "stderr": base64.b64encode(done.stderr).decode(), "stdout_dropped": done.stdout_dropped,
                  "stderr_dropped": done.stderr_dropped, "duration_s": done.duration_s, "timed_out": done.timed_out}
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        reply["cpu_self_s"] = usage.ru_utime + usage.ru_stime
         out.write(json.dumps(reply) + "\n")
         out.flush()
 
