@@ -27,7 +27,7 @@ from gymsmith.core.types import RolloutStatus
 from gymsmith.store.schema import steps, turns
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.store.turns import decode_turns
-from gymsmith.verifier.progress import step_rewards
+from gymsmith.verifier.progress import check_discount, step_rewards
 
 TRAINER_SCHEMA = pa.schema([
     ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("agent", pa.string()),
@@ -126,8 +126,7 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
     path = Path(path)
     if path.suffix not in (".parquet", ".jsonl"):
         raise ValueError(f"trainer export {str(path)!r}: expected a file name ending in .parquet or .jsonl")
-    if not 0.0 < gamma <= 1.0:
-        raise ValueError(f"--gamma {gamma!r}: expected a discount in (0, 1]")
+    check_discount(gamma, "--gamma")  # before anything is read: an export with no rollout is refused too
     rows = store.rollout_rows(run_ids)
     advantages = group_advantages(rows)
     scored = [r for r in rows if r["status"] != RolloutStatus.ERROR]

@@ -47,6 +47,12 @@ def value_of(reward: Reward) -> float:
     return 0.0 if reward.ungradable is not None else float(reward.value)
 
 
+def check_discount(gamma: float, name: str = "gamma") -> None:
+    """Raise ValueError naming `name` unless `gamma` is a discount in (0, 1]."""
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"{name} {gamma!r}: expected a discount in (0, 1]")
+
+
 def step_rewards(start: float | None, progress: Sequence[float | None], gamma: float = 1.0) -> list[float | None]:
     """Each step's reward: `gamma` times its progress minus the last known progress before it (`start`, V(s0), for
     the first): potential-based shaping for a trainer that discounts by `gamma` per step.
@@ -56,8 +62,7 @@ def step_rewards(start: float | None, progress: Sequence[float | None], gamma: f
     their discounted sum is gamma^T V(s_T) - V(s0): credit for progress undone later is taken back, discount or
     not (with plain differences, a trainer discounting by 0.99 paid a rollout that made progress early and undid
     it at the end)."""
-    if not 0.0 < gamma <= 1.0:
-        raise ValueError(f"gamma {gamma!r}: expected a discount in (0, 1]")
+    check_discount(gamma)
     last = start
     out: list[float | None] = []
     for p in progress:
