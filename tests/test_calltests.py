@@ -459,7 +459,8 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
     a value it can read. A red-team forger passed round trips (the expected value is the test's input, in the
     driver beside the code) and text twins of shown tests (their bytes as str). `pinned` refuses both, pieces
     of readable strings, their shapes with characters left out (a second attacker removed separators and counted
-    numbers on), containers of readable values, small numbers and one-bit checks."""
+    numbers on), or with a few characters added (a third made plurals of its inputs), containers of readable values,
+    small numbers and one-bit checks."""
     from gymsmith.verifier.calltests.guessing import Candidates, pinned
 
     def test(body):
@@ -477,12 +478,18 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
                       ("assert f('x') == 'zorblax' and f('y')", "one of its checks is a truth value"),
                       ("assert f('Camel_Case') == 'CamelCase'", "the input without its separators"),
                       ("assert f('rc.9') == 'rc.10'", "the input's number counted on"),
-                      ("assert f(4095) == 4096", "one more than the input")):
+                      ("assert f(4095) == 4096", "one more than the input"),
+                      ("assert f('underground') == 'undergrounds'", "the input with a plural 's' added"),
+                      ("assert f('HTMLTidy') == '_html_tidy_ed'", "the input with a prefix and a suffix"),
+                      ("assert f('http://h:8082/x') == 8082", "a number written in the input"),
+                      ("assert f('pi is 3.25') == 3.25", "a decimal written in the input"),
+                      ("assert f(4095) == -4096", "the input negated, counted on")):
         t = test(body)
         assert not pinned(t, Candidates.of([shown, driver(body)])), why
     huge = int("9" * 400)  # beyond a float: readable all the same, and no error
     assert Candidates.of([f"x = {huge}"]).guessable(huge) and not Candidates.of(["x = 1"]).guessable(huge)
-    for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')"):
+    for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')",
+                 "assert f('under') == 'underground'"):  # more added than a suffix: not a guess
         t = test(body)
         assert pinned(t, Candidates.of([shown, driver(body)])), body
         assert not pinned(t, Candidates.of([shown, driver(body), body])), body  # once readable, no longer pinned

@@ -37,6 +37,9 @@ LEDGERKIT = Path(__file__).with_name("data") / "ledgerkit"
 # keep only variant hidden tests (repovariants), on integers its tests' calls are given
 VARIANT_ONLY = "codekit==0.1"
 CODEKIT = Path(__file__).with_name("data") / "codekit"
+# tests/data/textkit: its tests give their calls only text, so its variants move texts (a digit, a word)
+TEXT_ONLY = "textkit==0.1"
+TEXTKIT = Path(__file__).with_name("data") / "textkit"
 EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner",
                   "memorized_suite")
 
@@ -45,7 +48,7 @@ EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "h
 def repos(monkeypatch_module) -> Path:
     root = cache_root() / "test-repos"
     monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
-    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT), (VARIANT_ONLY, CODEKIT)):
+    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT), (VARIANT_ONLY, CODEKIT), (TEXT_ONLY, TEXTKIT)):
         try:
             find_repo(spec)
             load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
@@ -176,7 +179,7 @@ def test_template_tasks_are_unchanged_by_the_source_knob():
 def test_repository_tasks_oracle_accepted_null_and_exploits_not(repos):
     family = get_family("code")
     tasks = [family.generate(seed, source=spec, difficulty=d)
-             for spec, seed, d in ((PACKAGE, 0, 0.1), (PACKAGE, 1, 0.9), (VARIANT_ONLY, 0, 0.5))]
+             for spec, seed, d in ((PACKAGE, 0, 0.1), (PACKAGE, 1, 0.9), (VARIANT_ONLY, 0, 0.5), (TEXT_ONLY, 0, 0.5))]
     agents = [CodeOracle, NullAgent, *[e for e in EXPLOITS if e.name.removeprefix("exploit:") in EXPLOIT_SAMPLE]]
     assert len(agents) == 2 + len(EXPLOIT_SAMPLE)
     env = family.make_env()
@@ -304,15 +307,46 @@ def test_each_task_asks_the_bugs_tests_on_inputs_of_its_own(repos):
     assert len(bodies) >= 6 and len(set(bodies)) >= len(bodies) * 3 // 4, bodies
 
 def test_a_package_with_no_pinned_test_is_refused_in_one_line(repos, monkeypatch):
-    """A package none of whose tests' calls take an integer a variant could move (inflection==0.5.1, whose calls
-    take words) can give no bug a hidden test that proves a fix: asking for its tasks is a knob error naming the
-    source, not a traceback."""
+    """A package none of whose tests' calls take an integer or a text a variant could move can give no bug a hidden
+    test that proves a fix: asking for its tasks is a knob error naming the source, not a traceback."""
     from gymsmith.core.errors import KnobError
 
     repo = load_repo(PACKAGE)
     monkeypatch.setattr(repo, "variable", set())
-    with pytest.raises(KnobError, match=f"source={PACKAGE}: none of its call-check tests gives its calls integers"):
+    with pytest.raises(KnobError, match=f"source={PACKAGE}: none of its call-check tests gives its calls integers or text"):
         get_family("code").generate(0, source=PACKAGE)
+
+
+def test_a_package_whose_calls_take_only_text_keeps_variants_on_moved_texts(repos):
+    """textkit's tests give their calls only text. Each bug keeps hidden a variant whose input is a text of its
+    tests moved (a digit changed or a word swapped for another of the file's), with an expected value pinned against
+    every test file of the package; the moved texts are new ('route 26 to 1955' where the test has 66)."""
+    import ast
+
+    from gymsmith.families.code.repotasks import public_candidates
+    from gymsmith.families.code.repovariants import PREFIX
+    from gymsmith.verifier.calltests.guessing import pinned
+
+    repo = load_repo(TEXT_ONLY)
+    public = public_candidates(repo)
+    released = {n.value for p in repo.manifest.test_files for n in ast.walk(ast.parse(repo.files[p]))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    family = get_family("code")
+    moved = set()
+    for seed in range(3):
+        ct = code_task(family.generate(seed, source=TEXT_ONLY, difficulty=seed / 3))
+        for tests in ct.bug_tests:
+            kept = [n for n in tests if n in ct.pinned_tests and n.split("::")[1].startswith(PREFIX)]
+            assert kept, (seed, tests)
+            for nodeid in kept:
+                path, name = nodeid.split("::")
+                suite = compile_suite(ct.hidden_tests[path], path)
+                assert pinned(suite.tests[suite.nodeids().index(nodeid)], public), nodeid
+                source = ct.hidden_tests[path]
+                function = ast.parse(source[source.index(f"def {name}():"):].split("\n\n\n")[0])
+                texts = {n.value for n in ast.walk(function) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+                moved |= texts - released  # a swapped word may be a whole text of another test: not counted
+    assert len(moved) >= 3, moved
 
 
 def test_a_package_none_of_whose_tests_is_pinned_keeps_variants_hidden(repos):

@@ -411,7 +411,7 @@ def generate_repo_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     bug (task sets skip the seed), KnobError if the package has no test a bug could keep hidden."""
     repo = load_repo(knobs["source"])
     if not variable_tests(repo):
-        raise KnobError(f"source={repo.spec}: none of its call-check tests gives its calls integers a hidden variant "
+        raise KnobError(f"source={repo.spec}: none of its call-check tests gives its calls integers or text a hidden variant "
                         "could move, and its own tests are public (docs/verifier.md, property 12), so no bug of it "
                         "could keep a hidden test that proves a fix; no task can be made")
     for attempt in range(MAX_ATTEMPTS):

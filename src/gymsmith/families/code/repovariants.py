@@ -3,9 +3,10 @@
 Every task of a package keeps one of the few tests pinned to values the agent cannot read (docs/verifier.md,
 property 12), so the same hidden tests come back task after task and a policy can learn them; a rule that answers
 their inputs passes them without the bug fixed. For each bug, `variants` takes the bug's failing tests, moves the
-integers its observed calls are given (seeded by the task: each task asks on its own inputs), runs the reference
-on them for the expected values, and keeps a variant only if it is a plain `==` test the reference passes, the
-bug fails, and it is pinned against what the task shows (the reference is run on it twice: a value that
+integers and texts its observed calls are given (an integer by a few, a digit of a text changed, a word of it swapped
+for another of the file's; seeded by the task: each task asks on its own inputs), runs the reference on them for
+the expected values, and keeps a variant only if it is a plain `==` test the reference passes, the bug fails, and
+it is pinned against what the task shows (the reference is run on it twice: a value that
 changes between runs makes no test). They are added to the bug's hidden FAIL_TO_PASS tests.
 
 Everything is computed once per task and kept in the package's catalog, so a verifier process rebuilding the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -44,29 +46,35 @@ class Repo(Protocol):
     def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
 
 
-VERSION = 3  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
-               # own test files, with only the checks a computation alone passes
+VERSION = 4  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
+               # own test files, with only the checks a computation alone passes; 4, text inputs moved too
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
 PREFIX = "test_gs_variant_"
 STEPS = (1, -1, 2, 3, -2, 7)
+MAX_TEXT = 200          # longer strings are data a test reads, not an input to move
+_TEXT_SPOT = re.compile(r"[0-9]|[^\W\d_]{2}")
+_WORD = re.compile(r"[^\W\d_]{2,}")  # two letters or more, any script
 
 
 def _spots(trees: list[ast.Module]) -> list[ast.Constant]:
-    """The integer literals of a driver's statements that a variant may move: not slot numbers, |n| <= 1000."""
+    """The literals of a driver's statements that a variant may move: integers with |n| <= 1000 that are not slot
+    numbers, and strings holding a digit or a word (a docstring or a string over MAX_TEXT characters is not one)."""
     spots = []
     for tree in trees:
-        slot_numbers = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
-                        and isinstance(n.func, ast.Name) and n.func.id == OBSERVE and n.args}
-        spots += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int
-                  and id(n) not in slot_numbers and abs(n.value) <= 1000]
+        skip = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name) and n.func.id == OBSERVE and n.args}
+        skip |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # a bare string does nothing
+        spots += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in skip
+                  and ((type(n.value) is int and abs(n.value) <= 1000)
+                       or (type(n.value) is str and len(n.value) <= MAX_TEXT and _TEXT_SPOT.search(n.value)))]
     return spots
 
 
 def can_vary(test: CompiledTest) -> bool:
     """Whether `variants` could ask `test` on other inputs: it checks values, not an expected exception, and its
-    driver gives the code integers to move. A bug failing such a test can keep a hidden test pinned to a value no
-    file holds even when none of its package's own tests is pinned (its variants must then be found)."""
+    driver gives the code integers or text to move. A bug failing such a test can keep a hidden test pinned to a
+    value no file holds even when none of its package's own tests is pinned (its variants must then be found)."""
     if not test.checks or test.raise_slots:
         return False
     try:
@@ -75,15 +83,45 @@ def can_vary(test: CompiledTest) -> bool:
         return False
 
 
-def _moved(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
-    """`statements` (a driver's) with one to two integer literals of its observed calls moved, or None if they
-    have none."""
+def words_of(source: str) -> list[str]:
+    """The words of the string literals of a test file (sorted, each once): what a word of a variant's text input
+    may be replaced with, so the text stays made of what the package's tests give it ('twenty five' -> 'twenty
+    seven', not a misspelling the code turns away)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return sorted({w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   for w in _WORD.findall(n.value)})
+
+
+def _moved_text(text: str, words: list[str], rng: random.Random) -> str:
+    """`text` with one digit changed to another, or one word replaced by another of `words` (the same text if
+    neither is possible)."""
+    digits = [i for i, ch in enumerate(text) if ch in "0123456789"]
+    found = list(_WORD.finditer(text))
+    if digits and (not found or rng.random() < 0.5):
+        i = rng.choice(digits)
+        return text[:i] + rng.choice([d for d in "0123456789" if d != text[i]]) + text[i + 1:]
+    if not found:
+        return text
+    match = rng.choice(found)
+    others = [w for w in words if w != match.group()]
+    return text if not others else text[:match.start()] + rng.choice(others) + text[match.end():]
+
+
+def _moved(statements: tuple[str, ...], words: list[str], rng: random.Random) -> list[str] | None:
+    """`statements` (a driver's) with one to two literals of its observed calls moved (an integer by one of
+    STEPS, a text by `_moved_text`), or None if they have none."""
     trees = [ast.parse(s) for s in statements]
     spots = _spots(trees)
     if not spots:
         return None
     for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
-        node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
+        if isinstance(node.value, str):
+            node.value = _moved_text(node.value, words, rng)
+        else:
+            node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
     return [ast.unparse(t) for t in trees]
 
 
@@ -119,7 +157,7 @@ def _as_test(name: str, statements: list[str], expected: dict[int, Any] | None) 
 def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
          rng: random.Random) -> str | None:
     """One variant of `test` (a function named `name`), or None if this try gives none."""
-    statements = _moved(test.statements, rng)
+    statements = _moved(test.statements, words_of(repo.call_sources[path]), rng)
     if statements is None or list(statements) == list(test.statements):
         return None
     header = keep_tests(repo.call_sources[path], set())

@@ -11,7 +11,10 @@ A second attacker passed the tests left by applying simple transformations to th
 removed (`camelize('Camel_Case') == 'CamelCase'`), a number counted on (`'rc.9'` -> `'rc.10'`, `'3.4.5'` ->
 `'4.0.0'`), whitespace and comments dropped, a class name with `()`. Values are therefore also compared by
 *shape* (lower case, letters and digits only, every run of digits one `0`): a value whose shape is the shape of
-a readable string with characters left out is guessable too.
+a readable string with characters left out is guessable too. A third passed them by adding to an input: a plural
+(`tableize('html') == 'htmls'`), a suffix or a prefix; a value whose shape is a readable shape of at least
+MIN_GROWN characters with up to MAX_ADDED characters put in is guessable as well, and so is a number written in a
+readable text (the port of `'http://h:82/'`), now that variants move the digits of texts.
 
 `Candidates` gathers what an agent can read (every literal and identifier of the task's files and of the
 drivers that run beside its code); `guessable(value)` says whether a value is one of them, a piece of one, one
@@ -30,8 +33,11 @@ from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest
 
 SMALL_NUMBER = 16  # |n| up to this is guessed by counting, whatever the task shows
 MAX_SUBSEQUENCE = 2000  # longer shapes are only looked for whole
+MAX_ADDED = 2   # characters a forger may add to a readable shape (a plural 's', a suffix 'ed', a prefix)
+MIN_GROWN = 4   # shorter shapes are not grown: any short value holds a few readable letters
 _SEPARATOR = "\x00"
 _DIGITS = re.compile(r"[0-9]+")
+_NUMERAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 class Candidates:
@@ -90,6 +96,8 @@ class Candidates:
                 self.numbers.add(float(value))
             except (ValueError, OverflowError):
                 pass
+            # a number written in a text is read from it: the port of 'http://h:82/' is 82
+            self.numbers.update(_number(float(n)) for n in _NUMERAL.findall(value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             self.numbers.add(_number(value))
             self.strings.add(repr(value).lower())
@@ -106,7 +114,8 @@ class Candidates:
         return self._shapes
 
     def _shape_readable(self, text: str) -> bool:
-        """Whether `shape(text)` is a readable string's shape with characters left out (a subsequence of it)."""
+        """Whether `shape(text)` is a readable string's shape with characters left out (a subsequence of it), or
+        with up to MAX_ADDED characters put in (it is a subsequence of `shape(text)`)."""
         wanted = shape(text)
         if not wanted:
             return True  # only punctuation and spaces
@@ -121,6 +130,10 @@ class Candidates:
                 rest = iter(candidate)
                 if all(ch in rest for ch in wanted):
                     return True
+            elif MIN_GROWN <= len(candidate) < len(wanted) <= len(candidate) + MAX_ADDED and has <= letters:
+                rest = iter(wanted)
+                if all(ch in rest for ch in candidate):
+                    return True
         return False
 
     def guessable(self, value: Any) -> bool:
@@ -130,8 +143,9 @@ class Candidates:
         (assumed guessable: nothing here can tell)."""
         if value is None or isinstance(value, bool):
             return True
-        if isinstance(value, (int, float)):  # a readable number, or one counted on or back from it
-            return abs(value) <= SMALL_NUMBER or any(_number(value) + d in self.numbers for d in (-1, 0, 1))
+        if isinstance(value, (int, float)):  # a readable number, or one counted on or back from it, or negated
+            return abs(value) <= SMALL_NUMBER or any(sign * _number(value) + d in self.numbers
+                                                     for sign in (1, -1) for d in (-1, 0, 1))
         if isinstance(value, bytes):
             value = _text(value)
         if isinstance(value, str):
