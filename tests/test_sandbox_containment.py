@@ -279,6 +279,45 @@ def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
     assert got and all(v == "1" for v in got.values()), r  # errno 1: EPERM
 
 
+RESIDENCY_PROBE = """
+import mmap, os, resource, sys
+for path in sys.argv[1:]:
+    with open(path, 'rb') as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    m.madvise(mmap.MADV_RANDOM)  # no read-ahead: one fault per page touched, major exactly when it was out
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    pages = min(len(m) // mmap.PAGESIZE + 1, 4096)
+    for k in range(pages):
+        m[min(k * mmap.PAGESIZE, len(m) - 1)]
+    print(path, pages, resource.getrusage(resource.RUSAGE_SELF).ru_majflt - before)
+"""
+
+
+def test_attack_carry_bits_in_the_residency_of_shared_pages(sb):
+    """Whether a page of a file every sandbox maps is cached is kernel state kept per file: a twenty-seventh
+    attacker wrote a correct rollout's answers as pages brought in (touched) or sent out (its own memory cgroup
+    filled), read them in a later sandbox as major faults after MADV_RANDOM, and was accepted with the bug kept.
+    Every file a sandbox can read from the host, the pristine tree under its overlay included, is held in memory
+    while it can: here the host evicts what it can of a large shared library and of the task's file (as an
+    attacker's eviction would), and touching every page from the sandbox still finds each one resident."""
+    libs = Path("/usr/lib/x86_64-linux-gnu")
+    if not libs.is_dir():
+        pytest.skip("no /usr/lib/x86_64-linux-gnu on this machine")
+    largest = max((p for p in libs.iterdir() if p.is_file() and not p.is_symlink()), key=lambda p: p.stat().st_size)
+    pristine_file = sb.resolve("main.py")  # the overlay's lower file, read through the workspace
+    for path in (largest, pristine_file):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # drops every page no one holds
+        finally:
+            os.close(fd)
+    r = sb.exec(py(RESIDENCY_PROBE) + [str(largest), "/workspace/main.py"])
+    faults = {line.split()[0]: (int(line.split()[1]), int(line.split()[2])) for line in r.stdout.splitlines()}
+    assert set(faults) == {str(largest), "/workspace/main.py"}, r
+    assert faults[str(largest)][0] > 100, faults  # a file large enough to carry many bits
+    assert all(majors == 0 for _, majors in faults.values()), faults
+
+
 def test_attack_leave_a_note_in_the_loopback_counters(sb):
     """The loopback's packet counters belong to the network namespace: a command can set them (send N bytes) and a
     later rollout read them, unless every rollout gets a fresh namespace."""

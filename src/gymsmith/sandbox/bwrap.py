@@ -27,10 +27,10 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from gymsmith.sandbox import netns, seccomp
+from gymsmith.sandbox import netns, residency, seccomp
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
@@ -85,6 +85,35 @@ def python_mounts(rt) -> list[str]:
     return args
 
 
+_COVERING = {"--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--bind-try": 2, "--tmpfs": 1, "--dir": 1,
+             "--symlink": 2, "--proc": 1, "--dev": 1}  # options that mount something at their last argument
+
+
+def shared_files(args: Sequence[str], live: Collection[str] = ()) -> tuple[list[str], set[str]]:
+    """(host paths, host paths under them to skip) of what bwrap `args` show a sandbox read-only from the host:
+    the sources of its read-only binds but those in `live`, less what a later mount covers (a tmpfs over the
+    standard library's test suite, the runtime's packages bound over its site-packages)."""
+    mounts: list[tuple[str, str | None, str]] = []  # (option, source, destination) in order
+    i = 0
+    while i < len(args):
+        option = args[i]
+        if option in _COVERING:
+            n = _COVERING[option]
+            mounts.append((option, args[i + 1] if n == 2 else None, args[i + n]))
+            i += n + 1
+        else:
+            i += 1
+    roots, skip = [], set()
+    for k, (option, source, dest) in enumerate(mounts):
+        if option not in ("--ro-bind", "--ro-bind-try") or source is None or source in live:
+            continue
+        roots.append(source)
+        for _, _, later in mounts[k + 1:]:
+            if later.startswith(dest.rstrip("/") + "/"):
+                skip.add(source.rstrip("/") + later[len(dest.rstrip("/")):])
+    return roots, skip
+
+
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -116,6 +145,11 @@ class BwrapSandbox(Sandbox):
         self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids)
         self.proxy = EgressProxy(allow) if allow else None
         self._args = self._mount_args(extra_ro or {}, extra_rw or {})
+        # every host file a command can map is held in memory, so that its page cache carries nothing between
+        # sandboxes (residency.py); directories the caller mounts (job files, written and removed per job) are not
+        live = {src for src in (extra_ro or {}) if os.path.isdir(src)}
+        roots, skip = shared_files(self._args, live)
+        residency.hold(roots, skip)
         self.path_env = f"{os.path.dirname(self.runtime.interpreter)}:/usr/local/bin:/usr/bin:/bin"
         self._closed = False
         self._server: subprocess.Popen | None = None

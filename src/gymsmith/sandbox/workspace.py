@@ -7,6 +7,10 @@ Modes, best first (chosen once per CowWorkspace, reported in `mode`):
 - `copy`: `cp -a --reflink=auto` of the pristine tree (a reflink clone on btrfs/XFS, else a plain copy).
   Linear in the tree's size and with no disk quota; used where mounting is not permitted.
 A hard-link tree is not offered: a command that writes a file in place would change the pristine copy.
+
+Under an overlay, every rollout of a task reads the pristine tree's own files (the lower layer), so they are held
+in memory while a workspace shows them (`residency.lease`): their page cache carries nothing from one rollout to
+the next. A copy is the workspace's own.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from gymsmith.sandbox import residency
 from gymsmith.sandbox.base import CACHE_DIRS, SandboxError
 
 MNT_DETACH = 2
@@ -76,6 +81,7 @@ class CowWorkspace:
         self._layer.mkdir()
         self.mode = self._probe() if mode == "auto" else mode
         self.pristine: Path | None = None
+        self._pin: residency.Lease | None = None  # the lower layer's files, held while the overlay shows them
 
     def _probe(self) -> str:
         try:
@@ -91,11 +97,16 @@ class CowWorkspace:
         if not pristine.is_dir():
             raise SandboxError(f"pristine tree {pristine} is not a directory")
         if self.mode == "overlay":
+            held = residency.lease(str(pristine))  # before any sandbox can read it (raises SandboxError)
             try:
                 self._remount(pristine)
             except OSError as exc:
+                held.release()
                 raise SandboxError(f"could not mount the workspace overlay: {exc}") from None
+            self._release_pin()
+            self._pin = held
         else:
+            self._release_pin()
             self._unmount()
             shutil.rmtree(self.path, ignore_errors=True)
             done = subprocess.run(["cp", "-a", "--reflink=auto", f"{pristine}/.", str(self.path)],
@@ -118,8 +129,14 @@ class CowWorkspace:
         _umount(self.path)
         _umount(self._layer)
 
+    def _release_pin(self) -> None:
+        if self._pin is not None:
+            self._pin.release()
+            self._pin = None
+
     def close(self) -> None:
         self._unmount()
+        self._release_pin()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "CowWorkspace":
