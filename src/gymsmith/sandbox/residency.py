@@ -34,7 +34,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from gymsmith.sandbox.base import SandboxError
 
@@ -210,27 +210,20 @@ def _relock_after_fork() -> None:
 
 
 def _lock_tree(root: str, skip: frozenset[str], keys: list[tuple[int, int]]) -> None:
-    try:
-        top = os.lstat(root)
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(top.st_mode):
-        _lock_file(root, top, keys)
-        return
-    if not stat.S_ISDIR(top.st_mode):
-        return
+    """Lock the files of `root` (followed if a link, as bwrap follows a bind's source), links inside not followed."""
+    for path in _files(root, skip) if os.path.isdir(root) else [os.path.realpath(root)]:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            _lock_file(path, st, keys)
+
+
+def _files(root: str, skip: frozenset[str]) -> Iterator[str]:
     for here, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if os.path.join(here, d) not in skip)
-        for name in files:
-            path = os.path.join(here, name)
-            if path in skip:
-                continue
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                _lock_file(path, st, keys)
+        dirs[:] = sorted(d for d in dirs if os.path.join(here, d) not in skip)  # not descended into
+        yield from (path for path in (os.path.join(here, name) for name in files) if path not in skip)
 
 
 def _lock_file(path: str, st: os.stat_result, keys: list[tuple[int, int]]) -> None:
