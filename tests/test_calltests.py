@@ -224,17 +224,24 @@ for name in ("null", "urandom"):
         pass
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.shmget(4242, 4096, 0o1666)  # a SysV shared memory segment, key 4242, IPC_CREAT
+for name in ("zero", "full"):  # the host's device nodes: a time set on one would reach every later job
+    try:
+        os.utime("/dev/" + name, (424242, 424242))
+    except OSError:
+        pass
 '''
 LOOK = MODULE.replace("    return 2 * x", """    import ctypes, os
     found = [d for d in ("/tmp", "/workspace", "/dev", "/dev/shm") if os.path.exists(os.path.join(d, "answers"))]
     found += ["shm"] if ctypes.CDLL(None).shmget(4242, 0, 0) >= 0 else []
     found += [] if os.path.exists("/dev/null") else ["no /dev/null"]
+    found += [n for n in ("zero", "full") if os.stat("/dev/" + n).st_mtime == 424242]
     return 2 * x + len(found)""")
 
 
 def test_nothing_one_run_leaves_reaches_the_next(runner, reference):
     """Rollouts verified one after another by the same server (e.g. a GRPO group) cannot pass each other
-    answers, or sabotage each other, through files, devices or shared memory."""
+    answers, or sabotage each other, through files, devices (their nodes' timestamps included: they are the
+    host's) or shared memory."""
     verdicts(runner, reference, LEAVE_BEHIND)
     v = verdicts(runner, reference, LOOK)
     assert "test_double" in passed(v), v.reasons["tests/test_mod.py::test_double"]

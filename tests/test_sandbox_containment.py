@@ -318,6 +318,24 @@ def test_attack_carry_bits_in_the_residency_of_shared_pages(sb):
     assert all(majors == 0 for _, majors in faults.values()), faults
 
 
+def test_attack_leave_a_note_in_the_device_nodes(sb):
+    """bwrap binds the host's own /dev/null, zero, full, random, urandom and tty, and the sandbox's uid owns them
+    (it is the host's): a twenty-eighth attacker wrote a correct rollout's answers into their timestamps, which the
+    next sandbox read with stat (accepted), and `chmod 0 /dev/null` would break every later sandbox. They are
+    read-only now, devices still usable: writing to /dev/null works, changing its times or mode does not, and the
+    host's nodes are as they were."""
+    before = {n: os.stat(f"/dev/{n}") for n in ("null", "zero", "urandom")}
+    r = sb.exec("echo hi > /dev/null && echo wrote; head -c 4 /dev/urandom | wc -c; "
+                "touch -d @424242 /dev/null; echo touched=$?; touch /dev/zero; echo now=$?; "
+                "chmod 666 /dev/urandom; echo chmod=$?")
+    assert "wrote" in r.stdout and "\n4\n" in r.stdout, r
+    assert "touched=1" in r.stdout and "now=1" in r.stdout and "chmod=1" in r.stdout, r
+    assert "Read-only file system" in r.stderr, r
+    for name, st in before.items():
+        after = os.stat(f"/dev/{name}")
+        assert (after.st_mtime_ns, after.st_atime_ns, after.st_mode) == (st.st_mtime_ns, st.st_atime_ns, st.st_mode)
+
+
 def test_attack_leave_a_note_in_the_loopback_counters(sb):
     """The loopback's packet counters belong to the network namespace: a command can set them (send N bytes) and a
     later rollout read them, unless every rollout gets a fresh namespace."""

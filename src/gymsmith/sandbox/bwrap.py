@@ -30,7 +30,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from gymsmith.sandbox import netns, residency, seccomp
+from gymsmith.sandbox import devices, netns, residency, seccomp
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
@@ -365,6 +365,7 @@ class BwrapSandbox(Sandbox):
             resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb << 20,) * 2)
         if self._netns_fd is not None:
             netns.join_netns(self._netns_fd)
+            devices.read_only_nodes()  # root, as pre-made namespaces need: the host's /dev nodes, read-only
 
     # -- reporting and lifetime -------------------------------------------------------------------
     def enforced(self) -> dict[str, str]:

@@ -62,7 +62,7 @@ def reap():
 
 # -- a private world for each job's process -------------------------------------------------------------------
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x00020000, 0x08000000, 0x40000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 4096, 0x4000, 1 << 18, 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 32, 4096, 0x4000, 1 << 18, 2
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
@@ -109,6 +109,10 @@ def private_world(tmp_mb=32, own_pids=False):
         if os.path.exists(f"/tmp/.dev/{name}"):
             open(f"/dev/{name}", "w").close()
             check(libc.mount(f"/tmp/.dev/{name}".encode(), f"/dev/{name}".encode(), None, MS_BIND, None), f"bind /dev/{name}")
+            # read-only, devices allowed: they are the host's nodes, and a job that changed their times or mode
+            # would leave a note, or break, for every later one (sandbox/devices.py)
+            check(libc.mount(None, f"/dev/{name}".encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None),
+                  f"make /dev/{name} read-only")
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"/dev/{name}")
