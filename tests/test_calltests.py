@@ -466,8 +466,9 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
     a value it can read. A red-team forger passed round trips (the expected value is the test's input, in the
     driver beside the code) and text twins of shown tests (their bytes as str). `pinned` refuses both, pieces
     of readable strings, their shapes with characters left out (a second attacker removed separators and counted
-    numbers on), or with a few characters added (a third made plurals of its inputs), containers of readable values,
-    small numbers and one-bit checks."""
+    numbers on), or with a few characters added (a third made plurals of its inputs), a shown answer with the words a
+    variant swapped into its input swapped in (a fourth), containers of readable values, small numbers and one-bit
+    checks."""
     from gymsmith.verifier.calltests.guessing import Candidates, pinned
 
     def test(body):
@@ -476,7 +477,8 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
     def driver(body):
         return compile_suite(f"from mod import f\n\ndef test_x():\n    {body}\n", "tests/test_x.py").driver
 
-    shown = "def test_shown():\n    assert f(b'narf') == b'narf!'\n"
+    shown = ("def test_shown():\n    assert f(b'narf') == b'narf!'\n\n\n"
+             "def test_words():\n    assert f('dos y seis') == '2 y 6'\n    assert f('x') == 'nar zot'\n")
     for body, why in (("assert f('spam eggs') == 'spam eggs'", "a round trip: the input is the expected value"),
                       ("assert f('narf') == 'narf!'", "the text twin of a shown test's bytes"),
                       ("assert f('spam eggs') == 'eggs'", "a piece of the input"),
@@ -490,13 +492,16 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
                       ("assert f('HTMLTidy') == '_html_tidy_ed'", "the input with a prefix and a suffix"),
                       ("assert f('http://h:8082/x') == 8082", "a number written in the input"),
                       ("assert f('pi is 3.25') == 3.25", "a decimal written in the input"),
-                      ("assert f(4095) == -4096", "the input negated, counted on")):
+                      ("assert f(4095) == -4096", "the input negated, counted on"),
+                      ("assert f('dos y fifty') == '2 y fifty'", "a shown answer with the input's new word swapped in"),
+                      ("assert f('narf') == b'nar narf!'", "words of a readable text, one replaced by a readable one")):
         t = test(body)
         assert not pinned(t, Candidates.of([shown, driver(body)])), why
     huge = int("9" * 400)  # beyond a float: readable all the same, and no error
     assert Candidates.of([f"x = {huge}"]).guessable(huge) and not Candidates.of(["x = 1"]).guessable(huge)
     for body in ("assert f('x') == 'zorblax'", "assert f(3) == 4096", "assert f('x') == ('zorblax', 'quux')",
-                 "assert f('under') == 'underground'"):  # more added than a suffix: not a guess
+                 "assert f('under') == 'underground'",  # more added than a suffix: not a guess
+                 "assert f('dos y fifty') == 'dos y cincuenta'"):  # 'cincuenta' is nowhere: computed
         t = test(body)
         assert pinned(t, Candidates.of([shown, driver(body)])), body
         assert not pinned(t, Candidates.of([shown, driver(body), body])), body  # once readable, no longer pinned

@@ -46,8 +46,9 @@ class Repo(Protocol):
     def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
 
 
-VERSION = 4  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
-               # own test files, with only the checks a computation alone passes; 4, text inputs moved too
+VERSION = 5  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
+               # own test files, with only the checks a computation alone passes; 4, text inputs moved too; 5, a
+               # shown answer with words swapped in is guessed (guessing.MAX_SWAPPED)
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
 PREFIX = "test_gs_variant_"

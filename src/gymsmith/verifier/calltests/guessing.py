@@ -14,7 +14,11 @@ removed (`camelize('Camel_Case') == 'CamelCase'`), a number counted on (`'rc.9'`
 a readable string with characters left out is guessable too. A third passed them by adding to an input: a plural
 (`tableize('html') == 'htmls'`), a suffix or a prefix; a value whose shape is a readable shape of at least
 MIN_GROWN characters with up to MAX_ADDED characters put in is guessable as well, and so is a number written in a
-readable text (the port of `'http://h:82/'`), now that variants move the digits of texts.
+readable text (the port of `'http://h:82/'`), now that variants move the digits of texts. A fourth memorised the
+release's tests and, for a variant whose input swapped one word of a release test's input, swapped the new word into
+the same place of that test's answer (number-parser: `'... son fifty seis ...'` -> `'... son fifty 6 ...'`): a text
+whose words are a readable text's, up to MAX_SWAPPED of them replaced by readable words in the same places, is
+guessable too.
 
 `Candidates` gathers what an agent can read (every literal and identifier of the task's files and of the
 drivers that run beside its code); `guessable(value)` says whether a value is one of them, a piece of one, one
@@ -35,9 +39,11 @@ SMALL_NUMBER = 16  # |n| up to this is guessed by counting, whatever the task sh
 MAX_SUBSEQUENCE = 2000  # longer shapes are only looked for whole
 MAX_ADDED = 2   # characters a forger may add to a readable shape (a plural 's', a suffix 'ed', a prefix)
 MIN_GROWN = 4   # shorter shapes are not grown: any short value holds a few readable letters
+MAX_SWAPPED = 2  # words of a readable text a forger may replace in place (the words a variant swapped in its input)
 _SEPARATOR = "\x00"
 _DIGITS = re.compile(r"[0-9]+")
 _NUMERAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_WORD = re.compile(r"\w+")
 
 
 class Candidates:
@@ -48,6 +54,7 @@ class Candidates:
         self.numbers: set[float] = set()
         self._text: str | None = None
         self._shapes: tuple[str, list[tuple[str, frozenset[str]]]] | None = None
+        self._words: tuple[frozenset[str], dict[int, list[tuple[str, ...]]]] | None = None
 
     @classmethod
     def of(cls, sources: Iterable[str]) -> "Candidates":
@@ -66,7 +73,7 @@ class Candidates:
         return out
 
     def add_source(self, source: str) -> None:
-        self._text = self._shapes = None
+        self._text = self._shapes = self._words = None
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
@@ -87,7 +94,7 @@ class Candidates:
                 self.add(node.arg)
 
     def add(self, value: Any) -> None:
-        self._text = self._shapes = None
+        self._text = self._shapes = self._words = None
         if isinstance(value, bytes):
             value = _text(value)
         if isinstance(value, str):
@@ -136,11 +143,43 @@ class Candidates:
                     return True
         return False
 
+    def _word_index(self) -> tuple[frozenset[str], dict[int, list[tuple[str, ...]]]]:
+        if self._words is None:
+            texts = {tuple(_WORD.findall(x)) for x in self.strings}
+            by_count: dict[int, list[tuple[str, ...]]] = {}
+            for words in sorted(texts):
+                if len(words) >= 2:
+                    by_count.setdefault(len(words), []).append(words)
+            self._words = (frozenset(w for words in texts for w in words), by_count)
+        return self._words
+
+    def _words_swapped(self, text: str) -> bool:
+        """Whether `text` has the words of a readable text of as many words, but up to MAX_SWAPPED (fewer than all)
+        replaced in place by readable words."""
+        words = tuple(_WORD.findall(text))
+        if len(words) < 2:
+            return False
+        readable, by_count = self._word_index()
+        if not all(w in readable for w in words):
+            return False  # a word no file holds: no swap of readable words makes it
+        allowed = min(MAX_SWAPPED, len(words) - 1)
+        for other in by_count.get(len(words), ()):
+            differ = 0
+            for a, b in zip(words, other):
+                if a != b:
+                    differ += 1
+                    if differ > allowed:
+                        break
+            else:
+                return True
+        return False
+
     def guessable(self, value: Any) -> bool:
         """Whether an agent could report `value` without computing it: one bit (None, True, False), a small
         number, a number it can read or one more or less, a string it can read (any case; bytes as text), a piece
-        of one, its shape with characters left out (`shape`), a container of such, or a value of another type
-        (assumed guessable: nothing here can tell)."""
+        of one, its shape with characters left out or a few put in (`shape`), one with a few of its words swapped
+        for readable ones, a container of such, or a value of another type (assumed guessable: nothing here can
+        tell)."""
         if value is None or isinstance(value, bool):
             return True
         if isinstance(value, (int, float)):  # a readable number, or one counted on or back from it, or negated
@@ -150,7 +189,8 @@ class Candidates:
             value = _text(value)
         if isinstance(value, str):
             text = value.lower()
-            return len(text) <= 1 or _SEPARATOR in text or text in self._haystack() or self._shape_readable(text)
+            return (len(text) <= 1 or _SEPARATOR in text or text in self._haystack() or self._shape_readable(text)
+                    or self._words_swapped(text))
         if isinstance(value, Approx):
             return self.guessable(value.expected)
         if isinstance(value, dict):
