@@ -84,6 +84,8 @@ def test_a_leased_tree_stays_locked_for_the_next_lease_until_idle_trees_hold_too
     import shutil
 
     monkeypatch.setattr(residency, "KEEP_FILES", 3)
+    _tree(tmp_path / "flush", {"1": 1, "2": 1, "3": 1, "4": 1})
+    residency.lease(str(tmp_path / "flush")).release()  # lets go of idle trees earlier tests left (and this one)
     one, two = tmp_path / "one", tmp_path / "two"
     _tree(one, {"a": 5000, "b": 5000})
     _tree(two, {"c": 7000, "d": 7000})
