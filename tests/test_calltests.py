@@ -229,19 +229,24 @@ for name in ("zero", "full"):  # the host's device nodes: a time set on one woul
         os.utime("/dev/" + name, (424242, 424242))
     except OSError:
         pass
+try:  # the server outlives the job: a setting of its process would reach every later job
+    open("/proc/1/oom_score_adj", "w").write("777")
+except OSError:
+    pass
 '''
 LOOK = MODULE.replace("    return 2 * x", """    import ctypes, os
     found = [d for d in ("/tmp", "/workspace", "/dev", "/dev/shm") if os.path.exists(os.path.join(d, "answers"))]
     found += ["shm"] if ctypes.CDLL(None).shmget(4242, 0, 0) >= 0 else []
     found += [] if os.path.exists("/dev/null") else ["no /dev/null"]
     found += [n for n in ("zero", "full") if os.stat("/dev/" + n).st_mtime == 424242]
+    found += ["server's process"] if os.path.exists("/proc/1") else []
     return 2 * x + len(found)""")
 
 
 def test_nothing_one_run_leaves_reaches_the_next(runner, reference):
     """Rollouts verified one after another by the same server (e.g. a GRPO group) cannot pass each other
     answers, or sabotage each other, through files, devices (their nodes' timestamps included: they are the
-    host's) or shared memory."""
+    host's), shared memory, or the server's own process (its /proc settings, which a thirtieth attacker used)."""
     verdicts(runner, reference, LEAVE_BEHIND)
     v = verdicts(runner, reference, LOOK)
     assert "test_double" in passed(v), v.reasons["tests/test_mod.py::test_double"]
@@ -269,24 +274,37 @@ def test_values_built_to_collide_in_hash_tables_are_refused_in_linear_time():
     assert read_stream(ok.encode(), [1]).status is StreamStatus.OK
 
 
-SCAN = '''
+# Reading one's own memory in a job, which has no /proc (no maps, no mem): the mapped pages are found by asking
+# madvise about pages next to the address of every object, function and stack frame the code can name.
+MEMORY = '''
+def _memory_chunks():
+    import ctypes, gc, os
+    if os.path.exists("/proc/self/maps"):
+        raise AssertionError("the job can read its maps: not the world these tests are about")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    page = os.sysconf("SC_PAGE_SIZE")
+    mapped = lambda a: a > 0 and libc.madvise(a, page, 0) == 0  # MADV_NORMAL: ENOMEM where nothing is mapped
+    seeds = {id(o) & ~(page - 1) for o in gc.get_objects()}
+    seeds |= {ctypes.cast(libc.madvise, ctypes.c_void_p).value & ~(page - 1),
+              ctypes.addressof(ctypes.c_int()) & ~(page - 1)}
+    seen = set()
+    for start in sorted(seeds):
+        if start in seen or not mapped(start):
+            continue
+        lo = hi = start
+        while mapped(lo - page) and lo - page not in seen and start - lo < (64 << 20):
+            lo -= page
+        while mapped(hi) and hi not in seen and hi - start < (64 << 20):
+            hi += page
+        seen.update(range(lo, hi, page))
+        yield ctypes.string_at(lo, hi - lo)
+'''
+SCAN = MEMORY + '''
 def double(x):
-    import base64, re
+    import base64
     wanted = [MARK.encode(), base64.b64encode(('{"slot":0,"v":"' + MARK).encode())[:40]]
-    found = 0
-    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
-        for line in maps:
-            span, perms = line.split()[:2]
-            if not perms.startswith("r") or "[v" in line:
-                continue
-            lo, hi = (int(x, 16) for x in span.split("-"))
-            try:
-                mem.seek(lo)
-                chunk = mem.read(hi - lo)
-            except (OSError, ValueError, OverflowError):
-                continue
-            found += sum(chunk.count(w) for w in wanted)
-    return 2 * x + found
+    return 2 * x + sum(chunk.count(w) for chunk in _memory_chunks() for w in wanted)
 '''
 
 
@@ -294,7 +312,9 @@ def test_no_result_of_an_earlier_job_is_in_the_memory_a_driver_starts_with(runne
     """Driver processes are forked from the server: if results passed through its memory, a later rollout's code
     could read the previous job's stream (the reference's, or a correct sample's) and replay it (a red-team
     agent did, accepted at 0.90). The server splices results in the kernel, so they never do. The scanner
-    counts the marker in its own memory; the count must not grow when the job before it emitted the marker."""
+    counts the marker in its own memory (no /proc there: it finds its mappings around every address it can name);
+    the count must not grow when the job before it emitted the marker, and the scanner must see the marker it
+    holds itself (the scan reads memory)."""
     import secrets
 
     mark = "R" + secrets.token_hex(16)
@@ -307,6 +327,7 @@ def test_no_result_of_an_earlier_job_is_in_the_memory_a_driver_starts_with(runne
 
     runner.observe({"mod.py": MODULE}, [SUITE])
     before = count()
+    assert before >= 1  # its own MARK (both halves joined at import) is in memory: the scan reads what it finds
     runner.observe({"mod.py": leaker}, [SUITE])  # its stream carries the marker
     assert count() == before
 
@@ -367,28 +388,19 @@ def _swap():
 
 def test_the_package_process_memory_holds_no_test(runner, reference):
     """The package's process starts as a fresh interpreter: nothing of the driver (its statements, its module
-    constants' names, the observer) is anywhere in its memory. `double` scans every readable mapping of its own
-    process and, if it finds a trace of the driver, answers wrongly; the test passing says it found none."""
-    scan = MODULE.replace("    return 2 * x", "    return 2 * x + _seen()") + '''
+    constants' names, the observer) is anywhere in its memory. `double` scans the memory of its own process (found
+    around every address it can name: a job has no /proc) and, if it finds a trace of the driver, answers wrongly;
+    the test passing says it found none."""
+    scan = MODULE.replace("    return 2 * x", "    return 2 * x + _seen()") + MEMORY + '''
 def _seen():
     found = 0
-    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as mem:
-        for line in maps:
-            span, perms = line.split()[:2]
-            if not perms.startswith("r") or "[vvar]" in line or "[vsyscall]" in line:
-                continue
-            start, end = (int(x, 16) for x in span.split("-"))
-            try:
-                mem.seek(start)
-                chunk = mem.read(end - start)
-            except OSError:
-                continue
-            # the markers are never built whole here (that would put them in this memory): a head, then its tail
-            for head, tail in ((b"SECRET_", b"INP"), (b"_gymsmith_", b"obs")):
-                at = chunk.find(head)
-                while at >= 0:
-                    found += chunk[at + len(head):at + len(head) + 3] + b"!" == tail + b"!"
-                    at = chunk.find(head, at + 1)
+    for chunk in _memory_chunks():
+        # the markers are never built whole here (that would put them in this memory): a head, then its tail
+        for head, tail in ((b"SECRET_", b"INP"), (b"_gymsmith_", b"obs")):
+            at = chunk.find(head)
+            while at >= 0:
+                found += chunk[at + len(head):at + len(head) + 3] + b"!" == tail + b"!"
+                at = chunk.find(head, at + 1)
     return found
 '''
     v = verdicts(runner, reference, scan)
@@ -415,34 +427,24 @@ def test_a_test_that_expects_its_own_input_back_proves_no_progress():
 
 
 def test_the_package_process_can_read_or_trace_no_other_process(runner):
-    """The package process sees the sandbox's /proc (the server, the zygote that forks package processes, the
-    driver), but can open no other process's memory or descriptors and attach to none: they are non-dumpable and
-    in an ancestor user namespace. The zygote most of all, since every later package process is forked from it."""
+    """The package process has no /proc (the sandbox's showed the server, the zygote that forks package processes
+    and the driver, whose settings a process of the same host uid may write: a thirtieth attacker passed which fix
+    to apply in the server's oom_score_adj) and its own pid namespace: it can name no other process, so it can
+    open no other process's memory or descriptors and attach to none."""
     probe = '''
 import ctypes, os
 
 def reachable():
-    me = int(os.readlink("/proc/self"))  # this process as the sandbox's /proc numbers it
     libc = ctypes.CDLL(None, use_errno=True)
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        for what in ("mem", "environ", "fd/0", "fd/3"):
-            try:
-                os.close(os.open(f"/proc/{name}/{what}", os.O_RDONLY | os.O_NONBLOCK))
-                found.append(f"{name}/{what}")
-            except OSError:
-                pass
-        if libc.ptrace(16, int(name), None, None) == 0:  # PTRACE_ATTACH
-            found.append(f"{name}/ptrace")
-    return sorted(found), len([n for n in os.listdir("/proc") if n.isdigit()])
+    found = [p for p in ("/proc/self", "/proc/1", "/proc/self/maps") if os.path.exists(p)]
+    found += [f"ptrace {pid}" for pid in range(1, 400) if pid != os.getpid() and libc.ptrace(16, pid, None, None) == 0]
+    found += [f"signal {pid}" for pid in range(1, 400) if pid != os.getpid() and libc.kill(pid, 0) == 0]
+    return sorted(found), os.listdir("/proc")
 '''
-    suite = compile_suite("from probe import reachable\n\ndef test_reach():\n    assert reachable() == ([], 0)\n", "tests/test_probe.py")
+    suite = compile_suite("from probe import reachable\n\ndef test_reach():\n    assert reachable() == ([], [])\n", "tests/test_probe.py")
     observed = runner.observe({"probe.py": probe}, [suite])
     record = records_by_nodeid([suite], observed)["tests/test_probe.py::test_reach"]
-    found, visible = record.slots[0]
-    assert found == [] and visible >= 3  # it does see others: the server, the zygote, the driver
+    assert record.slots[0] == ([], []), record
 
 
 def test_one_bit_tests_are_not_informative():

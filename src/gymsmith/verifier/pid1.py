@@ -62,13 +62,13 @@ def reap():
 
 # -- a private world for each job's process -------------------------------------------------------------------
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x00020000, 0x08000000, 0x40000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 32, 4096, 0x4000, 1 << 18, 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1, 2, 4, 8, 32, 4096, 0x4000, 1 << 18, 2
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def private_world(tmp_mb=32, own_pids=False):
     """Give this process (before any code under test runs in it) its own user, mount, IPC and network
-    namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, then drop every capability.
+    namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, no /proc, then drop every capability.
 
     Every place the sandbox lets a process write is then private to this job: nothing one rollout's code
     leaves (files, shared memory, message queues, semaphores, sockets) can be seen by the next rollout
@@ -113,13 +113,17 @@ def private_world(tmp_mb=32, own_pids=False):
             # would leave a note, or break, for every later one (sandbox/devices.py)
             check(libc.mount(None, f"/dev/{name}".encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None),
                   f"make /dev/{name} read-only")
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"/dev/{name}")
     os.mkdir("/dev/shm")
     check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /dev/shm")
     check(libc.umount2(b"/tmp/.dev", MNT_DETACH), "unmount the old /dev")
     os.rmdir("/tmp/.dev")
+    # no /proc: the one this namespace inherited shows the server's pid namespace, whose processes outlive the job,
+    # and a process of the host's uid may write their oom_score_adj, coredump_filter and autogroup, which the next job
+    # reads (a red-team payload passed which fix to apply that way, accepted), and sees the pid counter every fork
+    # moves. A fresh /proc of the job's own namespace is refused under the covers bwrap puts on /proc/sys, so an
+    # empty, read-only tmpfs hides it (and a namespace the code makes itself inherits that, locked)
+    check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=555"),
+          "hide /proc")
     # no capability left in this namespace: the mounts above stay as they are
     check(libc.capset(struct.pack("II", 0x20080522, 0), bytes(24)), "drop capabilities")
     if own_pids:
