@@ -127,3 +127,23 @@ def test_isolated_pytest_runs_each_test_in_its_own_process_speaking_only_for_its
     assert isolated.outcome("tests/test_x.py::test_fails") is TestOutcome.FAILED
     assert isolated.outcome("tests/test_x.py::test_ok") is TestOutcome.PASSED
     assert isolated.outcome("tests/test_x.py::test_exits") is TestOutcome.MISSING and isolated.status is RunStatus.CRASHED
+
+
+def test_a_pytest_job_can_change_nothing_of_the_server_for_the_next():
+    """Bring-your-own tasks' tests run in the warm pytest server, a fork per job. The server's priority and limits
+    belong to the same host uid as the job's code, and the next job inherits them: a job that could name the server
+    could leave a number there for the next rollout (a thirtieth attacker did so with the call server's /proc). A job
+    has its own pid namespace and no /proc: it names only itself, and the next job starts as the first did."""
+    from gymsmith.verifier.pytest_runner import WarmPytest
+
+    leave = ("import os, resource\n\ndef test_leave():\n    for pid in range(1, 8):\n"
+             "        try:\n            os.setpriority(os.PRIO_PROCESS, pid, 9)\n        except OSError:\n            pass\n"
+             "        try:\n            resource.prlimit(pid, resource.RLIMIT_NOFILE, (99, 99))\n"
+             "        except (OSError, ValueError):\n            pass\n")
+    look = ("import os, resource\n\ndef test_look():\n    assert os.getpriority(os.PRIO_PROCESS, 0) == 0\n"
+            "    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] != 99\n    assert not os.path.exists('/proc/1')\n")
+    with WarmPytest() as warm:
+        first = warm.run({"tests/test_leave.py": leave}, ["tests"])
+        second = warm.run({"tests/test_look.py": look}, ["tests"])
+    assert first.outcomes == {"tests/test_leave.py::test_leave": "passed"}, first
+    assert second.outcomes == {"tests/test_look.py::test_look": "passed"}, second

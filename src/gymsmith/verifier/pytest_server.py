@@ -55,7 +55,9 @@ class Collector:
 
 def run_child(job, write_fd):
     os.setpgid(0, 0)
-    private_world()  # before the code under test: nothing it writes outlives this job
+    # before the code under test: nothing it writes outlives this job, and in a pid namespace of its own it can name
+    # no process that outlives it (the server's priority and limits are the same host uid's to change)
+    private_world(own_pids=True)
     set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
