@@ -240,6 +240,11 @@ LOOK = MODULE.replace("    return 2 * x", """    import ctypes, os
     found += [] if os.path.exists("/dev/null") else ["no /dev/null"]
     found += [n for n in ("zero", "full") if os.stat("/dev/" + n).st_mtime == 424242]
     found += ["server's process"] if os.path.exists("/proc/1") else []
+    try:  # a memfd's inode number is the next of a counter for the whole host, which a job could move
+        os.close(os.memfd_create("x"))
+        found.append("memfd")
+    except OSError:
+        pass
     return 2 * x + len(found)""")
 
 

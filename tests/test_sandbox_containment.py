@@ -258,6 +258,7 @@ attempt("F_SET_RW_HINT", lambda: fcntl.fcntl(fd, 1036, struct.pack("Q", 2)))
 attempt("preadv2_nowait", lambda: os.preadv(fd, [bytearray(16)], 0, os.RWF_NOWAIT))
 import mmap
 attempt("madvise_pageout", lambda: mmap.mmap(fd, 4096, prot=mmap.PROT_READ).madvise(21))
+attempt("memfd_create", lambda: os.memfd_create("x"))  # its inode number is a host-wide counter's
 attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
 """
 
@@ -267,8 +268,9 @@ def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
     namespace. A red-team payload in a correct rollout's verification published its answers as byte-range locks on
     `os.py` and a parallel rollout that kept its bug read them with F_GETLK and was accepted (0.9855); another
     carried bytes in write-lifetime hints, which only check that the caller owns the file (a sandbox's uid is the
-    host's). Locks, leases, notifications, inotify, hints, page-cache eviction and residency queries all fail with
-    EPERM; ordinary fcntl calls still work."""
+    host's). Locks, leases, notifications, inotify, hints, page-cache eviction and residency queries, and memfds
+    (whose inode numbers come from one counter for the whole host: a thirty-first attacker passed which repair to
+    apply in it) all fail with EPERM; ordinary fcntl calls still work."""
     import platform
 
     if platform.machine() != "x86_64":

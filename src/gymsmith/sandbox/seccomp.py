@@ -13,6 +13,13 @@ its bug, which was then accepted:
   the same kind of channel;
 - **the page cache** of a shared file: evicting pages (`posix_fadvise(DONTNEED)`, `madvise(MADV_PAGEOUT)`) and
   asking which are resident (`mincore`, `cachestat`, a read with `RWF_NOWAIT`, io_uring) is another;
+- **the kernel's shared-memory inode numbers**: every memfd, shared anonymous mapping and SysV segment takes the
+  next number of one counter for the whole host, so a process that makes them moves it and one that reads a
+  memfd's inode number (`fstat`) reads it: a thirty-first attacker's correct rollout left which repair fixes the bug
+  there and a later rollout that kept it read it while the verifier ran its code (accepted). Mappings cannot be
+  refused, so `memfd_create` (and `memfd_secret`) are: a verified job, which has no /proc, then has no way to read
+  the counter. The agent's own sandbox still can, through the inode numbers `/proc/self/maps` shows
+  (docs/verifier.md names it);
 - **owner-only state of a shared inode**: the sandbox's uid is the host uid that runs gymsmith (root in CI), so a
   sandboxed process owns every host file it shares, and calls that check only ownership, not the read-only mount,
   write to the inode: a write-lifetime hint (`F_SET_RW_HINT`) set in one sandbox was read in the next, and by a
@@ -37,7 +44,7 @@ import struct
 
 BLOCKED = ("add_key", "request_key", "keyctl", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
            "fanotify_init", "mincore", "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register",
-           "process_madvise")
+           "process_madvise", "memfd_create", "memfd_secret")
 FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38,
                  "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026,
                  # write-lifetime hints live on the inode, and only ownership is checked: a sandbox owns the files
@@ -51,12 +58,12 @@ _ARCH = {
     "x86_64": (0xC000003E, {"add_key": 248, "request_key": 249, "keyctl": 250, "flock": 73, "inotify_init": 253,
                             "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "mincore": 27,
                             "cachestat": 451, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-                            "process_madvise": 440, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
+                            "process_madvise": 440, "memfd_create": 319, "memfd_secret": 447, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
                             "pwritev2": 328}),
     "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
                              "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
                              "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-                             "process_madvise": 440, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
+                             "process_madvise": 440, "memfd_create": 279, "memfd_secret": 447, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
                              "pwritev2": 287}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
