@@ -19,6 +19,7 @@ import ast
 import random
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, Protocol
 
 from gymsmith.families.code.realtests import keep_tests
@@ -84,19 +85,20 @@ def can_vary(test: CompiledTest) -> bool:
         return False
 
 
-def words_of(source: str) -> list[str]:
+@lru_cache(maxsize=256)
+def words_of(source: str) -> tuple[str, ...]:
     """The words of the string literals of a test file (sorted, each once): what a word of a variant's text input
     may be replaced with, so the text stays made of what the package's tests give it ('twenty five' -> 'twenty
-    seven', not a misspelling the code turns away)."""
+    seven', not a misspelling the code turns away). Cached: every try of every variant of a file asks."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
-    return sorted({w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                   for w in _WORD.findall(n.value)})
+        return ()
+    return tuple(sorted({w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                         for w in _WORD.findall(n.value)}))
 
 
-def _moved_text(text: str, words: list[str], rng: random.Random) -> str:
+def _moved_text(text: str, words: tuple[str, ...], rng: random.Random) -> str:
     """`text` with one digit changed to another, or one word replaced by another of `words` (the same text if
     neither is possible)."""
     digits = [i for i, ch in enumerate(text) if ch in "0123456789"]
@@ -111,7 +113,7 @@ def _moved_text(text: str, words: list[str], rng: random.Random) -> str:
     return text if not others else text[:match.start()] + rng.choice(others) + text[match.end():]
 
 
-def _moved(statements: tuple[str, ...], words: list[str], rng: random.Random) -> list[str] | None:
+def _moved(statements: tuple[str, ...], words: tuple[str, ...], rng: random.Random) -> list[str] | None:
     """`statements` (a driver's) with one to two literals of its observed calls moved (an integer by one of
     STEPS, a text by `_moved_text`), or None if they have none."""
     trees = [ast.parse(s) for s in statements]
