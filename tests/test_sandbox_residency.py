@@ -43,12 +43,27 @@ def test_a_pin_locks_every_file_of_its_tree_but_what_it_skips_until_released(tmp
 
 def test_held_trees_stay_locked_and_a_forked_child_locks_them_again(tmp_path):
     """mlock is not inherited: a child forked from a process that holds the shared files would read them
-    unlocked (a zygote's children start sandboxes); its next hold locks every mapping again."""
+    unlocked (a zygote's children start sandboxes); its next hold locks every mapping again, even if another thread
+    of the parent held the module's lock at the fork (the child would otherwise wait for it forever)."""
+    import select
+    import signal
+    import threading
+
     _tree(tmp_path, {"lib.so": 64 * 1024})
     residency.hold([str(tmp_path)])
     residency.hold([str(tmp_path)])  # walked once
     held = _locked_kib()
     assert held >= 64
+    entered, leave = threading.Event(), threading.Event()
+
+    def busy():  # another thread holds the module's lock when the process forks
+        with residency._lock:
+            entered.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=busy)
+    holder.start()
+    entered.wait(10)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report VmLck before and after its first hold
@@ -58,8 +73,14 @@ def test_held_trees_stay_locked_and_a_forked_child_locks_them_again(tmp_path):
             os.write(write, f"{before} {_locked_kib()}".encode())
         finally:
             os._exit(0)
+    leave.set()
+    holder.join()
     os.close(write)
+    answered = select.select([read], [], [], 20)[0]
+    if not answered:
+        os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+    assert answered, "the forked child never got the lock"
     before, after = map(int, os.read(read, 100).split())
     os.close(read)
     assert before < held <= after + 4, (before, held, after)

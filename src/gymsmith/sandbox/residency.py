@@ -63,8 +63,9 @@ _owner = os.getpid()  # locks are not inherited by a forked child: it locks its 
 
 
 def _after_fork() -> None:
-    global _owner
-    _owner = -1  # checked (and the locks taken again) at the next hold or pin
+    global _owner, _lock
+    _owner = -1  # checked (and the locks taken again) at the next hold, pin or lease
+    _lock = threading.Lock()  # another thread of the parent may have held it at the fork: the child has none
 
 
 os.register_at_fork(after_in_child=_after_fork)
