@@ -155,3 +155,31 @@ def test_a_time_limit_cuts_the_determinism_comparison_to_the_steps_both_took():
     bent = [*short.steps]
     bent[2] = bent[2].model_copy(update={"observation": bent[2].observation.model_copy(update={"text": "other"})})
     assert "first difference" in repeat_difference(runs[0], short.model_copy(update={"steps": bent}))[0]
+
+
+def test_the_determinism_comparison_masks_clock_readings_and_nothing_else():
+    """A command may print the wall clock (parse's tests print `datetime.today()` when they fail): no seed fixes it,
+    so repeats are compared with such readings masked; any other difference in the same text is still caught."""
+    from gymsmith.audit.check import repeat_difference
+    from gymsmith.core.types import Split
+    from gymsmith.registry import get_family
+    from gymsmith.runner.rollout import run_rollout
+    from gymsmith.verifier.policies import DEFAULT_POLICY
+    from gymsmith.verifier.service import VerifierService
+
+    family = get_family("ops")
+    with VerifierService() as verifier:
+        run = run_rollout(env=family.make_env(), agent=family.agents()["random"](), task=family.generate(1), split=Split.TRAIN,
+                          seed=7, run_id="t", verifier=verifier, policy=DEFAULT_POLICY, max_steps=3, time_limit_s=120)
+
+    def with_text(text):
+        steps = [*run.steps]
+        steps[1] = steps[1].model_copy(update={"observation": steps[1].observation.model_copy(update={"text": text})})
+        return run.model_copy(update={"steps": steps})
+
+    first = with_text("E  where datetime.datetime(2026, 12, 5, 3, 57, 35, 716948) = today(); at 2026-12-05T03:57:35.716948")
+    again = with_text("E  where datetime.datetime(2026, 12, 5, 3, 57, 40, 577916) = today(); at 2026-12-05T03:57:40.1")
+    assert repeat_difference(first, again) == (None, False)
+    other = with_text("E  where datetime.datetime(2026, 12, 5, 3, 57, 40, 577916) = today(); at 2026-12-05T03:57:40.1 !")
+    assert repeat_difference(first, other)[0]
+    assert repeat_difference(with_text("date(2026, 1, 9)"), with_text("date(2026, 1, 8)"))[0]  # not a clock reading

@@ -200,3 +200,23 @@ def test_run_tests_output_drops_addresses_in_either_case_and_run_time():
 
     text = "cls = <Statement ' ...' at 0x7FC3848F1C50> f = <function f at 0x7f6ae78a1c50>\n3 failed in 1.25s"
     assert _ADDRESS.sub("0x…", _TIMING.sub("", text)) == "cls = <Statement ' ...' at 0x…> f = <function f at 0x…>\n3 failed"
+
+
+def test_commands_repeat_exactly_under_the_same_seed_and_differ_under_another():
+    """The determinism check's premise for packages whose tests draw random values (shortuuid's UUIDs, a mock's
+    id): a command's randomness and addresses come from the task and the episode seed (sandbox/seeded_site.py)."""
+    family = CODE
+    task = family.generate(3)
+    probe = ("python3 -c \"import uuid, random, secrets; from unittest.mock import MagicMock; "
+             "print(uuid.uuid4(), random.random(), secrets.token_hex(4), id(MagicMock()))\"")
+    seen = []
+    for seed in (7, 7, 8):
+        env = family.make_env()
+        try:
+            env.reset(task, seed=seed)
+            seen.append([step(env, "run_command", command=probe).text for _ in range(2)])
+        finally:
+            env.close()
+    assert seen[0] == seen[1], seen
+    assert seen[0][0] != seen[0][1]  # two commands of a rollout draw different values
+    assert seen[2] != seen[0]

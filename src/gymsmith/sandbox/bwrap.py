@@ -15,6 +15,7 @@ long as the server: `reset()` ends it, and the next command starts a fresh one.
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from gymsmith.sandbox import devices, netns, residency, seccomp
+from gymsmith.sandbox import devices, netns, residency, seccomp, sharedfs
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
@@ -38,6 +39,10 @@ from gymsmith.sandbox.runtime import PythonRuntime, python_runtime
 
 FORWARDER = Path(__file__).with_name("forward.py")
 COMMAND_SERVER = Path(__file__).with_name("proc.py")
+SEEDED_SITE = Path(__file__).with_name("seeded_site.py")  # a seeded sandbox's sitecustomize
+ADDR_NO_RANDOMIZE = 0x0040000  # personality(2): a seeded sandbox's processes get the same addresses every run
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.personality.argtypes, _libc.personality.restype = (ctypes.c_ulong,), ctypes.c_int
 RUN_DIR = "/run/sandbox"  # no "gymsmith" in any path a command can see
 PROXY_PORT = 3128  # the forwarder's port on the sandbox's own loopback
 SANDBOX_UID = 1000
@@ -85,32 +90,16 @@ def python_mounts(rt) -> list[str]:
     return args
 
 
-_COVERING = {"--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--bind-try": 2, "--tmpfs": 1, "--dir": 1,
-             "--symlink": 2, "--proc": 1, "--dev": 1}  # options that mount something at their last argument
-
-
 def shared_files(args: Sequence[str], live: Collection[str] = ()) -> tuple[list[str], set[str]]:
     """(host paths, host paths under them to skip) of what bwrap `args` show a sandbox read-only from the host:
     the sources of its read-only binds but those in `live`, less what a later mount covers (a tmpfs over the
     standard library's test suite, the runtime's packages bound over its site-packages)."""
-    mounts: list[tuple[str, str | None, str]] = []  # (option, source, destination) in order
-    i = 0
-    while i < len(args):
-        option = args[i]
-        if option in _COVERING:
-            n = _COVERING[option]
-            mounts.append((option, args[i + 1] if n == 2 else None, args[i + n]))
-            i += n + 1
-        else:
-            i += 1
+    mounts = sharedfs.bind_mounts(args)
     roots, skip = [], set()
-    for k, (option, source, dest) in enumerate(mounts):
-        if option not in ("--ro-bind", "--ro-bind-try") or source is None or source in live:
-            continue
-        roots.append(source)
-        for _, _, later in mounts[k + 1:]:
-            if later.startswith(dest.rstrip("/") + "/"):
-                skip.add(source.rstrip("/") + later[len(dest.rstrip("/")):])
+    for k, (_, option, source, _) in enumerate(mounts):
+        if option in sharedfs.READ_ONLY_BINDS and source is not None and source not in live:
+            roots.append(source)
+            skip |= sharedfs.covered(mounts, k)
     return roots, skip
 
 
@@ -125,15 +114,18 @@ class BwrapSandbox(Sandbox):
     Options: `allow` - `host:port` entries reachable through the egress proxy (none by default);
     `extra_ro` - {host path: sandbox path} read-only mounts (e.g. the verifier's job directory);
     `runtime` - the packages commands may import (`runtime.python_runtime()`, pytest, by default; a registered
-    repository's read-only layer with its test dependencies, `runtime.layer_runtime`).
+    repository's read-only layer with its test dependencies, `runtime.layer_runtime`);
+    `seeded` - reproducible commands: no address-space randomisation, and Python's randomness drawn from
+    `SANDBOX_SEED` when a command's environment sets it (`seeded_site.py`).
     """
 
     unsafe = False
 
     def __init__(self, workspace: Path, limits: Limits | None = None, *, allow: Sequence[str] = (),
                  extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None,
-                 runtime: PythonRuntime | None = None):
+                 runtime: PythonRuntime | None = None, seeded: bool = False):
         super().__init__(workspace, limits)
+        self.seeded = seeded
         exe = bwrap_path()
         if exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
@@ -144,10 +136,12 @@ class BwrapSandbox(Sandbox):
         self._netns_fd = netns.create_empty_netns()
         self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids)
         self.proxy = EgressProxy(allow) if allow else None
-        self._args = self._mount_args(extra_ro or {}, extra_rw or {})
-        # every host file a command can map is held in memory, so that its page cache carries nothing between
-        # sandboxes (residency.py); directories the caller mounts (job files, written and removed per job) are not
+        # directories the caller mounts (job files, written and removed per job) are its own `sharedfs.scratch`
         live = {src for src in (extra_ro or {}) if os.path.isdir(src)}
+        # every other read-only bind comes from a copy on tmpfs, where a lookup leaves nothing (sharedfs.py) ...
+        self._args = sharedfs.stage_binds(self._mount_args(extra_ro or {}, extra_rw or {}), live)
+        # ... and every host file a command can map is held in memory, so that its page cache carries nothing
+        # between sandboxes (residency.py)
         roots, skip = shared_files(self._args, live)
         residency.hold(roots, skip)
         self.path_env = f"{os.path.dirname(self.runtime.interpreter)}:/usr/local/bin:/usr/bin:/bin"
@@ -178,6 +172,8 @@ class BwrapSandbox(Sandbox):
         a += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
         a += python_mounts(self.runtime)
         a += ["--dir", RUN_DIR, "--ro-bind", str(COMMAND_SERVER), f"{RUN_DIR}/proc.py", "--bind", str(self.workspace), WORKSPACE]
+        if self.seeded:
+            a += ["--dir", f"{RUN_DIR}/site", "--ro-bind", str(SEEDED_SITE), f"{RUN_DIR}/site/sitecustomize.py"]
         for src, dest in extra_rw.items():
             a += ["--bind", src, dest]
         for src, dest in extra_ro.items():
@@ -192,7 +188,8 @@ class BwrapSandbox(Sandbox):
         """(the command's argv, its environment) inside the sandbox."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        environment = {**BASE_ENV, "PATH": self.path_env, **(env or {})}
+        environment = {**BASE_ENV, "PATH": self.path_env, **({"PYTHONPATH": f"{RUN_DIR}/site"} if self.seeded else {}),
+                       **(env or {})}
         if self.proxy is not None:
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             environment.update(http_proxy=proxy, https_proxy=proxy, HTTP_PROXY=proxy, HTTPS_PROXY=proxy)
@@ -363,6 +360,8 @@ class BwrapSandbox(Sandbox):
             self.cgroup.attach(os.getpid())
         else:
             resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb << 20,) * 2)
+        if self.seeded:  # inherited through bwrap's exec by every process of the sandbox
+            _libc.personality(_libc.personality(0xFFFFFFFF) | ADDR_NO_RANDOMIZE)
         if self._netns_fd is not None:
             netns.join_netns(self._netns_fd)
             devices.read_only_nodes()  # root, as pre-made namespaces need: the host's /dev nodes, read-only

@@ -8,9 +8,11 @@ Modes, best first (chosen once per CowWorkspace, reported in `mode`):
   Linear in the tree's size and with no disk quota; used where mounting is not permitted.
 A hard-link tree is not offered: a command that writes a file in place would change the pristine copy.
 
-Under an overlay, every rollout of a task reads the pristine tree's own files (the lower layer), so they are held
-in memory while a workspace shows them (`residency.lease`): their page cache carries nothing from one rollout to
-the next. A copy is the workspace's own.
+Under an overlay, the lower layer is the workspace's own copy of the pristine tree, on a tmpfs of its own, made
+when the workspace first shows that tree and kept for its next rollouts of the task. Lookups there leave no
+negative dentry (a pristine tree on disk kept every name a rollout looked up, for the next rollout to time:
+sharedfs.py), and its files are held in memory while the workspace shows them (`residency.lease`), so their page
+cache carries nothing from one rollout to the next either. A copy is the workspace's own.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from gymsmith.sandbox import residency
 from gymsmith.sandbox.base import CACHE_DIRS, SandboxError
 
 MNT_DETACH = 2
-MS_NOSUID, MS_NODEV = 2, 4
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
 HASH_EXCLUDED_FILES = frozenset({".git/index"})  # git's stat cache: rewritten by `git status`, not content
 _libc = ctypes.CDLL(None, use_errno=True)
 _counter = itertools.count()
@@ -60,7 +62,7 @@ def _collect_stale() -> None:
         except ValueError:
             continue
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
-            for m in (d / "merged", d / "layer"):
+            for m in (d / "merged", d / "layer", d / "lower"):
                 _umount(m)
             shutil.rmtree(d, ignore_errors=True)
 
@@ -79,6 +81,9 @@ class CowWorkspace:
         self.path.mkdir()
         self._layer = self.root / "layer"
         self._layer.mkdir()
+        self._lower = self.root / "lower"  # overlay mode: a tmpfs holding a copy of `_lower_of`
+        self._lower.mkdir()
+        self._lower_of: Path | None = None
         self.mode = self._probe() if mode == "auto" else mode
         self.pristine: Path | None = None
         self._pin: residency.Lease | None = None  # the lower layer's files, held while the overlay shows them
@@ -97,9 +102,14 @@ class CowWorkspace:
         if not pristine.is_dir():
             raise SandboxError(f"pristine tree {pristine} is not a directory")
         if self.mode == "overlay":
-            held = residency.lease(str(pristine))  # before any sandbox can read it (raises SandboxError)
+            self._unmount()
             try:
-                self._remount(pristine)
+                self._copy_lower(pristine)
+            except OSError as exc:
+                raise SandboxError(f"could not copy {pristine} to the workspace's tmpfs: {exc}") from None
+            held = residency.lease(str(self._lower))  # before any sandbox can read it (raises SandboxError)
+            try:
+                self._remount(self._lower)
             except OSError as exc:
                 held.release()
                 raise SandboxError(f"could not mount the workspace overlay: {exc}") from None
@@ -125,6 +135,20 @@ class CowWorkspace:
         _mount("overlay", self.path, "overlay",
                f"lowerdir={pristine},upperdir={self._layer}/upper,workdir={self._layer}/work")
 
+    def _copy_lower(self, pristine: Path) -> None:
+        """Make the lower tmpfs a read-only copy of `pristine` unless it is one already (the overlay unmounted)."""
+        if self._lower_of == pristine and os.path.ismount(self._lower):
+            return
+        self._release_pin()  # the old copy's files are let go with it
+        _umount(self._lower)
+        self._lower_of = None
+        _mount("gymsmith", self._lower, "tmpfs", "mode=0755")
+        done = subprocess.run(["cp", "-a", f"{pristine}/.", str(self._lower)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise OSError(0, done.stderr.strip()[:300])
+        _mount("gymsmith", self._lower, "tmpfs", "", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        self._lower_of = pristine
+
     def _unmount(self) -> None:
         _umount(self.path)
         _umount(self._layer)
@@ -136,6 +160,7 @@ class CowWorkspace:
 
     def close(self) -> None:
         self._unmount()
+        _umount(self._lower)
         self._release_pin()
         shutil.rmtree(self.root, ignore_errors=True)
 

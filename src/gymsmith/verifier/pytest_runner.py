@@ -18,7 +18,6 @@ from __future__ import annotations
 import enum
 import os
 import shutil
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from gymsmith.core.errors import VerifierError
+from gymsmith.sandbox import sharedfs
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
 from gymsmith.sandbox.runtime import PythonRuntime
@@ -120,7 +120,7 @@ def fresh_pytest(files: Mapping[str, bytes | str], tests: Sequence[str] = ("test
     jobs = JobFiles()
     try:
         n, job_dir = jobs.write(files, {"pytest.ini": ini})
-        report = Path(tempfile.mkdtemp(prefix="gymsmith-junit-"))
+        report = sharedfs.scratch("junit-")
         os.chmod(report, 0o777)
         try:
             # the sandbox's workspace is only the report's directory; the job is mounted read-only

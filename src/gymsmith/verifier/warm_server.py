@@ -14,13 +14,13 @@ import json
 import os
 import queue
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gymsmith.core.errors import VerifierError
+from gymsmith.sandbox import sharedfs
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
 from gymsmith.sandbox.runtime import PythonRuntime
@@ -35,8 +35,8 @@ class JobFiles:
 
     def __init__(self) -> None:
         _reclaim_abandoned()
-        self.root = Path(tempfile.mkdtemp(prefix=f"gymsmith-jobs-{os.getpid()}-"))
-        os.chmod(self.root, 0o755)
+        # on tmpfs: a job's lookups of names that do not exist leave nothing for a later job (sharedfs.py)
+        self.root = sharedfs.scratch(f"jobs-{os.getpid()}-")
         self.ids = itertools.count(1)
 
     def write(self, files: Mapping[str, bytes | str], defaults: Mapping[str, str] | None = None) -> tuple[int, Path]:
@@ -59,8 +59,8 @@ class JobFiles:
 def _reclaim_abandoned() -> None:
     """Remove job directories whose owning process is gone (a verifier worker killed at its timeout never
     ran its clean-up), so that killed workers do not fill the disk."""
-    for d in Path(tempfile.gettempdir()).glob("gymsmith-jobs-*-*"):
-        owner = d.name.split("-")[2]
+    for d in (sharedfs.root() / "scratch").glob("jobs-*-*"):
+        owner = d.name.split("-")[1]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(d, ignore_errors=True)
 
@@ -88,7 +88,7 @@ class WarmServer:
 
     def _start(self) -> None:
         self._stop()
-        empty = Path(tempfile.mkdtemp(prefix="gymsmith-runner-ws-"))
+        empty = sharedfs.scratch("runner-ws-")
         inside = f"{SERVER_DIR}/{self.script.name}"
         try:
             mounts = {str(self.jobs.root): JOBS, str(self.script): inside,

@@ -249,6 +249,7 @@ class CodeEnvironment(ToolEnvironment):
         self.sandbox: Sandbox | None = None
         self.task: TaskSpec | None = None
         self.start_tree: dict[str, str | None] = {}
+        self._command_env: dict[str, str] = {}
 
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
         pristine, digest = pristine_repo(start_files(task))
@@ -262,11 +263,15 @@ class CodeEnvironment(ToolEnvironment):
             self.sandbox.close()  # another repository's packages: a sandbox that mounts this task's layer
             self.sandbox = None
         if self.sandbox is None:
-            options = {"runtime": runtime} if runtime is not None and self.backend == "bwrap" else {}
+            options: dict[str, Any] = {"seeded": True} if self.backend == "bwrap" else {}
+            if runtime is not None and self.backend == "bwrap":
+                options["runtime"] = runtime
             self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits, **options)
         else:
             self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
         self.task, self.start_tree = task, _start_tree(pristine)
+        # the commands' randomness (a seeded sandbox): the same task and seed see the same values (seeded_site.py)
+        self._command_env = {"SANDBOX_SEED": content_hash([task.id, seed], length=16)}
         listing = "\n".join(self.sandbox.list_files())
         return Observation(text=f"{task.goal}\n\nRepository files:\n{listing}",
                            data={"goal": task.goal, "files": listing.splitlines()})
@@ -369,7 +374,8 @@ class CodeEnvironment(ToolEnvironment):
         return Observation(text=f"replaced 1 occurrence in {path}", data={"path": path})
 
     def _tool_apply_diff(self, diff: str) -> Observation:
-        result = self.sandbox.exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(), timeout=30)
+        result = self.sandbox.exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(), timeout=30,
+                                   env=self._command_env)
         if not result.ok:
             raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"git apply failed: {result.stderr.strip() or result.stdout.strip()}")
         return Observation(text="diff applied", data={"applied": True})
@@ -379,7 +385,7 @@ class CodeEnvironment(ToolEnvironment):
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "a command cannot contain a NUL byte")
         if not command.strip():
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "the command is empty")
-        return self._exec_observation(self.sandbox.exec(command, timeout=timeout_s))
+        return self._exec_observation(self.sandbox.exec(command, timeout=timeout_s, env=self._command_env))
 
     def _tool_run_tests(self, tests: list[str] | None = None) -> Observation:
         for t in tests or []:
@@ -389,7 +395,8 @@ class CodeEnvironment(ToolEnvironment):
                 raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: a test id cannot contain a NUL byte")
         interpreter = getattr(self.sandbox, "runtime", None)
         python = interpreter.interpreter if interpreter else "python3"
-        result = self.sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])], timeout=60)
+        result = self.sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])], timeout=60,
+                                   env=self._command_env)
         return self._exec_observation(result, normalise=True)
 
     def _tool_submit(self, note: str = "") -> Observation:
