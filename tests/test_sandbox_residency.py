@@ -26,19 +26,15 @@ def _tree(root, sizes):
         path.write_bytes(os.urandom(size))
 
 
-def test_a_pin_locks_every_file_of_its_tree_but_what_it_skips_until_released(tmp_path):
+def test_hold_locks_every_file_of_its_tree_but_what_it_skips_and_walks_it_once(tmp_path):
     _tree(tmp_path, {"a.py": 9000, "pkg/b.so": 20000, "hidden/c": 50000, "empty": 0})
     os.symlink("/usr/lib", tmp_path / "link")  # a link is not followed
     before_bytes, before_kib = residency.locked_bytes(), _locked_kib()
-    first = residency.pin([str(tmp_path)], skip={str(tmp_path / "hidden")})
+    residency.hold([str(tmp_path)], skip={str(tmp_path / "hidden")})
     assert residency.locked_bytes() - before_bytes == 29000
     assert _locked_kib() - before_kib >= 28  # 3 + 5 pages of 4 KiB at least
-    second = residency.pin([str(tmp_path / "a.py")])  # the same file, pinned twice: held until both let go
-    first.release()
-    assert residency.locked_bytes() - before_bytes == 9000
-    second.release()
-    second.release()  # a second release does nothing
-    assert residency.locked_bytes() == before_bytes and _locked_kib() == before_kib
+    residency.hold([str(tmp_path)], skip={str(tmp_path / "hidden")})  # held already: not walked, not locked twice
+    assert residency.locked_bytes() - before_bytes == 29000
 
 
 def test_held_trees_stay_locked_and_a_forked_child_locks_them_again(tmp_path):

@@ -19,10 +19,10 @@ development machine, mostly /usr/lib; counted once however many processes lock t
 file (`vm.max_map_count`), and ~0.3 s per process the first time (~3 s on a cold machine).
 
 `hold(roots)` locks trees for the life of the process (system directories, the interpreter, runtime layers: they
-do not change while gymsmith runs); `pin(roots)` locks trees until the returned `Pin` is released; `lease(root)`
+do not change while gymsmith runs); `lease(root)`
 locks a tree while a lease is held and keeps it locked after the last one ends, for the next (a pristine tree: the
 many rollouts of a task restore it again and again, and locking 20,000 files takes ~0.5 s), releasing trees no
-lease holds, least recently used first, once they hold over KEEP_FILES files. Both skip subtrees a sandbox cannot see (`skip`) and symbolic links (a link's
+lease holds, least recently used first, once they hold over KEEP_FILES files. `hold` skips subtrees a sandbox cannot see (`skip`); both skip symbolic links (a link's
 target is locked through the tree it is in, if a sandbox can see it). Locking needs CAP_IPC_LOCK (root) or a
 `ulimit -l` above the shared files' size; without it, `SandboxError` (the sandbox does not start).
 """
@@ -64,30 +64,11 @@ _owner = os.getpid()  # locks are not inherited by a forked child: it locks its 
 
 def _after_fork() -> None:
     global _owner, _lock
-    _owner = -1  # checked (and the locks taken again) at the next hold, pin or lease
+    _owner = -1  # checked (and the locks taken again) at the next hold or lease
     _lock = threading.Lock()  # another thread of the parent may have held it at the fork: the child has none
 
 
 os.register_at_fork(after_in_child=_after_fork)
-
-
-class Pin:
-    """Files locked by `pin` until `release()` (once; later calls do nothing). A file locked by several pins,
-    or held, stays locked until the last lets it go."""
-
-    def __init__(self, keys: list[tuple[int, int]]) -> None:
-        self._keys: list[tuple[int, int]] | None = keys
-
-    def release(self) -> None:
-        with _lock:
-            keys, self._keys = self._keys, None
-            _release(keys or [])
-
-    def __enter__(self) -> "Pin":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def hold(roots: Iterable[str], skip: Collection[str] = ()) -> None:
@@ -101,21 +82,6 @@ def hold(roots: Iterable[str], skip: Collection[str] = ()) -> None:
             if (root, frozen) not in _held:
                 _lock_tree(root, frozen, [])
                 _held.add((root, frozen))
-
-
-def pin(roots: Iterable[str], skip: Collection[str] = ()) -> Pin:
-    """Lock every regular file under each of `roots` (as `hold`) until the returned Pin is released. Raises
-    SandboxError if a file cannot be locked (what this call locked is released first)."""
-    keys: list[tuple[int, int]] = []
-    with _lock:
-        _relock_after_fork()
-        try:
-            for root in roots:
-                _lock_tree(root, frozenset(skip), keys)
-        except SandboxError:
-            _release(keys)
-            raise
-    return Pin(keys)
 
 
 class _Tree:
@@ -145,7 +111,7 @@ class Lease:
 
 
 def lease(root: str) -> Lease:
-    """Lock every regular file under `root` (as `pin`) while the returned Lease is held. A tree leased before is
+    """Lock every regular file under `root` (as `hold`, nothing skipped) while the returned Lease is held. A tree leased before is
     not walked again unless its root directory changed since (another inode or modification time: rebuilt).
     Raises SandboxError if a file cannot be locked."""
     st = os.stat(root)
