@@ -11,7 +11,8 @@ state (`families.code.checks.verify`: the affected files' call checks in the rep
 and, as the baseline, a fresh `python -m pytest` of the package's whole suite in a new sandbox with the same
 layer. One JSON line per repository with both medians and their ratio.
 
-Usage: python benchmarks/repo_tasks.py [SPEC ...] [--tasks N] [--workers W] [--compare K]
+Usage: python benchmarks/repo_tasks.py [SPEC ...] [--tasks N] [--first-seed S] [--workers W] [--compare K]
+                                      [--record FILE]
 (SPECs default to every registered repository; $GYMSMITH_REPOS selects the repos dir.)
 """
 
@@ -27,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
-def _validate(spec: str, seeds: list[int], total: int) -> dict:
+def _validate(spec: str, seeds: list[int], total: int, first: int = 0) -> dict:
     from gymsmith.agents.base import NullAgent
     from gymsmith.core.types import Split
     from gymsmith.families.code.oracle import CodeOracle
@@ -44,7 +45,7 @@ def _validate(spec: str, seeds: list[int], total: int) -> dict:
             for seed in seeds:
                 t0 = time.perf_counter()
                 try:
-                    task = family.generate(seed, source=spec, difficulty=round(seed / max(1, total - 1), 4))
+                    task = family.generate(seed, source=spec, difficulty=round((seed - first) / max(1, total - 1), 4))
                 except RuntimeError as exc:  # too few usable bugs for this many
                     out["skipped"] += 1
                     out["failures"].append(f"seed {seed}: {exc}")
@@ -109,21 +110,29 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("specs", nargs="*")
     ap.add_argument("--tasks", type=int, default=150)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + tasks - 1 (to add "
+                    "to an earlier run: difficulty is spread over [0, 1] across this run's seeds)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--compare", type=int, default=0)
+    ap.add_argument("--record", help="append one JSON line per distinct task (id, validated) to this file, so that "
+                    "runs over other seeds can be counted together without counting a task twice")
     args = ap.parse_args()
     specs = args.specs or [m.spec for m in list_repos()]
     totals = {"generated": 0, "distinct": 0, "validated": 0, "validate_s": 0.0}
     for spec in specs:
         started = time.perf_counter()
-        seeds = list(range(args.tasks))
+        seeds = list(range(args.first_seed, args.first_seed + args.tasks))
         chunks = [seeds[i::args.workers] for i in range(args.workers)]
         with ProcessPoolExecutor(args.workers) as pool:
-            parts = list(pool.map(_validate, [spec] * len(chunks), chunks, [args.tasks] * len(chunks)))
+            parts = list(pool.map(_validate, [spec] * len(chunks), chunks, [args.tasks] * len(chunks),
+                                  [args.first_seed] * len(chunks)))
         tasks = {tid: ok for p in parts for tid, ok in p["tasks"].items()}
+        if args.record:
+            with open(args.record, "a") as f:
+                f.writelines(json.dumps({"repository": spec, "task": tid, "validated": ok}) + "\n" for tid, ok in tasks.items())
         generated = sum(p["generated"] for p in parts)
         validate_s = sum(p["validate_s"] for p in parts)
-        row = {"repository": spec, "arm": "validation", "seeds": args.tasks, "generated": generated,
+        row = {"repository": spec, "arm": "validation", "seeds": args.tasks, "first_seed": args.first_seed, "generated": generated,
                "distinct": len(tasks), "validated": sum(tasks.values()), "skipped": sum(p["skipped"] for p in parts),
                "generate_s_per_task": round(sum(p["generate_s"] for p in parts) / max(1, generated), 3),
                "validate_s_per_task": round(validate_s / max(1, len(tasks)), 3),
