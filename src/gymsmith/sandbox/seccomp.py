@@ -20,6 +20,10 @@ its bug, which was then accepted:
   refused, so `memfd_create` (and `memfd_secret`) are: a verified job, which has no /proc, then has no way to read
   the counter. The agent's own sandbox still can, through the inode numbers `/proc/self/maps` shows
   (docs/verifier.md names it);
+- **other host-wide counters a sandbox can move and read**: perf event ids (`perf_event_open`, then
+  `PERF_EVENT_IOC_ID`: a thirty-third attacker passed which repair to apply in it, accepted), socket and
+  network-namespace cookies (`getsockopt` `SO_COOKIE`, `SO_NETNS_COOKIE`; `sock_diag` reports cookies too: the same
+  attacker, accepted), unique mount ids (`statmount`, `listmount`, `statx` with `STATX_MNT_ID_UNIQUE`), and `bpf`;
 - **owner-only state of a shared inode**: the sandbox's uid is the host uid that runs gymsmith (root in CI), so a
   sandboxed process owns every host file it shares, and calls that check only ownership, not the read-only mount,
   write to the inode: a write-lifetime hint (`F_SET_RW_HINT`) set in one sandbox was read in the next, and by a
@@ -33,7 +37,7 @@ how long it takes learns whether another had read it. That is a slow, noisy chan
 the same time; docs/verifier.md names it.
 
 The program is classic BPF, assembled here (no libseccomp): check the architecture, then the call number, then
-for `fcntl` and `fadvise64` the argument. A process of another architecture (a 32-bit program on a 64-bit host,
+for `fcntl`, `fadvise64`, `madvise`, `preadv2`/`pwritev2`, `getsockopt`, `socket` and `statx` the arguments. A process of another architecture (a 32-bit program on a 64-bit host,
 x32 calls) is killed, since its call numbers differ.
 """
 
@@ -44,7 +48,8 @@ import struct
 
 BLOCKED = ("add_key", "request_key", "keyctl", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
            "fanotify_init", "mincore", "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register",
-           "process_madvise", "memfd_create", "memfd_secret")
+           "process_madvise", "memfd_create", "memfd_secret", "bpf", "perf_event_open",
+           "statmount", "listmount")
 FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38,
                  "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026,
                  # write-lifetime hints live on the inode, and only ownership is checked: a sandbox owns the files
@@ -52,6 +57,11 @@ FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "
                  "F_GET_RW_HINT": 1035, "F_SET_RW_HINT": 1036, "F_GET_FILE_RW_HINT": 1037, "F_SET_FILE_RW_HINT": 1038}
 FADVISE_BLOCKED = {"POSIX_FADV_DONTNEED": 4}
 MADVISE_BLOCKED = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}  # page out a shared file's pages
+# socket and network-namespace cookies come from host-wide counters that only asking for a cookie moves: one
+# sandbox could advance them and a later one read them (as the memfd inode counter); sock_diag reports cookies too
+SOL_SOCKET, GETSOCKOPT_BLOCKED = 1, {"SO_COOKIE": 57, "SO_NETNS_COOKIE": 71}
+AF_NETLINK, NETLINK_SOCK_DIAG = 16, 4
+STATX_MNT_ID_UNIQUE = 0x4000  # a mount's 64-bit id, from a host-wide counter every mount moves (as statmount's)
 RWF_NOWAIT = 0x8  # preadv2/pwritev2: fails if the pages are not cached, which tells residency without timing
 # AUDIT_ARCH value and call numbers, per machine (a call the machine lacks is left out)
 _ARCH = {
@@ -59,12 +69,14 @@ _ARCH = {
                             "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_init": 300, "mincore": 27,
                             "cachestat": 451, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                             "process_madvise": 440, "memfd_create": 319, "memfd_secret": 447, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
-                            "pwritev2": 328}),
+                            "pwritev2": 328, "bpf": 321, "perf_event_open": 298, "getsockopt": 55, "socket": 41, "statx": 332,
+                            "statmount": 457, "listmount": 458}),
     "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
                              "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
                              "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                              "process_madvise": 440, "memfd_create": 279, "memfd_secret": 447, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
-                             "pwritev2": 287}),
+                             "pwritev2": 287, "bpf": 280, "perf_event_open": 241, "getsockopt": 209, "socket": 198, "statx": 291,
+                             "statmount": 457, "listmount": 458}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 
@@ -106,6 +118,8 @@ def filter_program(machine: str | None = None) -> bytes:
     code += [(None, _JEQ_K, numbers["fcntl"], "fcntl", None), (None, _JEQ_K, numbers["fadvise64"], "fadvise", None),
              (None, _JEQ_K, numbers["madvise"], "madvise", None), (None, _JEQ_K, numbers["preadv2"], "rwflags", None),
              (None, _JEQ_K, numbers["pwritev2"], "rwflags", None),
+             (None, _JEQ_K, numbers["getsockopt"], "getsockopt", None), (None, _JEQ_K, numbers["socket"], "socket", None),
+             (None, _JEQ_K, numbers["statx"], "statx", None),
              (None, _RET_K, _RET_ALLOW, None, None),
              ("fcntl", _LD_W_ABS, _ARG + 8 * 1, None, None)]  # fcntl(fd, cmd, ...): cmd
     code += [(None, _JEQ_K, cmd, "deny", None) for cmd in FCNTL_BLOCKED.values()]
@@ -119,6 +133,19 @@ def filter_program(machine: str | None = None) -> bytes:
              ("rwflags", _LD_W_ABS, _ARG + 8 * 5, None, None),  # preadv2(fd, iov, n, pos_l, pos_h, flags): flags
              (None, _JSET_K, RWF_NOWAIT, "deny", None),
              (None, _RET_K, _RET_ALLOW, None, None),
+             ("getsockopt", _LD_W_ABS, _ARG + 8 * 1, None, None),  # getsockopt(fd, level, optname, ...)
+             (None, _JEQ_K, SOL_SOCKET, None, "allow"),
+             (None, _LD_W_ABS, _ARG + 8 * 2, None, None)]
+    code += [(None, _JEQ_K, opt, "deny", None) for opt in GETSOCKOPT_BLOCKED.values()]
+    code += [(None, _RET_K, _RET_ALLOW, None, None),
+             ("socket", _LD_W_ABS, _ARG, None, None),  # socket(domain, type, protocol)
+             (None, _JEQ_K, AF_NETLINK, None, "allow"),
+             (None, _LD_W_ABS, _ARG + 8 * 2, None, None),
+             (None, _JEQ_K, NETLINK_SOCK_DIAG, "deny", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("statx", _LD_W_ABS, _ARG + 8 * 3, None, None),  # statx(dirfd, path, flags, mask, buf): mask
+             (None, _JSET_K, STATX_MNT_ID_UNIQUE, "deny", None),
+             ("allow", _RET_K, _RET_ALLOW, None, None),
              ("deny", _RET_K, _RET_ERRNO | _EPERM, None, None),
              ("kill", _RET_K, _RET_KILL_PROCESS, None, None)]
     where = {label: i for i, (label, *_) in enumerate(code) if label}
