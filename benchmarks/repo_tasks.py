@@ -38,7 +38,7 @@ def _validate(spec: str, seeds: list[int], total: int, first: int = 0) -> dict:
 
     family = get_family("code")
     env = family.make_env()
-    out = {"generated": 0, "tasks": {}, "failures": [], "generate_s": 0.0, "validate_s": 0.0, "skipped": 0}
+    out = {"generated": 0, "tasks": {}, "digests": {}, "failures": [], "generate_s": 0.0, "validate_s": 0.0, "skipped": 0}
     seen: set[str] = set()
     try:
         with VerifierService() as verifier:
@@ -65,6 +65,7 @@ def _validate(spec: str, seeds: list[int], total: int, first: int = 0) -> dict:
                 oracle, null = rewards["oracle"], rewards["null"]
                 ok = oracle is not None and oracle.accepted and null is not None and not null.accepted
                 out["tasks"][task.id] = ok
+                out["digests"][task.id] = task.start_state.digest
                 if not ok:
                     out["failures"].append(f"{task.id}: oracle {oracle and oracle.accepted} null {null and null.accepted}")
                 print(f"{spec} seed {seed}: {'validated' if ok else 'FAILED'} ({len(out['tasks'])} distinct so far)",
@@ -129,7 +130,9 @@ def main() -> None:
         tasks = {tid: ok for p in parts for tid, ok in p["tasks"].items()}
         if args.record:
             with open(args.record, "a") as f:
-                f.writelines(json.dumps({"repository": spec, "task": tid, "validated": ok}) + "\n" for tid, ok in tasks.items())
+                digests = {tid: d for p in parts for tid, d in p["digests"].items()}
+                f.writelines(json.dumps({"repository": spec, "task": tid, "digest": digests[tid], "validated": ok}) + "\n"
+                             for tid, ok in tasks.items())
         generated = sum(p["generated"] for p in parts)
         validate_s = sum(p["validate_s"] for p in parts)
         row = {"repository": spec, "arm": "validation", "seeds": args.tasks, "first_seed": args.first_seed, "generated": generated,
