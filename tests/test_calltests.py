@@ -258,6 +258,30 @@ def test_nothing_one_run_leaves_reaches_the_next(runner, reference):
     assert passed(verdicts(runner, reference, MODULE)) == ALL_BUT_CANARY
 
 
+INODES = """
+import os
+def f():
+    return [os.stat(".").st_ino, os.stat(os.path.dirname(os.getcwd())).st_ino, os.stat(__file__).st_ino,
+            os.path.exists("/jobs/1")]
+"""
+
+
+def test_a_job_sees_no_count_of_the_files_earlier_jobs_wrote(runner):
+    """Inode numbers on a shared file system count every file made there before: a thirty-fourth attacker's correct
+    rollout wrote as many empty modules as the index of the repair, and a later rollout that kept the bug read its
+    job folder's inode number against /jobs' and applied that repair (accepted). A job's files are its own copy on
+    a file system of its own (`pid1.private_world`), and /jobs is hidden."""
+    suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
+
+    def look(extra=0):
+        observed = runner.observe({"m.py": INODES, **{f"zz_{i}.py": "" for i in range(extra)}}, [suite])
+        return observed.groups[0].stream.tests[0].slots
+
+    first = look()
+    look(1000)
+    assert look() == first and first[0][3] is False, first
+
+
 def test_values_built_to_collide_in_hash_tables_are_refused_in_linear_time():
     """Ints that all hash alike (multiples of 2**61 - 1) would make building the set quadratic on the trusted side:
     with 40,000 of them, about half a minute; with 125,000, minutes — a verifier timeout, i.e. an escape to an
@@ -512,3 +536,21 @@ def test_a_check_is_pinned_only_to_values_the_agent_cannot_read():
         t = test(body)
         assert pinned(t, Candidates.of([shown, driver(body)])), body
         assert not pinned(t, Candidates.of([shown, driver(body), body])), body  # once readable, no longer pinned
+
+
+def test_values_a_check_cannot_evaluate_fail_the_test_and_are_not_a_verifier_error():
+    """A thirty-fourth attacker found values the trusted side raised on (a 4,000-digit int against `approx`, an int
+    `in` a bytes constant, a Unicode digit in the stream): a verifier error would store the rollout as an
+    infrastructure error instead of the agent's failure."""
+    from gymsmith.verifier.calltests.judge import outcome
+    from gymsmith.verifier.calltests.wire import TestRecord
+
+    def judged(source, got, want):
+        test = compile_suite(source, "tests/test_e.py").tests[0]
+        return outcome(test, TestRecord(slots=[got], finished=True), TestRecord(slots=[want], finished=True))
+
+    approx = "import pytest\nfrom m import f\n\ndef test_a():\n    assert f() == pytest.approx(3)\n"
+    assert judged(approx, 10 ** 4000, 3)[0] is False and judged(approx, 3, 3) == (True, "passed")
+    assert judged("from m import f\n\ndef test_a():\n    assert f() in b'abc'\n", 10 ** 20, 97)[0] is False
+    unicode_digit = (json.dumps({"test": 0}) + "\n" + json.dumps({"slot": 0, "v": {"i": "\u00b2"}}) + "\n").encode()
+    assert read_stream(unicode_digit, [1]).status is StreamStatus.MALFORMED

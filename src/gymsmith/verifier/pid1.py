@@ -66,7 +66,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def private_world(tmp_mb=32, own_pids=False):
+def private_world(tmp_mb=32, own_pids=False, job_dir=None):
     """Give this process (before any code under test runs in it) its own user, mount, IPC and network
     namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, no /proc, then drop every capability.
 
@@ -77,6 +77,11 @@ def private_world(tmp_mb=32, own_pids=False):
     With `own_pids`, the caller continues as pid 1 of a new pid namespace in a session of its own (an
     intermediate process waits for it and exits with it): it can then signal no process outside, not even the
     one that forked it.
+    With `job_dir` (a folder under the sandbox's /jobs), its files are copied into the fresh /workspace and /jobs is
+    hidden: returns the copy's path (else None). The job's files then live on a file system of their own, whose
+    inode numbers count only them: on the shared /jobs, a job's folder's inode number counted every file written
+    there before it, and a thirty-fourth attacker's correct rollout wrote as many empty modules as the index of the
+    repair, which a later rollout that kept the bug read (`os.stat`) and applied (accepted).
     Raises OSError when the kernel refuses (the server then fails to start a job rather than run it shared).
     """
     import ctypes
@@ -99,8 +104,17 @@ def private_world(tmp_mb=32, own_pids=False):
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
     size = f"size={tmp_mb}m,mode=1777".encode()
     check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /tmp")
-    if os.path.isdir("/workspace"):
+    if os.path.isdir("/workspace") or job_dir is not None:
         check(libc.mount(b"tmpfs", b"/workspace", b"tmpfs", MS_NOSUID | MS_NODEV, size), "mount /workspace")
+    copy = None
+    if job_dir is not None:
+        import shutil
+
+        copy = "/workspace/job"
+        shutil.copytree(job_dir, copy, symlinks=True)
+        jobs = os.path.dirname(os.path.abspath(job_dir))
+        check(libc.mount(b"tmpfs", jobs.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"size=4k,mode=555"),
+              "hide /jobs")
     # a fresh /dev holding only the harmless devices, bound from the old one
     os.mkdir("/tmp/.dev")
     check(libc.mount(b"/dev", b"/tmp/.dev", None, MS_BIND | MS_REC, None), "bind /dev")
@@ -133,6 +147,7 @@ def private_world(tmp_mb=32, own_pids=False):
             status = os.waitpid(pid, 0)[1]
             os._exit(min(255, max(0, os.waitstatus_to_exitcode(status))))
         os.setsid()
+    return copy
 
 
 def world_works():

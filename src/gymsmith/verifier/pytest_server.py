@@ -57,16 +57,18 @@ def run_child(job, write_fd):
     os.setpgid(0, 0)
     # before the code under test: nothing it writes outlives this job, and in a pid namespace of its own it can name
     # no process that outlives it (the server's priority and limits are the same host uid's to change)
-    private_world(own_pids=True)
+    # ... and its files are its own copy, on a file system of its own (pid1.private_world)
+    here, there = job["dir"], private_world(own_pids=True, job_dir=job["dir"])
+    args = [there + a[len(here):] if a == here or a.startswith(here + "/") else a for a in job["args"]]
     set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
-    os.chdir(job["dir"])
+    os.chdir(there)
     collector = Collector(write_fd)
     error = None
     try:
-        code = int(pytest.main(list(job["args"]), plugins=[collector]))
+        code = int(pytest.main(args, plugins=[collector]))
     except BaseException as exc:  # noqa: BLE001 - report what was seen before the crash
         code, error = -1, repr(exc)[:500]
     collector.send({"exit_code": code, "error": error})

@@ -724,8 +724,7 @@ def zygote_main(argv):
                 os.closerange(requests + 1, answers)
                 os.closerange(answers + 1, 1 << 16)
                 requests, answers = fds
-                private_world(own_pids=True)
-                job_dir = message.decode()
+                job_dir = private_world(own_pids=True, job_dir=message.decode())  # the job's own copy
                 os.chdir(job_dir)
                 sys.path[:] = [job_dir, *paths]
                 sys.stdout = sys.stderr = open(os.devnull, "w")
