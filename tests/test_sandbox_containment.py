@@ -269,7 +269,15 @@ attempt("perf_event_open", lambda: check(libc.syscall(298, 0, 0, -1, -1, 0)))
 attempt("statmount", lambda: check(libc.syscall(457, 0, 0, 0, 0)))
 attempt("listmount", lambda: check(libc.syscall(458, 0, 0, 0, 0)))
 attempt("statx_mnt_id_unique", lambda: check(libc.syscall(332, -100, b"/", 0, 0x4000, ctypes.create_string_buffer(256))))
+attempt("pidfd_open", lambda: os.pidfd_open(os.getpid()))  # a pidfd's inode number counts the host's processes
+attempt("clone_pidfd", lambda: check(libc.syscall(56, 0x1000 | 17, 0, 0, 0, 0)))
+ns = os.open("/proc/self/ns/uts", os.O_RDONLY)
+attempt("NS_GET_NSTYPE", lambda: check(libc.ioctl(ns, 0xB703)))  # namespace ids: a host-wide counter
+attempt("handle_mnt_id_unique", lambda: check(libc.name_to_handle_at(-100, b"/", ctypes.create_string_buffer(136),
+                                                                     ctypes.byref(ctypes.c_int()), 1)))
 attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
+attempt("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0))
+attempt("posix_spawn", lambda: os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0))
 attempt("statx_basic", lambda: check(libc.syscall(332, -100, b"/", 0, 0x7ff, ctypes.create_string_buffer(256))))
 attempt("SO_TYPE", lambda: unix.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE))
 attempt("netlink_route", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))
@@ -283,15 +291,18 @@ def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
     carried bytes in write-lifetime hints, which only check that the caller owns the file (a sandbox's uid is the
     host's). Locks, leases, notifications, inotify, hints, page-cache eviction and residency queries, and memfds
     (whose inode numbers come from one counter for the whole host: a thirty-first attacker passed which repair to
-    apply in it), perf events and socket cookies (a thirty-third passed it in those), namespace cookies, sock_diag,
-    unique mount ids and BPF all fail with EPERM; ordinary fcntl, statx, getsockopt and netlink calls still work."""
+    apply in it), perf events and socket cookies (a thirty-third passed it in those), namespace ids (a thirty-fifth,
+    through pidfd and namespace-file ioctls), pidfds, namespace cookies, sock_diag, unique mount ids and BPF all fail
+    with EPERM; fork, posix_spawn (clone3 answers ENOSYS: glibc falls back to clone), ordinary fcntl, statx,
+    getsockopt and netlink calls still work."""
     import platform
 
     if platform.machine() != "x86_64":
         pytest.skip("the call numbers in the probe are x86_64's")
     r = sb.exec(py(SHARED_STATE))
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
-    assert [got.pop(k) for k in ("F_GETFL", "statx_basic", "SO_TYPE", "netlink_route")] == ["allowed"] * 4, r
+    allowed = ("F_GETFL", "fork", "posix_spawn", "statx_basic", "SO_TYPE", "netlink_route")
+    assert [got.pop(k) for k in allowed] == ["allowed"] * len(allowed), r
     assert got and all(v == "1" for v in got.values()), r  # errno 1: EPERM
 
 

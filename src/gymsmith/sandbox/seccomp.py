@@ -23,7 +23,10 @@ its bug, which was then accepted:
 - **other host-wide counters a sandbox can move and read**: perf event ids (`perf_event_open`, then
   `PERF_EVENT_IOC_ID`: a thirty-third attacker passed which repair to apply in it, accepted), socket and
   network-namespace cookies (`getsockopt` `SO_COOKIE`, `SO_NETNS_COOKIE`; `sock_diag` reports cookies too: the same
-  attacker, accepted), unique mount ids (`statmount`, `listmount`, `statx` with `STATX_MNT_ID_UNIQUE`), and `bpf`;
+  attacker, accepted), unique mount ids (`statmount`, `listmount`, `statx` with `STATX_MNT_ID_UNIQUE`,
+  `name_to_handle_at` with `AT_HANDLE_MNT_ID_UNIQUE`), namespace ids (the ioctls of namespace files and pidfds: a
+  thirty-fifth attacker passed the repair in them, accepted), pidfds (their inode numbers count every process the
+  host made), and `bpf`;
 - **owner-only state of a shared inode**: the sandbox's uid is the host uid that runs gymsmith (root in CI), so a
   sandboxed process owns every host file it shares, and calls that check only ownership, not the read-only mount,
   write to the inode: a write-lifetime hint (`F_SET_RW_HINT`) set in one sandbox was read in the next, and by a
@@ -37,7 +40,8 @@ how long it takes learns whether another had read it. That is a slow, noisy chan
 the same time; docs/verifier.md names it.
 
 The program is classic BPF, assembled here (no libseccomp): check the architecture, then the call number, then
-for `fcntl`, `fadvise64`, `madvise`, `preadv2`/`pwritev2`, `getsockopt`, `socket` and `statx` the arguments. A process of another architecture (a 32-bit program on a 64-bit host,
+for `fcntl`, `fadvise64`, `madvise`, `preadv2`/`pwritev2`, `getsockopt`, `socket`, `statx`, `clone`,
+`name_to_handle_at` and `ioctl` the arguments. A process of another architecture (a 32-bit program on a 64-bit host,
 x32 calls) is killed, since its call numbers differ.
 """
 
@@ -49,7 +53,7 @@ import struct
 BLOCKED = ("add_key", "request_key", "keyctl", "flock", "inotify_init", "inotify_init1", "inotify_add_watch",
            "fanotify_init", "mincore", "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register",
            "process_madvise", "memfd_create", "memfd_secret", "bpf", "perf_event_open",
-           "statmount", "listmount")
+           "statmount", "listmount", "pidfd_open")
 FCNTL_BLOCKED = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38,
                  "F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026,
                  # write-lifetime hints live on the inode, and only ownership is checked: a sandbox owns the files
@@ -62,6 +66,14 @@ MADVISE_BLOCKED = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}  # page out a shared fil
 SOL_SOCKET, GETSOCKOPT_BLOCKED = 1, {"SO_COOKIE": 57, "SO_NETNS_COOKIE": 71}
 AF_NETLINK, NETLINK_SOCK_DIAG = 16, 4
 STATX_MNT_ID_UNIQUE = 0x4000  # a mount's 64-bit id, from a host-wide counter every mount moves (as statmount's)
+AT_HANDLE_MNT_ID_UNIQUE = 0x1  # name_to_handle_at's flag for the same id
+# ioctls of namespace files (NSIO, 0xb7: NS_GET_ID, NS_GET_MNTNS_ID, ...) and of pidfds (0xFF: PIDFD_GET_*_NAMESPACE)
+# hand out namespace ids, drawn from a host-wide counter every new namespace moves; a pidfd's inode number is the
+# next of another (one per process ever made), so pidfds are refused too (`pidfd_open`, `clone` with CLONE_PIDFD;
+# `clone3`, whose flags a filter cannot read, answers ENOSYS and the C library falls back to `clone`)
+IOCTL_TYPES_BLOCKED = {"NSIO": 0xB7, "PIDFS": 0xFF}
+CLONE_PIDFD = 0x1000
+_ENOSYS = 38
 RWF_NOWAIT = 0x8  # preadv2/pwritev2: fails if the pages are not cached, which tells residency without timing
 # AUDIT_ARCH value and call numbers, per machine (a call the machine lacks is left out)
 _ARCH = {
@@ -70,13 +82,15 @@ _ARCH = {
                             "cachestat": 451, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                             "process_madvise": 440, "memfd_create": 319, "memfd_secret": 447, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
                             "pwritev2": 328, "bpf": 321, "perf_event_open": 298, "getsockopt": 55, "socket": 41, "statx": 332,
-                            "statmount": 457, "listmount": 458}),
+                            "statmount": 457, "listmount": 458, "pidfd_open": 434, "clone3": 435, "clone": 56,
+                            "ioctl": 16, "name_to_handle_at": 303}),
     "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
                              "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
                              "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                              "process_madvise": 440, "memfd_create": 279, "memfd_secret": 447, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
                              "pwritev2": 287, "bpf": 280, "perf_event_open": 241, "getsockopt": 209, "socket": 198, "statx": 291,
-                             "statmount": 457, "listmount": 458}),
+                             "statmount": 457, "listmount": 458, "pidfd_open": 434, "clone3": 435, "clone": 220,
+                             "ioctl": 29, "name_to_handle_at": 264}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 
@@ -85,6 +99,7 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_ALU_AND_K = 0x54
 _RET_K = 0x06
 _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000
@@ -120,6 +135,9 @@ def filter_program(machine: str | None = None) -> bytes:
              (None, _JEQ_K, numbers["pwritev2"], "rwflags", None),
              (None, _JEQ_K, numbers["getsockopt"], "getsockopt", None), (None, _JEQ_K, numbers["socket"], "socket", None),
              (None, _JEQ_K, numbers["statx"], "statx", None),
+             (None, _JEQ_K, numbers["clone3"], "nosys", None), (None, _JEQ_K, numbers["clone"], "clone", None),
+             (None, _JEQ_K, numbers["ioctl"], "ioctl", None),
+             (None, _JEQ_K, numbers["name_to_handle_at"], "handle", None),
              (None, _RET_K, _RET_ALLOW, None, None),
              ("fcntl", _LD_W_ABS, _ARG + 8 * 1, None, None)]  # fcntl(fd, cmd, ...): cmd
     code += [(None, _JEQ_K, cmd, "deny", None) for cmd in FCNTL_BLOCKED.values()]
@@ -145,7 +163,18 @@ def filter_program(machine: str | None = None) -> bytes:
              (None, _RET_K, _RET_ALLOW, None, None),
              ("statx", _LD_W_ABS, _ARG + 8 * 3, None, None),  # statx(dirfd, path, flags, mask, buf): mask
              (None, _JSET_K, STATX_MNT_ID_UNIQUE, "deny", None),
-             ("allow", _RET_K, _RET_ALLOW, None, None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("clone", _LD_W_ABS, _ARG, None, None),  # clone(flags, ...) on both machines
+             (None, _JSET_K, CLONE_PIDFD, "deny", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("handle", _LD_W_ABS, _ARG + 8 * 4, None, None),  # name_to_handle_at(dfd, name, handle, mnt_id, flags)
+             (None, _JSET_K, AT_HANDLE_MNT_ID_UNIQUE, "deny", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("ioctl", _LD_W_ABS, _ARG + 8 * 1, None, None),  # ioctl(fd, request): the request's type byte
+             (None, _ALU_AND_K, 0xFF00, None, None)]
+    code += [(None, _JEQ_K, kind << 8, "deny", None) for kind in IOCTL_TYPES_BLOCKED.values()]
+    code += [("allow", _RET_K, _RET_ALLOW, None, None),
+             ("nosys", _RET_K, _RET_ERRNO | _ENOSYS, None, None),
              ("deny", _RET_K, _RET_ERRNO | _EPERM, None, None),
              ("kill", _RET_K, _RET_KILL_PROCESS, None, None)]
     where = {label: i for i, (label, *_) in enumerate(code) if label}
