@@ -75,12 +75,17 @@ def root() -> Path:
     return path
 
 
-def scratch(prefix: str) -> Path:
-    """A new empty directory (mode 0755) on the shared tmpfs, for files a caller writes and sandboxes read; the
-    caller removes it. Raises SandboxError as `root`."""
+def scratch_root() -> Path:
+    """The directory `scratch` makes its directories in (made on first use). Raises SandboxError as `root`."""
     parent = root() / "scratch"
     parent.mkdir(exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    return parent
+
+
+def scratch(prefix: str) -> Path:
+    """A new empty directory (mode 0755) under `scratch_root()`, for files a caller writes and sandboxes read; the
+    caller removes it. Raises SandboxError as `root`."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root()))
     os.chmod(path, 0o755)
     return path
 

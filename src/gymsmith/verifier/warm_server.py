@@ -59,7 +59,7 @@ class JobFiles:
 def _reclaim_abandoned() -> None:
     """Remove job directories whose owning process is gone (a verifier worker killed at its timeout never
     ran its clean-up), so that killed workers do not fill the disk."""
-    for d in (sharedfs.root() / "scratch").glob("jobs-*-*"):
+    for d in sharedfs.scratch_root().glob("jobs-*-*"):
         owner = d.name.split("-")[1]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(d, ignore_errors=True)

@@ -118,7 +118,8 @@ class _Decoder:
             raise Malformed(f"not a tagged value: {type(v).__name__}")
         (tag, body), = v.items()
         if tag == "i":
-            if type(body) is not str or not (0 < len(body) <= MAX_INT_DIGITS) or not body.lstrip("-").isascii() or not body.lstrip("-").isdigit() or body.count("-") > 1:
+            if type(body) is not str or not (0 < len(body) <= MAX_INT_DIGITS) or body.count("-") > 1 \
+                    or not ((digits := body.lstrip("-")).isascii() and digits.isdigit()):
                 raise Malformed("bad integer")
             return int(body)
         if tag == "f":
