@@ -19,7 +19,7 @@ from gymsmith.core.errors import UngradableState
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
-from gymsmith.families.code.generator import compiled_suite, private_tests, run_hidden_tests
+from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.verifier.calltests import CompiledSuite
@@ -109,10 +109,8 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     no_progress = answered_tests(ct.files, suites)
-    if ct.pinned_tests is not None:  # a real suite: tests passed by reporting readable values gate, prove nothing
-        pinned = set(ct.pinned_tests)
-        no_progress |= {n for suite in suites for n in suite.nodeids() if n not in pinned}
-    else:  # a template's: its own tests are public (gymsmith ships them), so only its private tests earn progress
-        private = {f"tests/test_{t}.py::{name}" for t in templates for name in private_tests(t)}
-        no_progress |= {n for suite in suites for n in suite.nodeids() if n not in private}
+    # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
+    # of a template or a release is public (gymsmith and the package ship them) or passed by readable values
+    pinned = set(ct.pinned_tests or ())
+    no_progress |= {n for suite in suites for n in suite.nodeids() if n not in pinned}
     return grade(run, ct.fail_to_pass, ct.pass_to_pass, ct.canaries, edits, visible=no_progress, bugs=ct.bug_tests or None)

@@ -26,7 +26,8 @@ from typing import Any
 from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
-from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
+from gymsmith.families.code.repovariants import Moves
+from gymsmith.families.code.task import FAMILY_VERSION, CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
 from gymsmith.verifier.calltests import CompiledSuite, compile_suite, judge_run, records_by_nodeid, shared_call_runner
@@ -118,12 +119,42 @@ def reference_records(template: str) -> dict[str, TestRecord]:
     return records
 
 
+_VARIANT_REFERENCE: dict[str, dict[str, TestRecord]] = {}  # a task's variants' reference records, by driver
+_VARIANT_LOCK = threading.Lock()
+
+
+def _variant_records(template: str, suite: CompiledSuite) -> dict[str, TestRecord]:
+    """The reference's records of the task variants in `suite` (`task_variants`; a task's own, so not among
+    `reference_records`), from one run of the reference on the suite, kept per process."""
+    from gymsmith.families.code.repovariants import PREFIX
+
+    if not any(t.name.startswith(PREFIX) for t in suite.tests):
+        return {}
+    with _VARIANT_LOCK:
+        if suite.driver not in _VARIANT_REFERENCE:
+            observed = shared_call_runner().observe({f"{template}.py": template_source(template)[0]}, [suite],
+                                                    deadline_s=30, group_timeout_s=30)
+            records = records_by_nodeid([suite], observed)
+            wanted = [n for n in suite.nodeids() if n.split("::", 1)[1].startswith(PREFIX)]
+            missing = [n for n in wanted if n not in records]
+            if missing:
+                raise VerifierError(f"the reference of template {template!r} did not finish the task's variants "
+                                    f"({len(missing)} missing, e.g. {missing[0]}); the verifier's sandbox may be "
+                                    "overloaded")
+            if len(_VARIANT_REFERENCE) > 256:
+                _VARIANT_REFERENCE.clear()
+            _VARIANT_REFERENCE[suite.driver] = {n: records[n] for n in wanted}
+        return _VARIANT_REFERENCE[suite.driver]
+
+
 def run_hidden_tests(sources: dict[str, str], suites: list[CompiledSuite], templates: list[str], *,
                      deadline_s: float, group_timeout_s: float = 2.0) -> TestRun:
     """Run call-check `suites` (one per template, in the same order) on `sources`; outcomes decided here."""
     reference: dict[str, TestRecord] = {}
     for template in dict.fromkeys(templates):
         reference.update(reference_records(template))
+    for template, suite in zip(templates, suites):
+        reference.update(_variant_records(template, suite))
     observed = shared_call_runner().observe(sources, suites, deadline_s=deadline_s, group_timeout_s=group_timeout_s)
     return judge_run(suites, observed, reference).run
 
@@ -242,6 +273,118 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> t
     raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
 
 
+# -- per-task variants ---------------------------------------------------------------------------------
+# integers move up to 40 either way and texts get character edits: a table of every neighbour of every public input
+# grows with this range, and our own templates' code takes any input of its type; kept by the templates' rule
+VARIANT_MOVES = Moves(steps=tuple(range(-40, 0)) + tuple(range(1, 41)), char_edits=True, pinned_only=False)
+VARIANT_TRIES = 12
+MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)  # draws per failing test (the reference may refuse a moved input; the bug may not show on it)
+
+
+class _TemplateRepo:
+    """A template as `repovariants.Repo`: its reference, its full hidden suite, the shared call runner."""
+
+    def __init__(self, template: str):
+        self.template = template
+        self.spec = f"template:{template}"
+        self.sources = {f"{template}.py": template_source(template)[0]}
+        self.call_sources = {hidden_test_path(template): hidden_suite(template)}
+        self.suites = {hidden_test_path(template): compiled_suite(template)}
+
+    def observe_reference(self, suites: list[CompiledSuite]):
+        return shared_call_runner().observe(self.sources, suites, deadline_s=30, group_timeout_s=30)
+
+    def passes(self, sources: dict[str, str], suite: CompiledSuite,
+               reference: dict[str, TestRecord] | None = None) -> bool:
+        if reference is None:
+            reference = records_by_nodeid([suite], self.observe_reference([suite]))
+        observed = shared_call_runner().observe(sources, [suite], deadline_s=MUTANT_TIMEOUT_S,
+                                                group_timeout_s=MUTANT_TIMEOUT_S)
+        run = judge_run([suite], observed, reference).run
+        return all(run.outcome(n) is TestOutcome.PASSED for n in suite.nodeids())
+
+    def shows_in_value(self, sources: dict[str, str], suite: CompiledSuite, reference: dict[str, TestRecord]) -> bool:
+        """Whether `sources` finish `suite` and answer some check with a value `==` would tell from the
+        reference's (or raise): a bug that only changes a type (`2` for `2.0`) passes a plain pytest run of the
+        test, and one that does not finish on a variant would time out the whole hidden run (the generator keeps
+        only bugs that finish, so an honest partial fix keeps its credit)."""
+        observed = shared_call_runner().observe(sources, [suite], deadline_s=MUTANT_TIMEOUT_S,
+                                                group_timeout_s=MUTANT_TIMEOUT_S)
+        records = records_by_nodeid([suite], observed)
+        for nodeid in suite.nodeids():
+            mine, theirs = records.get(nodeid), reference.get(nodeid)
+            if mine is None or theirs is None or not mine.finished:
+                return False
+            if any(len(repr(v)) > MAX_VARIANT_ANSWER for v in mine.slots):
+                return False  # a blown-up answer: several in one run overflow its channel, which fails every test
+            if mine.error is not None or len(mine.slots) != len(theirs.slots):
+                return True
+            try:
+                if any(a != b for a, b in zip(mine.slots, theirs.slots)):
+                    return True
+            except Exception:  # noqa: BLE001 - values that cannot be compared differ
+                return True
+        return False
+
+    def catalog_entry(self, key: str, compute) -> Any:
+        """One file per task and bug (a catalog of thousands of tasks is not rewritten per task)."""
+        path = cache_root() / "code-variants" / f"{self.template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except ValueError:
+                pass
+        entry = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, path)
+        return entry
+
+
+def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str]) -> list[str]:
+    """Hidden tests of this task's own for the bug `mutation` of `template`: the bug's failing tests with their
+    inputs moved, judged by the reference (`repovariants.variants`), drawn from `draw_token` (the task's seed under
+    the verifier's key: no one without the key can compute them, so no table of the template's hidden suite, nor
+    of any suite computable from gymsmith's files, holds their answers). Each is a plain `==` test the reference
+    passes twice, the bug fails, pinned against the template's whole hidden suite. Sources of up to
+    `repovariants.MAX_PER_BUG` test functions (none if no draw gave one)."""
+    from gymsmith.families.code.repovariants import variants
+    from gymsmith.verifier.calltests.guessing import Candidates
+    from gymsmith.verifier.drawkey import draw_token
+
+    repo = _TemplateRepo(template)
+    token = draw_token("code-template-variants", FAMILY_VERSION, seed, template)
+    module = f"{template}.py"
+    mutant = {module: mutate.apply(repo.sources[module], [mutation])}
+    shown = Candidates.of([hidden_suite(template)])  # the template's tests and differential tests: public
+    public = public_calls(hidden_suite(template))
+
+    def fresh(source: str) -> bool:  # a moved input may land on a public one (a differential test's 'mmxxivv')
+        fn = ast.parse(source).body[0]
+        return isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public
+
+    key = f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_TRIES}|fresh|value-finished-small"
+
+    def compute() -> list[str]:
+        found = variants(repo, token, [(module, mutation)], [failing], mutant, shown, key, moves=VARIANT_MOVES,
+                         tries=VARIANT_TRIES, admits=fresh, bug_shows=repo.shows_in_value)
+        drawn = [source for _, source in found.get(hidden_test_path(template), [])]
+        # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
+        return drawn if _finishes(template, mutant[module], drawn) else [d for d in drawn
+                                                                          if _finishes(template, mutant[module], [d])]
+
+    return repo.catalog_entry(f"kept|{key}", compute)
+
+
+def _finishes(template: str, module_source: str, drawn: list[str]) -> bool:
+    """Whether `module_source` runs the template's hidden suite with the tests `drawn` added to the end."""
+    source = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+    run = run_hidden_tests({f"{template}.py": module_source}, [compiled_suite(template, source)], [template],
+                           deadline_s=MUTANT_TIMEOUT_S, group_timeout_s=MUTANT_TIMEOUT_S)
+    return run.status is RunStatus.COMPLETED
+
+
 # -- tasks ---------------------------------------------------------------------------------------------
 def readme(modules: list[str]) -> str:
     lines = ["# utilities", "", "Small, dependency-free Python modules. Tests live in `tests/` and run with pytest:", "",
@@ -270,6 +413,7 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     buggy = chosen[:n_bugs]
     files: dict[str, str] = {"pytest.ini": PYTEST_INI, "README.md": readme([f"{t}.py" for t in sorted(chosen)])}
     reference, hidden, canaries, f2p, p2p, visible_failing, records = {}, {}, [], [], [], [], []
+    proving: list[str] = []  # the hidden tests that earn progress: the task's variants (`task_variants`)
     for template in chosen:
         source, tests = template_source(template)
         suite = hidden_suite(template)
@@ -279,9 +423,18 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         reference[f"{template}.py"] = source
         failing: list[str] = []
         module_source = source
+        drawn: list[str] = []
         if template in buggy:
             mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any")
             module_source = mutate.apply(source, [mutation])
+            # the bug's hidden tests on this task's own inputs (drawn under the verifier's key; they do not change
+            # what the agent is shown). None drawn (not seen): its private tests prove the fix, as they did before
+            drawn = task_variants(seed, template, mutation, failing)
+            names = [d.split("(", 1)[0].removeprefix("def ") for d in drawn]
+            private = private_tests(template)
+            proving += ([f"{test_file}::{n}" for n in names] if drawn else
+                        [f for f in failing if f.split("::")[1] in private])
+            failing = failing + [f"{test_file}::{n}" for n in names]
             records.append(MutationRecord(module=f"{template}.py", operator=mutation.operator, function=mutation.function,
                                           line=mutation.line, description=mutation.description, key=mutation.key))
             used = names_used(tests)
@@ -302,10 +455,12 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         files[f"{template}.py"] = module_source
         files[test_file] = keep_tests(tests, keep)
         canary = canary_name(rng, set(all_tests))
-        hidden[test_file] = suite.rstrip() + f"\n\n\ndef {canary}():\n    assert 0\n"
+        hidden[test_file] = (suite.rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn)
+                             + f"\n\n\ndef {canary}():\n    assert 0\n")
         canaries.append(f"{test_file}::{canary}")
         f2p += failing
         p2p += [f"{test_file}::{t}" for t in all_tests if f"{test_file}::{t}" not in failing]
     return CodeTask(files=files, modules=sorted(f"{t}.py" for t in chosen), buggy_modules=sorted(f"{t}.py" for t in buggy),
                     reference=reference, hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=sorted(f2p),
-                    pass_to_pass=sorted(p2p), visible_failing=sorted(visible_failing), mutations=records)
+                    pass_to_pass=sorted(p2p), visible_failing=sorted(visible_failing), mutations=records,
+                    pinned_tests=sorted(proving))

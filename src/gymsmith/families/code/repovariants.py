@@ -19,13 +19,14 @@ import ast
 import random
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
 from gymsmith.families.code.realtests import keep_tests
 from gymsmith.verifier.calltests import CompiledSuite, Observation, compile_suite, records_by_nodeid
-from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
-from gymsmith.verifier.calltests.guessing import Candidates, pinned
+from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest, informative
+from gymsmith.verifier.calltests.guessing import Candidates, echoes_an_input, pinned
 from gymsmith.verifier.calltests.wire import Raised, TestRecord
 
 
@@ -59,9 +60,29 @@ _TEXT_SPOT = re.compile(r"[0-9]|[^\W\d_]{2}")
 _WORD = re.compile(r"[^\W\d_]{2,}")  # two letters or more, any script
 
 
-def _spots(trees: list[ast.Module]) -> list[ast.Constant]:
+@dataclass(frozen=True)
+class Moves:
+    """How a variant moves an input, and which it keeps. `steps`: what an integer may be moved by. `char_edits`: a
+    text is edited one to three characters at a time (a character replaced, inserted or deleted, drawn from the
+    text's own characters and those of its file's strings), and any text is a spot; otherwise only a text holding a
+    digit or a word is, and it gets a digit changed or a word swapped (`_moved_text`). `pinned_only`: a variant
+    keeps only the checks no candidate guesses and must be pinned (`guessing.pinned`: a registered package's rule);
+    otherwise it keeps every check and must check more than one bit and not expect back an input
+    (`compiler.informative`, `guessing.echoes_an_input`: a template's rule, docs/verifier.md property 12)."""
+
+    steps: tuple[int, ...] = STEPS
+    char_edits: bool = False
+    pinned_only: bool = True
+
+
+BugShows = Callable[[dict[str, str], CompiledSuite, dict[str, TestRecord]], bool]
+RELEASE_MOVES = Moves()  # a registered package's: inputs stay close to what its tests give it
+
+
+def _spots(trees: list[ast.Module], moves: Moves = RELEASE_MOVES) -> list[ast.Constant]:
     """The literals of a driver's statements that a variant may move: integers with |n| <= 1000 that are not slot
-    numbers, and strings holding a digit or a word (a docstring or a string over MAX_TEXT characters is not one)."""
+    numbers, and strings holding a digit or a word (any string with `moves.char_edits`; a docstring or a string
+    over MAX_TEXT characters is not one)."""
     spots = []
     for tree in trees:
         skip = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
@@ -69,7 +90,8 @@ def _spots(trees: list[ast.Module]) -> list[ast.Constant]:
         skip |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # a bare string does nothing
         spots += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in skip
                   and ((type(n.value) is int and abs(n.value) <= 1000)
-                       or (type(n.value) is str and len(n.value) <= MAX_TEXT and _TEXT_SPOT.search(n.value)))]
+                       or (type(n.value) is str and len(n.value) <= MAX_TEXT
+                           and (moves.char_edits or _TEXT_SPOT.search(n.value))))]
     return spots
 
 
@@ -98,6 +120,17 @@ def words_of(source: str) -> tuple[str, ...]:
                          for w in _WORD.findall(n.value)}))
 
 
+@lru_cache(maxsize=256)
+def alphabet_of(source: str) -> str:
+    """Every character of the string literals of a test file, each once (sorted)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    return "".join(sorted({ch for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                           for ch in n.value}))
+
+
 def _moved_text(text: str, words: tuple[str, ...], rng: random.Random) -> str:
     """`text` with one digit changed to another, or one word replaced by another of `words` (the same text if
     neither is possible)."""
@@ -113,18 +146,36 @@ def _moved_text(text: str, words: tuple[str, ...], rng: random.Random) -> str:
     return text if not others else text[:match.start()] + rng.choice(others) + text[match.end():]
 
 
-def _moved(statements: tuple[str, ...], words: tuple[str, ...], rng: random.Random) -> list[str] | None:
-    """`statements` (a driver's) with one to two literals of its observed calls moved (an integer by one of
-    STEPS, a text by `_moved_text`), or None if they have none."""
+def _edited_text(text: str, alphabet: str, rng: random.Random) -> str:
+    """`text` with one to three characters replaced, inserted or deleted; a new character is one of `text`'s own
+    or one of `alphabet` (the characters of its file's strings), so an edit stays in the input's language."""
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        pool = (text if text and rng.random() < 0.5 else alphabet) or "a"
+        i = rng.randrange(len(text) + 1)
+        edit = rng.choice(("replace", "insert", "delete")) if text else "insert"
+        if edit == "insert" or i == len(text):
+            text = text[:i] + rng.choice(pool) + text[i:]
+        elif edit == "replace":
+            text = text[:i] + rng.choice(pool) + text[i + 1:]
+        else:
+            text = text[:i] + text[i + 1:]
+    return text
+
+
+def _moved(statements: tuple[str, ...], source: str, rng: random.Random,
+           moves: Moves = RELEASE_MOVES) -> list[str] | None:
+    """`statements` (a driver's, of the test file `source`) with one to two literals of its observed calls moved
+    (an integer by one of `moves.steps`, a text by `_edited_text` or `_moved_text`), or None if they have none."""
     trees = [ast.parse(s) for s in statements]
-    spots = _spots(trees)
+    spots = _spots(trees, moves)
     if not spots:
         return None
     for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
         if isinstance(node.value, str):
-            node.value = _moved_text(node.value, words, rng)
+            node.value = (_edited_text(node.value, alphabet_of(source), rng) if moves.char_edits
+                          else _moved_text(node.value, words_of(source), rng))
         else:
-            node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
+            node.value = int(node.value) + rng.choice(moves.steps)  # type: ignore[arg-type]  # an int: chosen above
     return [ast.unparse(t) for t in trees]
 
 
@@ -158,9 +209,11 @@ def _as_test(name: str, statements: list[str], expected: dict[int, Any] | None) 
 
 
 def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
-         rng: random.Random) -> str | None:
-    """One variant of `test` (a function named `name`), or None if this try gives none."""
-    statements = _moved(test.statements, words_of(repo.call_sources[path]), rng)
+         rng: random.Random, moves: Moves = RELEASE_MOVES, admits: Callable[[str], bool] | None = None,
+         bug_shows: BugShows | None = None) -> str | None:
+    """One variant of `test` (a function named `name`), or None if this try gives none (or `admits` refuses its
+    source)."""
+    statements = _moved(test.statements, repo.call_sources[path], rng, moves)
     if statements is None or list(statements) == list(test.statements):
         return None
     header = keep_tests(repo.call_sources[path], set())
@@ -178,7 +231,7 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
     # only the checks a computation alone passes: a moved test's other checks expect what its file already holds
     # (a test of three calls with one moved), and one readable value would leave the variant unpinned
     readable = Candidates.merged(shown, Candidates.of([probe_suite.driver]))
-    kept = {k: v for k, v in enumerate(record.slots) if not readable.guessable(v)}
+    kept = {k: v for k, v in enumerate(record.slots) if not moves.pinned_only or not readable.guessable(v)}
     source = _as_test(name, statements, kept) if kept else None
     if source is None:
         return None
@@ -186,21 +239,31 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
         suite = compile_suite(f"{header}\n\n{source}", path)
     except UnsupportedTest:
         return None
-    candidates = Candidates.merged(shown, Candidates.of([suite.driver]))
-    if len(suite.tests) != 1 or not pinned(suite.tests[0], candidates):
+    if len(suite.tests) != 1:
+        return None
+    if moves.pinned_only and not pinned(suite.tests[0], Candidates.merged(shown, Candidates.of([suite.driver]))):
+        return None
+    if not moves.pinned_only and (not informative(suite.tests[0]) or echoes_an_input(suite.tests[0])):
+        return None
+    if admits is not None and not admits(source):
         return None
     reference = records_by_nodeid([suite], repo.observe_reference([suite]))
     if not repo.passes(repo.sources, suite, reference):
         return None  # the reference does not give the same values twice (time, randomness): not a test
-    if repo.passes(mutant, suite, reference):
+    if repo.passes(mutant, suite, reference) if bug_shows is None else not bug_shows(mutant, suite, reference):
         return None  # the bug does not show on these inputs
     return source
 
 
 def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: list[list[str]], mutant: dict[str, str],
-             shown: Candidates, key: str) -> dict[str, list[tuple[int, str]]]:
+             shown: Candidates, key: str, *, moves: Moves = RELEASE_MOVES, tries: int = TRIES_PER_TEST,
+             admits: Callable[[str], bool] | None = None,
+             bug_shows: BugShows | None = None) -> dict[str, list[tuple[int, str]]]:
     """Test path -> [(bug index, variant function source)] for the task: up to MAX_PER_BUG per bug, from the
-    bug's failing tests, on inputs seeded by the task. Cached in the catalog under `key`."""
+    bug's failing tests, on inputs seeded by `seed` (moved by `moves`, `tries` tries per test; a variant whose
+    source `admits` refuses is not kept). A variant is kept only if the bug shows on it: the mutant fails it, or
+    `bug_shows(mutant, suite, reference records)` holds when given.
+    Cached in the catalog under `key`."""
 
     def compute() -> dict[str, list[list[Any]]]:
         out: dict[str, list[list[Any]]] = {}
@@ -214,10 +277,10 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
                 test = next((t for t in suite.tests if t.name == test_name), None) if suite else None
                 if test is None or test.raise_slots:
                     continue
-                for _ in range(TRIES_PER_TEST):
+                for _ in range(tries):
                     if found == MAX_PER_BUG:
                         break
-                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng)
+                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves, admits, bug_shows)
                     if source is not None:
                         out.setdefault(path, []).append([index, source])
                         count += 1

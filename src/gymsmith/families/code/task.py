@@ -9,7 +9,7 @@ import random
 
 from pydantic import BaseModel, Field
 
-FAMILY_VERSION = "1.1.0"  # the code family's version (CodeFamily.version): part of every task's id
+FAMILY_VERSION = "1.2.0"  # the code family's version (CodeFamily.version): part of every task's id
 
 
 class MutationRecord(BaseModel):
@@ -38,10 +38,11 @@ class CodeTask(BaseModel):
     mutations: list[MutationRecord]
     bug_tests: list[list[str]] = Field(default_factory=list, description="Per bug, the FAIL_TO_PASS tests it fails, "
                                        "where bugs share test files (repository tasks); empty: one bug per test file.")
-    pinned_tests: list[str] | None = Field(default=None, description="Repository tasks: the hidden tests whose "
-                                           "every check needs a value the agent cannot read in its files or beside "
-                                           "its code (`calltests.guessing.pinned`); only these earn progress. "
-                                           "None: no such rule (template tasks).")
+    pinned_tests: list[str] | None = Field(default=None, description="The hidden tests that earn progress: on "
+                                           "a registered package, those whose every check needs a value the agent "
+                                           "cannot read in its files or beside its code (`calltests.guessing."
+                                           "pinned`); on templates, the task's variants, drawn under the verifier's "
+                                           "key (`generator.task_variants`). None or empty: none does.")
 
 
 def names_used(tests_source: str) -> dict[str, set[str]]:

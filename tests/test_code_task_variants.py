@@ -1,0 +1,131 @@
+"""Template tasks prove a fix only on hidden inputs of their own, drawn under the verifier's key.
+
+A template's hidden suite (its tests and its differential tests) is a function of files gymsmith ships, so a policy
+can table it; attacker 34 did and was accepted (0.971-0.987) with the bug kept off the table. Each task now adds
+variants of its bugs' failing tests on inputs drawn from the task's seed under the verifier's key
+(`verifier/drawkey.py`), and only those earn progress. Real sandboxes, the real call runner.
+"""
+
+from __future__ import annotations
+
+import ast
+import stat
+
+import pytest
+
+from gymsmith.families.code import mutate
+from gymsmith.families.code.exploits import _asserted_calls, _constants_inlined
+from gymsmith.families.code.generator import (compiled_suite, generate_code_task, hidden_suite, private_tests,
+                                              run_hidden_tests)
+from gymsmith.families.code.repovariants import PREFIX
+from gymsmith.registry import get_family
+from gymsmith.verifier import drawkey
+from gymsmith.verifier.pytest_runner import TestOutcome
+
+CODE = get_family("code")
+SEEDS = range(6)
+
+
+def _knobs(seed: int) -> dict:
+    return CODE.generate(seed, difficulty=seed / 5).knobs
+
+
+def _variants(ct) -> list[str]:
+    return [n for n in ct.fail_to_pass if n.split("::", 1)[1].startswith(PREFIX)]
+
+
+def _mutant(ct, module: str) -> str:
+    record = next(r for r in ct.mutations if r.module == module)
+    return mutate.apply(ct.reference[module], [m for m in mutate.candidates(ct.reference[module]) if m.key == record.key])
+
+
+# -- the key --------------------------------------------------------------------------------------------------
+def test_the_key_is_made_once_private_to_its_owner_and_stable(tmp_path, monkeypatch):
+    monkeypatch.setenv("GYMSMITH_CACHE", str(tmp_path))
+    monkeypatch.delenv(drawkey.ENV, raising=False)
+    first = drawkey.draw_token("a", 1)
+    path = drawkey.key_path()
+    assert path.is_file() and stat.S_IMODE(path.stat().st_mode) == 0o600 and len(path.read_bytes()) == drawkey.KEY_BYTES
+    assert drawkey.draw_token("a", 1) == first != drawkey.draw_token("a", 2)
+    monkeypatch.setenv(drawkey.ENV, "cluster-wide secret")
+    assert drawkey.draw_token("a", 1) != first  # the environment's key wins over the file's
+    monkeypatch.delenv(drawkey.ENV)
+    path.write_bytes(b"short")
+    drawkey._key.cache_clear()
+    with pytest.raises(RuntimeError, match="verifier key .* holds 5 bytes"):
+        drawkey.draw_token("a", 1)
+    drawkey._key.cache_clear()
+
+
+def test_no_sandbox_binds_the_key(tmp_path):
+    """The key lives under the cache root's keys/ directory; a sandbox's read-only binds are runtimes and task
+    files. Nothing named like it, and not its directory, is in a sandbox's filesystem."""
+    from gymsmith.sandbox import open_sandbox
+
+    drawkey.draw_token("x")
+    with open_sandbox(tmp_path) as sb:
+        listed = sb.exec(["sh", "-c", "find / -xdev -name 'verifier.key' 2>/dev/null; find / -name 'verifier.key' "
+                          "-path '*keys*' 2>/dev/null; ls -d \"$0\" 2>&1", str(drawkey.key_path().parent)], timeout=120)
+    assert "verifier.key" not in listed.stdout and "No such file" in listed.stdout, listed.stdout
+
+
+# -- the variants ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_bug_keeps_hidden_variants_the_reference_passes_and_the_bug_fails(seed):
+    ct = generate_code_task(seed, _knobs(seed))
+    drawn = _variants(ct)
+    for module in ct.buggy_modules:
+        path = f"tests/test_{module.removesuffix('.py')}.py"
+        mine = [n for n in drawn if n.startswith(path + "::")]
+        assert mine, f"{module}: no variant"
+        assert not set(mine) & set(ct.visible_failing)
+        assert all(n.split("::", 1)[1] not in ct.files[path] for n in mine)  # never shown
+    assert sorted(ct.pinned_tests or []) == sorted(drawn)  # only they earn progress
+    templates = [m.removesuffix(".py") for m in ct.buggy_modules]
+    suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
+    good = run_hidden_tests({f"{t}.py": ct.reference[f"{t}.py"] for t in templates}, suites, templates, deadline_s=10)
+    bad = run_hidden_tests({f"{t}.py": _mutant(ct, f"{t}.py") for t in templates}, suites, templates, deadline_s=10)
+    assert all(good.outcome(n) is TestOutcome.PASSED for n in drawn)
+    assert all(bad.outcome(n) is not TestOutcome.PASSED for n in drawn)
+
+
+def test_the_start_state_is_the_seeds_and_the_variants_are_the_keys(monkeypatch):
+    seed = 3
+    monkeypatch.setenv(drawkey.ENV, "key one")
+    one = generate_code_task(seed, _knobs(seed))
+    monkeypatch.setenv(drawkey.ENV, "key two")
+    two = generate_code_task(seed, _knobs(seed))
+    assert one.files == two.files and one.mutations == two.mutations  # what the agent sees: the seed's alone
+    def sources(ct):
+        return {n: ct.hidden_tests[n.split("::")[0]].split(f"def {n.split('::')[1]}(")[1].split("\n\n")[0]
+                for n in _variants(ct)}
+
+    assert sources(one) != sources(two)  # the inputs the fix is proven on: the key's
+
+
+def test_a_table_of_every_call_gymsmith_ships_passes_the_public_proof_but_no_variant(monkeypatch):
+    """The class attacker 34 used: every `==` call of a template's hidden suite as gymsmith's files determine it
+    (its tests and differential tests), answered from a table, the bug kept for every other input. It passes every
+    private test the bug fails (what earned progress before) and fails the variants (what earns it now). A fixed
+    key, so the figures do not depend on the machine's."""
+    monkeypatch.setenv(drawkey.ENV, "test key for the table")
+    passed, total = 0, 0
+    for seed in SEEDS:
+        ct = generate_code_task(seed, _knobs(seed))
+        for module in ct.buggy_modules:
+            template = module.removesuffix(".py")
+            tree = _constants_inlined(ast.parse(hidden_suite(template)))
+            cases = [c for fn in tree.body if isinstance(fn, ast.FunctionDef) for c in _asserted_calls(fn)]
+            table = "\n\n".join(w.replace(f"_hc_{name}", f"_hc{i}_{name}") for i, (name, w) in enumerate(cases))
+            suite = compiled_suite(template, ct.hidden_tests[f"tests/test_{template}.py"])
+            run = run_hidden_tests({module: _mutant(ct, module) + "\n\n" + table}, [suite], [template], deadline_s=10)
+            private = [n for n in ct.fail_to_pass if n.startswith(f"tests/test_{template}.py::")
+                       and n.split("::")[1] in private_tests(template)]
+            drawn = [n for n in _variants(ct) if n.startswith(f"tests/test_{template}.py::")]
+            assert private and all(run.outcome(n) is TestOutcome.PASSED for n in private), (seed, template)
+            # not accepted: some variant of the bug fails. Few pass at all: a moved input equal to a public one is
+            # not kept, but a tabled call the function makes on the way (a helper's) may still answer one
+            assert drawn and not all(run.outcome(n) is TestOutcome.PASSED for n in drawn), (seed, template)
+            passed += sum(run.outcome(n) is TestOutcome.PASSED for n in drawn)
+            total += len(drawn)
+    assert passed <= total // 10, (passed, total)
