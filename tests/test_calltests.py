@@ -282,6 +282,39 @@ def test_a_job_sees_no_count_of_the_files_earlier_jobs_wrote(runner):
     assert look() == first and first[0][3] is False, first
 
 
+NAMESPACES = """
+import ctypes, os
+def f():
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = []
+    for flags in (0x10000000, 0x10000000 | 0x40000000, 0x40000000):  # user; user and net; net alone
+        out.append(ctypes.get_errno() if libc.unshare(flags) != 0 else 0)
+    pid = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    out.append(ctypes.get_errno() if pid < 0 else 0)
+    child = os.fork()  # an ordinary fork still works
+    if child == 0:
+        os._exit(0)
+    out.append(child > 0)
+    return out
+"""
+
+
+def test_a_job_cannot_make_a_namespace_of_its_own(runner):
+    """A user namespace gives its maker a network namespace with a loopback it may bring up, whose ephemeral ports
+    come from a perturbation table the whole host shares: a thirty-sixth attacker wrote it from one sandbox and read
+    it back from a job within its ~10 s window. After pid1 made the job's world, it can make no user namespace
+    (`pid1.forbid_user_namespaces`), and without capabilities no other namespace either."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the clone call number in the probe is x86_64's")
+    suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
+    slots = runner.observe({"m.py": NAMESPACES}, [suite]).groups[0].stream.tests[0].slots
+    assert slots == [[1, 1, 1, 1, True]], slots  # EPERM each time; the fork made a child
+
+
 def test_values_built_to_collide_in_hash_tables_are_refused_in_linear_time():
     """Ints that all hash alike (multiples of 2**61 - 1) would make building the set quadratic on the trusted side:
     with 40,000 of them, about half a minute; with 125,000, minutes — a verifier timeout, i.e. an escape to an

@@ -271,6 +271,9 @@ attempt("listmount", lambda: check(libc.syscall(458, 0, 0, 0, 0)))
 attempt("statx_mnt_id_unique", lambda: check(libc.syscall(332, -100, b"/", 0, 0x4000, ctypes.create_string_buffer(256))))
 attempt("pidfd_open", lambda: os.pidfd_open(os.getpid()))  # a pidfd's inode number counts the host's processes
 attempt("clone_pidfd", lambda: check(libc.syscall(56, 0x1000 | 17, 0, 0, 0, 0)))
+attempt("unshare_user", lambda: check(libc.unshare(0x10000000)))  # a netns of one's own: the host's port table
+attempt("unshare_user_net", lambda: check(libc.unshare(0x10000000 | 0x40000000)))
+attempt("clone_user", lambda: (lambda pid: os._exit(0) if pid == 0 else check(pid))(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))
 ns = os.open("/proc/self/ns/uts", os.O_RDONLY)
 attempt("NS_GET_NSTYPE", lambda: check(libc.ioctl(ns, 0xB703)))  # namespace ids: a host-wide counter
 attempt("handle_mnt_id_unique", lambda: check(libc.name_to_handle_at(-100, b"/", ctypes.create_string_buffer(136),
@@ -292,8 +295,8 @@ def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
     host's). Locks, leases, notifications, inotify, hints, page-cache eviction and residency queries, and memfds
     (whose inode numbers come from one counter for the whole host: a thirty-first attacker passed which repair to
     apply in it), perf events and socket cookies (a thirty-third passed it in those), namespace ids (a thirty-fifth,
-    through pidfd and namespace-file ioctls), pidfds, namespace cookies, sock_diag, unique mount ids and BPF all fail
-    with EPERM; fork, posix_spawn (clone3 answers ENOSYS: glibc falls back to clone), ordinary fcntl, statx,
+    through pidfd and namespace-file ioctls), pidfds, namespace cookies, sock_diag, unique mount ids, BPF and new user
+    namespaces (whose network namespace reads the host's ephemeral-port table: a thirty-sixth) all fail with EPERM; fork, posix_spawn (clone3 answers ENOSYS: glibc falls back to clone), ordinary fcntl, statx,
     getsockopt and netlink calls still work."""
     import platform
 

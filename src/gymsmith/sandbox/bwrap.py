@@ -123,9 +123,10 @@ class BwrapSandbox(Sandbox):
 
     def __init__(self, workspace: Path, limits: Limits | None = None, *, allow: Sequence[str] = (),
                  extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None,
-                 runtime: PythonRuntime | None = None, seeded: bool = False):
+                 runtime: PythonRuntime | None = None, seeded: bool = False, user_namespaces: bool = False):
         super().__init__(workspace, limits)
         self.seeded = seeded
+        self.user_namespaces = user_namespaces  # may its processes make user namespaces (seccomp.py)? a warm server's
         exe = bwrap_path()
         if exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
@@ -314,7 +315,7 @@ class BwrapSandbox(Sandbox):
         """
         filter_r, filter_w = os.pipe()  # the seccomp program (seccomp.py): no kernel state shared between sandboxes
         with os.fdopen(filter_w, "wb") as w:
-            w.write(seccomp.filter_program())
+            w.write(seccomp.filter_program(user_namespaces=self.user_namespaces))
         options = b"\0".join(a.encode() for a in [*self._args, "--seccomp", str(filter_r), "--chdir", WORKSPACE,
                                                    "--as-pid-1"]) + b"\0"
         args_r, args_w = os.pipe()

@@ -73,6 +73,11 @@ AT_HANDLE_MNT_ID_UNIQUE = 0x1  # name_to_handle_at's flag for the same id
 # `clone3`, whose flags a filter cannot read, answers ENOSYS and the C library falls back to `clone`)
 IOCTL_TYPES_BLOCKED = {"NSIO": 0xB7, "PIDFS": 0xFF}
 CLONE_PIDFD = 0x1000
+# a new user namespace gives its maker every capability over namespaces it then makes: a network namespace with a
+# loopback it may bring up, whose ephemeral ports come from a perturbation table the whole host shares (a
+# thirty-sixth attacker wrote it from one sandbox and read it from another within its ~10 s window). Only the
+# verifier's warm servers need them (pid1 gives each job its own world, then forbids more: pid1.py)
+CLONE_NEWUSER = 0x10000000
 _ENOSYS = 38
 RWF_NOWAIT = 0x8  # preadv2/pwritev2: fails if the pages are not cached, which tells residency without timing
 # AUDIT_ARCH value and call numbers, per machine (a call the machine lacks is left out)
@@ -83,14 +88,14 @@ _ARCH = {
                             "process_madvise": 440, "memfd_create": 319, "memfd_secret": 447, "fcntl": 72, "fadvise64": 221, "madvise": 28, "preadv2": 327,
                             "pwritev2": 328, "bpf": 321, "perf_event_open": 298, "getsockopt": 55, "socket": 41, "statx": 332,
                             "statmount": 457, "listmount": 458, "pidfd_open": 434, "clone3": 435, "clone": 56,
-                            "ioctl": 16, "name_to_handle_at": 303}),
+                            "ioctl": 16, "name_to_handle_at": 303, "unshare": 272}),
     "aarch64": (0xC00000B7, {"add_key": 217, "request_key": 218, "keyctl": 219, "flock": 32, "inotify_init1": 26,
                              "inotify_add_watch": 27, "fanotify_init": 262, "mincore": 232, "cachestat": 451,
                              "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
                              "process_madvise": 440, "memfd_create": 279, "memfd_secret": 447, "fcntl": 25, "fadvise64": 223, "madvise": 233, "preadv2": 286,
                              "pwritev2": 287, "bpf": 280, "perf_event_open": 241, "getsockopt": 209, "socket": 198, "statx": 291,
                              "statmount": 457, "listmount": 458, "pidfd_open": 434, "clone3": 435, "clone": 220,
-                             "ioctl": 29, "name_to_handle_at": 264}),
+                             "ioctl": 29, "name_to_handle_at": 264, "unshare": 97}),
 }
 _X32_BIT = 0x40000000  # x86_64: call numbers with this bit are the x32 ABI's
 
@@ -114,9 +119,10 @@ def supported() -> bool:
     return platform.machine() in _ARCH
 
 
-def filter_program(machine: str | None = None) -> bytes:
-    """The filter as bubblewrap's `--seccomp FD` reads it: an array of `struct sock_filter`. Raises ValueError for
-    a machine it has no call numbers for (`supported()`)."""
+def filter_program(machine: str | None = None, *, user_namespaces: bool = False) -> bytes:
+    """The filter as bubblewrap's `--seccomp FD` reads it: an array of `struct sock_filter`. `user_namespaces`:
+    whether `unshare` and `clone` may make a user namespace (only a warm server's pid1 needs to). Raises ValueError
+    for a machine it has no call numbers for (`supported()`)."""
     machine = machine or platform.machine()
     if machine not in _ARCH:
         raise ValueError(f"no seccomp filter for machine {machine!r} (known: {', '.join(sorted(_ARCH))})")
@@ -136,6 +142,7 @@ def filter_program(machine: str | None = None) -> bytes:
              (None, _JEQ_K, numbers["getsockopt"], "getsockopt", None), (None, _JEQ_K, numbers["socket"], "socket", None),
              (None, _JEQ_K, numbers["statx"], "statx", None),
              (None, _JEQ_K, numbers["clone3"], "nosys", None), (None, _JEQ_K, numbers["clone"], "clone", None),
+             (None, _JEQ_K, numbers["unshare"], "unshare", None),
              (None, _JEQ_K, numbers["ioctl"], "ioctl", None),
              (None, _JEQ_K, numbers["name_to_handle_at"], "handle", None),
              (None, _RET_K, _RET_ALLOW, None, None),
@@ -165,7 +172,10 @@ def filter_program(machine: str | None = None) -> bytes:
              (None, _JSET_K, STATX_MNT_ID_UNIQUE, "deny", None),
              (None, _RET_K, _RET_ALLOW, None, None),
              ("clone", _LD_W_ABS, _ARG, None, None),  # clone(flags, ...) on both machines
-             (None, _JSET_K, CLONE_PIDFD, "deny", None),
+             (None, _JSET_K, CLONE_PIDFD | (0 if user_namespaces else CLONE_NEWUSER), "deny", None),
+             (None, _RET_K, _RET_ALLOW, None, None),
+             ("unshare", _LD_W_ABS, _ARG, None, None),  # unshare(flags)
+             (None, _JSET_K, 0 if user_namespaces else CLONE_NEWUSER, "deny", None),
              (None, _RET_K, _RET_ALLOW, None, None),
              ("handle", _LD_W_ABS, _ARG + 8 * 4, None, None),  # name_to_handle_at(dfd, name, handle, mnt_id, flags)
              (None, _JSET_K, AT_HANDLE_MNT_ID_UNIQUE, "deny", None),

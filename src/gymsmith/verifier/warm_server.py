@@ -93,8 +93,9 @@ class WarmServer:
         try:
             mounts = {str(self.jobs.root): JOBS, str(self.script): inside,
                       **{str(p): f"{SERVER_DIR}/{p.name}" for p in (PID1, *self.helpers)}}
-            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro=mounts,
-                                         runtime=self.runtime)
+            # pid1 makes each job's world in user namespaces of its own, then forbids the job to make more
+            self._sandbox = BwrapSandbox(empty, self.limits, extra_ro=mounts, runtime=self.runtime,
+                                         user_namespaces=True)
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
         # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)
