@@ -14,7 +14,7 @@ import stat
 import pytest
 
 from gymsmith.families.code import mutate
-from gymsmith.families.code.exploits import _asserted_calls, _constants_inlined
+from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.generator import (compiled_suite, generate_code_task, hidden_suite, private_tests,
                                               run_hidden_tests)
 from gymsmith.families.code.repovariants import PREFIX
@@ -106,26 +106,22 @@ def test_the_start_state_is_the_seeds_and_the_variants_are_the_keys(monkeypatch)
 def test_a_table_of_every_call_gymsmith_ships_passes_the_public_proof_but_no_variant(monkeypatch):
     """The class attacker 34 used: every `==` call of a template's hidden suite as gymsmith's files determine it
     (its tests and differential tests), answered from a table, the bug kept for every other input. It passes every
-    private test the bug fails (what earned progress before) and fails the variants (what earns it now). A fixed
+    private test the bug fails (what earned progress before) and fails every variant (what earns it now). A fixed
     key, so the figures do not depend on the machine's."""
     monkeypatch.setenv(drawkey.ENV, "test key for the table")
-    passed, total = 0, 0
     for seed in SEEDS:
         ct = generate_code_task(seed, _knobs(seed))
         for module in ct.buggy_modules:
             template = module.removesuffix(".py")
-            tree = _constants_inlined(ast.parse(hidden_suite(template)))
-            cases = [c for fn in tree.body if isinstance(fn, ast.FunctionDef) for c in _asserted_calls(fn)]
-            table = "\n\n".join(w.replace(f"_hc_{name}", f"_hc{i}_{name}") for i, (name, w) in enumerate(cases))
+            source = ct.reference[module]
+            table = table_of(hidden_suite(template), {n.name for n in ast.parse(source).body
+                                                      if isinstance(n, ast.FunctionDef)})
             suite = compiled_suite(template, ct.hidden_tests[f"tests/test_{template}.py"])
-            run = run_hidden_tests({module: _mutant(ct, module) + "\n\n" + table}, [suite], [template], deadline_s=10)
+            run = run_hidden_tests({module: _mutant(ct, module) + table}, [suite], [template], deadline_s=10)
             private = [n for n in ct.fail_to_pass if n.startswith(f"tests/test_{template}.py::")
                        and n.split("::")[1] in private_tests(template)]
             drawn = [n for n in _variants(ct) if n.startswith(f"tests/test_{template}.py::")]
             assert private and all(run.outcome(n) is TestOutcome.PASSED for n in private), (seed, template)
-            # not accepted: some variant of the bug fails. Few pass at all: a moved input equal to a public one is
-            # not kept, but a tabled call the function makes on the way (a helper's) may still answer one
-            assert drawn and not all(run.outcome(n) is TestOutcome.PASSED for n in drawn), (seed, template)
-            passed += sum(run.outcome(n) is TestOutcome.PASSED for n in drawn)
-            total += len(drawn)
-    assert passed <= total // 10, (passed, total)
+            # none passes: a variant is kept only if this table fails it (a tabled helper call on the way answered
+            # one before)
+            assert drawn and not any(run.outcome(n) is TestOutcome.PASSED for n in drawn), (seed, template)

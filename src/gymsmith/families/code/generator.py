@@ -27,6 +27,7 @@ from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.families.code.repovariants import Moves
+from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.task import FAMILY_VERSION, CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
@@ -364,11 +365,20 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
         fn = ast.parse(source).body[0]
         return isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public
 
-    key = f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_TRIES}|fresh|value-finished-small"
+    # the bug must show on a variant even with a table of every `==` call gymsmith's files determine appended: a
+    # tabled helper call on the way (`days_in_month(2024, 1)` inside `add_days`) answered one before (attacker 37's
+    # rerun of the memorised suite, accepted on one task of twenty)
+    defined = {n.name for n in ast.parse(repo.sources[module]).body if isinstance(n, ast.FunctionDef)}
+    tabled = {module: mutant[module] + table_of(hidden_suite(template), defined)}
+
+    def shows(code: dict[str, str], suite: CompiledSuite, reference: dict[str, TestRecord]) -> bool:
+        return repo.shows_in_value(code, suite, reference) and repo.shows_in_value(tabled, suite, reference)
+
+    key = f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_TRIES}|fresh|value-finished-small-tabled"
 
     def compute() -> list[str]:
         found = variants(repo, token, [(module, mutation)], [failing], mutant, shown, key, moves=VARIANT_MOVES,
-                         tries=VARIANT_TRIES, admits=fresh, bug_shows=repo.shows_in_value)
+                         tries=VARIANT_TRIES, admits=fresh, bug_shows=shows)
         drawn = [source for _, source in found.get(hidden_test_path(template), [])]
         # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
         return drawn if _finishes(template, mutant[module], drawn) else [d for d in drawn
