@@ -39,6 +39,7 @@ from gymsmith.verifier.calltests import (CallRunner, CompiledSuite, UnsupportedT
                                          records_by_nodeid)
 from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import TestRecord
+from gymsmith.verifier.drawkey import draw_token
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 REPO_CATALOG_VERSION = 3  # the outcomes' meaning (3: the package in a process of its own); task synthesis may change without it
@@ -474,7 +475,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
         shown |= set(order[:max(1, int(knobs["visible_tests"]))])
     visible_failing = [n for n in failing if test_key(n) in shown]
     affected = sorted({test_key(n)[0] for n in failing})
-    hidden, canaries, p2p = {}, [], []
+    p2p: list[str] = []
     for path in affected:
         suite = repo.suites[path]
         hide = {test_key(n)[1] for n in failing if test_key(n)[0] == path and test_key(n) not in shown}
@@ -490,25 +491,49 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     seen = Candidates.merged(public_candidates(repo),
                              *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
     key = f"{seed}{attempt}|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
-    added = variants(repo, f"{seed}{attempt}", bugs, per_bug, {p: files[p] for p in repo.sources}, seen, key)
-    for path in affected:
-        record = next(s for s in repo.manifest.call_suites if s.path == path)
-        mine = added.get(path, [])
-        for index, source in mine:
-            nodeid = f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"
-            per_bug[index] = sorted([*per_bug[index], nodeid])
-        canary = canary_name(rng, set(record.tests))
-        hidden[path] = (repo.call_sources[path].rstrip() + "".join(f"\n\n\n{source.rstrip()}" for _, source in mine)
-                        + f"\n\n\ndef {canary}():\n    assert 0\n")
-        canaries.append(f"{path}::{canary}")
-    failing = sorted(set().union(*per_bug))
-    pinned_here = hidden_pinned_tests(hidden, seen)
-    if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in per_bug):
+    mutant = {p: files[p] for p in repo.sources}
+    added = variants(repo, f"{seed}{attempt}", bugs, per_bug, mutant, seen, key)
+    canary_of = {path: canary_name(rng, set(next(s for s in repo.manifest.call_suites if s.path == path).tests))
+                 for path in affected}
+    canaries = sorted(f"{path}::{canary}" for path, canary in canary_of.items())
+
+    def assemble(drawn: dict[str, list[tuple[int, str]]]) -> tuple[dict[str, str], list[list[str]], list[str]]:
+        """The hidden files with the variants `drawn`, each bug's failing tests, and the pinned hidden tests."""
+        hidden, tests = {}, [list(fails) for fails in per_bug]
+        for path in affected:
+            mine = drawn.get(path, [])
+            for index, source in mine:
+                tests[index] = sorted([*tests[index], f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"])
+            hidden[path] = (repo.call_sources[path].rstrip() + "".join(f"\n\n\n{source.rstrip()}" for _, source in mine)
+                            + f"\n\n\ndef {canary_of[path]}():\n    assert 0\n")
+        return hidden, tests, hidden_pinned_tests(hidden, seen)
+
+    hidden, bug_tests, pinned_here = assemble(added)
+    if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
         return None  # a bug keeps no hidden test that only a computation passes: its variants gave none here
+    # The task is decided by its seed (the start state and the variants above, which anyone can compute). The tests
+    # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
+    # can table their answers; a bug with no keyed variant keeps its seeded ones.
+    token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
+    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}")
+    has_keyed = {index for entries in keyed.values() for index, _ in entries}
+    merged = {path: _numbered(keyed.get(path, []) + [e for e in added.get(path, []) if e[0] not in has_keyed])
+              for path in affected}
+    keyed_task = assemble(merged)
+    if all(set(fails) & set(keyed_task[2]) - set(visible_failing) for fails in keyed_task[1]):
+        hidden, bug_tests, pinned_here = keyed_task
+    failing = sorted(set().union(*bug_tests))
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
-                    hidden_tests=hidden, canaries=sorted(canaries), fail_to_pass=failing, pass_to_pass=sorted(p2p),
-                    visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=per_bug,
+                    hidden_tests=hidden, canaries=canaries, fail_to_pass=failing, pass_to_pass=sorted(p2p),
+                    visible_failing=sorted(visible_failing), mutations=mutations, bug_tests=bug_tests,
                     pinned_tests=pinned_here)
+
+
+def _numbered(entries: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Variant functions named `PREFIX0`, `PREFIX1`, ... in order (two draws each count from 0)."""
+    from gymsmith.families.code.repovariants import PREFIX
+
+    return [(index, f"def {PREFIX}{k}(" + source.split("(", 1)[1]) for k, (index, source) in enumerate(entries)]
 
 
 def hidden_pinned_tests(hidden: dict[str, str], known: Candidates) -> list[str]:
