@@ -20,6 +20,7 @@ import os
 import random
 import threading
 from functools import lru_cache
+from collections.abc import Callable
 from typing import Any
 
 
@@ -258,10 +259,11 @@ def _calls(fn: ast.FunctionDef, constants: dict[str, Any]) -> set[tuple[str, str
     return out
 
 
-def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> tuple[mutate.Mutation, list[str]]:
+def pick_mutation(template: str, rng: random.Random, operator: str = "any",
+                  provable: Callable[[mutate.Mutation, list[str]], bool] | None = None) -> tuple[mutate.Mutation, list[str]]:
     """The first usable mutation in a seeded order that fails one of the template's private tests (a test an
-    agent that memorised the template's public tests, special-casing their calls, still fails), and the tests it
-    fails. Raises RuntimeError if none is."""
+    agent that memorised the template's public tests, special-casing their calls, still fails) and, if given,
+    `provable(mutation, failing)`, and the tests it fails. Raises RuntimeError if none is."""
     check_reference(template)
     source, tests = template_source(template)
     shown = set(test_names(tests))
@@ -269,7 +271,8 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any") -> t
     pool = [m for m in mutate.candidates(source) if operator in ("any", m.operator)]
     for m in rng.sample(pool, len(pool)):
         outcome = mutant_outcome(template, m)
-        if usable(outcome, shown) and any(f.split("::")[1] in private for f in outcome["failing"]):
+        if (usable(outcome, shown) and any(f.split("::")[1] in private for f in outcome["failing"])
+                and (provable is None or provable(m, list(outcome["failing"])))):
             return m, list(outcome["failing"])
     raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
 
@@ -343,19 +346,23 @@ class _TemplateRepo:
         return entry
 
 
-def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str]) -> list[str]:
+def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str], *,
+                  keyed: bool = True) -> list[str]:
     """Hidden tests of this task's own for the bug `mutation` of `template`: the bug's failing tests with their
     inputs moved, judged by the reference (`repovariants.variants`), drawn from `draw_token` (the task's seed under
     the verifier's key: no one without the key can compute them, so no table of the template's hidden suite, nor
     of any suite computable from gymsmith's files, holds their answers). Each is a plain `==` test the reference
-    passes twice, the bug fails, pinned against the template's whole hidden suite. Sources of up to
-    `repovariants.MAX_PER_BUG` test functions (none if no draw gave one)."""
+    passes twice, the bug fails in a value, checking more than one bit, calling nothing the hidden suite calls,
+    and failed too by the bug with a table of the hidden suite's calls appended. Sources of up to
+    `repovariants.MAX_PER_BUG` test functions (none if no draw gave one). `keyed=False`: drawn from the seed alone
+    (anyone can compute those: they decide which bugs a task gets, so its start state does not depend on the key)."""
     from gymsmith.families.code.repovariants import variants
     from gymsmith.verifier.calltests.guessing import Candidates
     from gymsmith.verifier.drawkey import draw_token
 
     repo = _TemplateRepo(template)
-    token = draw_token("code-template-variants", FAMILY_VERSION, seed, template)
+    token = (draw_token("code-template-variants", FAMILY_VERSION, seed, template) if keyed
+             else f"public|code-template-variants|{FAMILY_VERSION}|{seed}|{template}")
     module = f"{template}.py"
     mutant = {module: mutate.apply(repo.sources[module], [mutation])}
     shown = Candidates.of([hidden_suite(template)])  # the template's tests and differential tests: public
@@ -435,15 +442,18 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         module_source = source
         drawn: list[str] = []
         if template in buggy:
-            mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any")
+            # a bug only where variants can prove its fix: seeded ones must exist (a bug that shows on one public
+            # input alone, e.g. only at `percent == 100`, has none, and a table of public calls passes its tests)
+            mutation, failing = pick_mutation(
+                template, rng, knobs.get("operator") or "any",
+                provable=lambda m, fails, t=template: bool(task_variants(seed, t, m, fails, keyed=False)))
             module_source = mutate.apply(source, [mutation])
-            # the bug's hidden tests on this task's own inputs (drawn under the verifier's key; they do not change
-            # what the agent is shown). None drawn (not seen): its private tests prove the fix, as they did before
-            drawn = task_variants(seed, template, mutation, failing)
+            # the bug's hidden tests on this task's own inputs, drawn under the verifier's key (they do not change
+            # what the agent is shown); if no keyed draw gives one, the seeded ones (which anyone can compute)
+            drawn = (task_variants(seed, template, mutation, failing)
+                     or task_variants(seed, template, mutation, failing, keyed=False))
             names = [d.split("(", 1)[0].removeprefix("def ") for d in drawn]
-            private = private_tests(template)
-            proving += ([f"{test_file}::{n}" for n in names] if drawn else
-                        [f for f in failing if f.split("::")[1] in private])
+            proving += [f"{test_file}::{n}" for n in names]
             failing = failing + [f"{test_file}::{n}" for n in names]
             records.append(MutationRecord(module=f"{template}.py", operator=mutation.operator, function=mutation.function,
                                           line=mutation.line, description=mutation.description, key=mutation.key))
