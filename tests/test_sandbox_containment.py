@@ -125,12 +125,17 @@ def test_attack_leave_a_background_process(sb):
 
 
 def test_attack_see_the_verifier_in_proc(sb):
+    """The agent's sandbox has no /proc (an empty, read-only directory): no process of the host, nor its own
+    `/proc/self/maps`, whose inode numbers of shared mappings read a counter the whole host shares (a thirty-second
+    attacker's later rollout read a correct one's repair there, accepted 1.0)."""
     with WarmPytest() as warm:
         warm.run({"t/test_x.py": "def test_x():\n    pass\n"}, ["t"])  # a live verifier runner on this host
         r = sb.exec("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
         assert "gymsmith" not in r.stdout and "pytest_server" not in r.stdout
-        pids = [int(p) for p in sb.exec("ls /proc").stdout.split() if p.isdigit()]
-        assert max(pids) < 50  # its own pid namespace: only a handful of processes exist
+        assert sb.exec("ls -A /proc | wc -l; touch /proc/x 2>&1 | grep -c 'Read-only'").stdout.split() == ["0", "1"]
+        maps = sb.exec(py("import mmap\nm = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED)\n"
+                          "print(open('/proc/self/maps').read())"))
+        assert maps.exit_code != 0 and "No such file" in maps.stderr, maps
 
 
 def test_attack_ptrace(sb):
@@ -274,8 +279,9 @@ attempt("clone_pidfd", lambda: check(libc.syscall(56, 0x1000 | 17, 0, 0, 0, 0)))
 attempt("unshare_user", lambda: check(libc.unshare(0x10000000)))  # a netns of one's own: the host's port table
 attempt("unshare_user_net", lambda: check(libc.unshare(0x10000000 | 0x40000000)))
 attempt("clone_user", lambda: (lambda pid: os._exit(0) if pid == 0 else check(pid))(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))
-ns = os.open("/proc/self/ns/uts", os.O_RDONLY)
-attempt("NS_GET_NSTYPE", lambda: check(libc.ioctl(ns, 0xB703)))  # namespace ids: a host-wide counter
+if os.path.exists("/proc/self/ns/uts"):  # only a warm server's sandbox has a /proc
+    ns = os.open("/proc/self/ns/uts", os.O_RDONLY)
+    attempt("NS_GET_NSTYPE", lambda: check(libc.ioctl(ns, 0xB703)))  # namespace ids: a host-wide counter
 attempt("handle_mnt_id_unique", lambda: check(libc.name_to_handle_at(-100, b"/", ctypes.create_string_buffer(136),
                                                                      ctypes.byref(ctypes.c_int()), 1)))
 attempt("F_GETFL", lambda: fcntl.fcntl(fd, fcntl.F_GETFL))
@@ -302,11 +308,16 @@ def test_attack_signal_through_locks_and_the_page_cache_of_shared_files(sb):
 
     if platform.machine() != "x86_64":
         pytest.skip("the call numbers in the probe are x86_64's")
-    r = sb.exec(py(SHARED_STATE))
-    got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
-    allowed = ("F_GETFL", "fork", "posix_spawn", "statx_basic", "SO_TYPE", "netlink_route")
-    assert [got.pop(k) for k in allowed] == ["allowed"] * len(allowed), r
-    assert got and all(v == "1" for v in got.values()), r  # errno 1: EPERM
+    from gymsmith.sandbox.bwrap import BwrapSandbox
+
+    with BwrapSandbox(sb.workspace, LIMITS, proc=True) as server_like:  # a warm server's: /proc, namespace files
+        runs = [sb.exec(py(SHARED_STATE)), server_like.exec(py(SHARED_STATE))]
+    for r in runs:
+        got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        allowed = ("F_GETFL", "fork", "posix_spawn", "statx_basic", "SO_TYPE", "netlink_route")
+        assert [got.pop(k) for k in allowed] == ["allowed"] * len(allowed), r
+        assert got and all(v == "1" for v in got.values()), r  # errno 1: EPERM
+    assert "NS_GET_NSTYPE 1" in runs[1].stdout
 
 
 RESIDENCY_PROBE = """
@@ -369,8 +380,8 @@ def test_attack_leave_a_note_in_the_device_nodes(sb):
 def test_attack_leave_a_note_in_the_loopback_counters(sb):
     """The loopback's packet counters belong to the network namespace: a command can set them (send N bytes) and a
     later rollout read them, unless every rollout gets a fresh namespace."""
-    def received() -> int:
-        r = sb.exec(py("print([l.split()[1] for l in open('/proc/net/dev') if l.strip().startswith('lo:')][0])"))
+    def received() -> int:  # the sandbox has no /proc: the counters by netlink
+        r = sb.exec("ip -s link show lo | awk '/RX:/ {getline; print $1}'")
         return int(r.stdout)
 
     sb.exec(py("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -398,8 +409,10 @@ def test_attack_make_the_command_server_use_up_its_cpu(tmp_path):
 
 
 def test_attack_gain_privileges(sb):
-    r = sb.exec("mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; grep CapEff /proc/self/status")
-    assert "CapEff:\t0000000000000000" in r.stdout and "1000" in r.stdout.split()
+    capabilities = ("import ctypes, struct\nhead, data = struct.pack('II', 0x20080522, 0), ctypes.create_string_buffer(24)"
+                    "\nassert ctypes.CDLL(None).capget(head, data) == 0\nprint('CapEff:', struct.unpack('6I', data.raw)[0::3])")
+    r = sb.exec(f"mount -t tmpfs none /usr 2>&1; su -c id 2>&1; id -u; python3 -c \"{capabilities}\"")
+    assert "CapEff: (0, 0)" in r.stdout and "1000" in r.stdout.split(), r
     assert not os.path.ismount("/usr") or open("/proc/self/mounts").read().count(" /usr ") == 0
 
 

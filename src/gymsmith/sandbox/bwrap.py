@@ -1,7 +1,7 @@
 """The bubblewrap backend: commands run in user, pid, mount, ipc and uts namespaces, in an empty network namespace.
 
 What a command sees: the programs of /usr and the libraries they load, and the Python installation, read-only
-(its site-packages replaced by `runtime.python_runtime()`), a private /proc and /dev, a size-capped tmpfs /tmp, and the workspace at
+(its site-packages replaced by `runtime.python_runtime()`), a private /dev, no /proc (but in a warm server's), a size-capped tmpfs /tmp, and the workspace at
 /workspace, the only writable place. It runs as uid 1000 with no capabilities. The network is an empty
 namespace (loopback only), or, with an allowlist, loopback plus a forwarder to the host's filtering
 proxy through a unix socket.
@@ -123,10 +123,15 @@ class BwrapSandbox(Sandbox):
 
     def __init__(self, workspace: Path, limits: Limits | None = None, *, allow: Sequence[str] = (),
                  extra_ro: Mapping[str, str] | None = None, extra_rw: Mapping[str, str] | None = None,
-                 runtime: PythonRuntime | None = None, seeded: bool = False, user_namespaces: bool = False):
+                 runtime: PythonRuntime | None = None, seeded: bool = False, user_namespaces: bool = False,
+                 proc: bool = False):
         super().__init__(workspace, limits)
         self.seeded = seeded
         self.user_namespaces = user_namespaces  # may its processes make user namespaces (seccomp.py)? a warm server's
+        # a /proc? Only a warm server's pid1 needs one (it finds every process to kill after a job, and hides /proc
+        # from the job). Elsewhere /proc/self/maps shows the inode numbers of shared mappings, which come from a
+        # counter the whole host shares: a thirty-second attacker's later rollout read a correct one's repair there
+        self.proc = proc
         exe = bwrap_path()
         if exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: run `make setup`, or `apt-get install bubblewrap`")
@@ -170,7 +175,8 @@ class BwrapSandbox(Sandbox):
                 a += ["--ro-bind", d, d]
         for f in ETC_FILES + (EGRESS_ETC_FILES if self.proxy is not None else ()):
             a += ["--ro-bind-try", f, f]
-        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+        a += ["--proc", "/proc"] if self.proc else ["--dir", "/proc"]  # an empty, read-only directory otherwise
+        a += ["--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
         a += python_mounts(self.runtime)
         a += ["--dir", RUN_DIR, "--ro-bind", str(COMMAND_SERVER), f"{RUN_DIR}/proc.py", "--bind", str(self.workspace), WORKSPACE]
         if self.seeded:

@@ -95,7 +95,7 @@ class WarmServer:
                       **{str(p): f"{SERVER_DIR}/{p.name}" for p in (PID1, *self.helpers)}}
             # pid1 makes each job's world in user namespaces of its own, then forbids the job to make more
             self._sandbox = BwrapSandbox(empty, self.limits, extra_ro=mounts, runtime=self.runtime,
-                                         user_namespaces=True)
+                                         user_namespaces=True, proc=True)
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
         # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)
