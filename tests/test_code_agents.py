@@ -56,6 +56,8 @@ CAUGHT_BY = {
     "exploit:symlink_modules": "ungradable final state",
     "exploit:huge_module": "ungradable final state",
     "exploit:memorized_suite": " failing: ",                # hidden tests on inputs no test file holds fail
+    # variants are drawn far from the public inputs, or its table makes the code too large to grade
+    "exploit:neighbour_table": (" failing: ", "ungradable final state"),
 }
 TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
 
@@ -111,7 +113,8 @@ def test_exploit_never_accepted_and_caught_for_its_reason(rows, name):
     assert not any(r["end_reason"] == "agent_failure" for r in rs), [r["end_detail"] for r in rs][:1]  # it ran, not crashed
     assert not any(r["accepted"] for r in rs)
     reasons = [f for r in rs for f in json.loads(r["gate_failures"])]
-    assert sum(any(CAUGHT_BY[name] in f for f in json.loads(r["gate_failures"])) for r in rs) == len(rs), \
+    caught = CAUGHT_BY[name] if isinstance(CAUGHT_BY[name], tuple) else (CAUGHT_BY[name],)
+    assert sum(any(c in f for c in caught for f in json.loads(r["gate_failures"])) for r in rs) == len(rs), \
         sorted({x.split(":")[0] for x in reasons})
     null = {r["task_id"]: r["reward"] for r in mine(rows, "null")}
     assert all(r["reward"] <= null[r["task_id"]] for r in rs), max(r["reward"] for r in rs)  # never above doing nothing

@@ -101,6 +101,10 @@ def test_the_start_state_is_the_seeds_and_the_variants_are_the_keys(monkeypatch)
                 for n in _variants(ct)}
 
     assert sources(one) != sources(two)  # the inputs the fix is proven on: the key's
+    monkeypatch.setenv(drawkey.ENV, "key one")
+    first = CODE.generate(seed, difficulty=seed / 5)
+    monkeypatch.setenv(drawkey.ENV, "key two")
+    assert CODE.generate(seed, difficulty=seed / 5).id == first.id  # so is its id, and so its split
 
 
 def test_a_table_of_every_call_gymsmith_ships_passes_the_public_proof_but_no_variant(monkeypatch):
@@ -125,3 +129,43 @@ def test_a_table_of_every_call_gymsmith_ships_passes_the_public_proof_but_no_var
             # none passes: a variant is kept only if this table fails it (a tabled helper call on the way answered
             # one before)
             assert drawn and not any(run.outcome(n) is TestOutcome.PASSED for n in drawn), (seed, template)
+
+
+# -- what a table can hold -----------------------------------------------------------------------------------------
+def test_more_code_than_the_reference_plus_the_budget_is_not_graded_and_comments_are_free():
+    """A table of answers is code; a fix is little code. Above the reference's size plus MAX_ADDED_CODE_BYTES (in
+    one module or spread over new ones) the final state is ungradable, the agent's failure; comments and docstrings
+    do not count, so a fix with long comments is graded."""
+    from gymsmith.core.errors import UngradableState
+    from gymsmith.families.code.checks import MAX_ADDED_CODE_BYTES, check_code_budget
+    from gymsmith.families.code.templates import template_source
+
+    reference = template_source("roman")[0]
+    table = "".join(f"_t{i} = {i * 7919}\n" for i in range(MAX_ADDED_CODE_BYTES // 10))
+    with pytest.raises(UngradableState, match="bytes of code"):
+        check_code_budget({"roman.py": reference + table}, {"roman.py": reference})
+    lines = table.splitlines(keepends=True)
+    parts = {f"part{k}.py": "".join(lines[k::4]) for k in range(4)}  # the same lines, dealt over four new modules
+    assert all(len(p) < MAX_ADDED_CODE_BYTES for p in parts.values())
+    with pytest.raises(UngradableState, match="bytes of code"):
+        check_code_budget({"roman.py": reference, **parts}, {"roman.py": reference})
+    commented = reference + "".join(f"# {'why ' * 20}\n" for _ in range(5_000)) + 'def f():\n    """' + "x" * 200_000 + '"""\n'
+    check_code_budget({"roman.py": commented}, {"roman.py": reference})  # ~300 kB of text, little code
+
+
+def test_the_box_table_answers_calls_near_the_public_ones_with_the_reference():
+    """`boxtable` simulates the best table an attacker fits: the reference for every call of the buggy function
+    within BOX_REACH of a public argument (attacker 37's `days_in_month` for years 1855-2076), the bug elsewhere,
+    reached through callers too (`add_days`)."""
+    from gymsmith.families.code.boxtable import BOX_REACH, boxed_source
+    from gymsmith.families.code.templates import template_source
+
+    reference = template_source("dates")[0]
+    mutant = reference.replace("        return 29\n", "        return 28\n")
+    assert mutant != reference
+    code: dict = {}
+    exec(compile(boxed_source(mutant, reference, "days_in_month", [(2024, 2), (2023, 12)]), "boxed", "exec"), code)
+    near_leap, far_leap = 2024 + 4 * (BOX_REACH // 4), 2024 + 4 * (BOX_REACH // 4 + 100)
+    assert code["days_in_month"](near_leap, 2) == 29 and code["days_in_month"](far_leap, 2) == 28
+    assert code["add_days"]((near_leap, 2, 28), 1) == (near_leap, 2, 29)
+    assert code["add_days"]((far_leap, 2, 28), 1) == (far_leap, 3, 1)

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gymsmith.agents.base import Agent, NullAgent, RandomAgent
-from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.env import CodeEnvironment
 from gymsmith.families.code.exploits import EXPLOITS
@@ -19,7 +18,7 @@ from gymsmith.families.code.mutate import OPERATORS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.repo import pristine_repo
 from gymsmith.families.code.repotasks import REMOVED_BODY
-from gymsmith.families.code.task import FAMILY_VERSION
+from gymsmith.families.code.task import FAMILY_VERSION, checks_digest
 from gymsmith.families.code.templates import TEMPLATES
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
@@ -95,8 +94,9 @@ class CodeFamily:
                         goal=goal_text(len(ct.buggy_modules), ct.visible_failing, resolved["difficulty"]),
                         start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS,
                         metadata={"modules": ct.modules, "language": "python",
-                                  # any change to the hidden tests or references makes new task ids
-                                  "checks_digest": content_hash([ct.hidden_tests, ct.reference], length=16)})
+                                  # any change to the hidden tests or references makes new task ids (but for the
+                                  # variants the verifier's key draws: the same task, and split, under every key)
+                                  "checks_digest": checks_digest(ct)})
 
     def fingerprint_extra(self) -> dict[str, Any]:
         """What runs inside the sandboxes: the interpreter, its packages there, bubblewrap, git."""

@@ -12,16 +12,18 @@ See docs/verifier.md for the threat model.
 
 from __future__ import annotations
 
+import ast
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from gymsmith.core.errors import UngradableState
-from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
+from gymsmith.families.code.task import checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.protocol import CheckResult
 
@@ -52,6 +54,47 @@ def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
                 and path[:-3] not in SHADOWED and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
             out[path] = text
     return out
+
+
+MAX_ADDED_CODE_BYTES = 64_000  # code (comments and docstrings aside) a final state may hold beyond the reference's
+
+
+def code_bytes(source: str) -> int:
+    """The size of `source` as code: unparsed from its syntax tree, so comments, docstrings, blank lines and layout
+    do not count (the size of the text if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return len(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            body[0] = ast.Pass()
+    try:
+        return len(ast.unparse(tree))
+    except (ValueError, RecursionError, MemoryError):
+        return len(source)
+
+
+@lru_cache(maxsize=256)
+def _reference_code_bytes(sources: tuple[str, ...]) -> int:  # a task's reference, once per process
+    return sum(code_bytes(s) for s in sources)
+
+
+def check_code_budget(sources: dict[str, str], reference: dict[str, str]) -> None:
+    """Raise UngradableState when the code to grade exceeds the reference's by more than MAX_ADDED_CODE_BYTES.
+
+    A fix needs little code; a table of answers needs a lot. Hidden tests drawn from a wide space (variants under the
+    verifier's key) are passed by a table only if it covers much of that space, and a thirty-seventh attacker's
+    tables of every input near the public ones took 8-80 kB per function; each graded module was capped, but not
+    their number. Measured as code (`code_bytes`), so stripping comments and docstrings frees nothing."""
+    budget = _reference_code_bytes(tuple(reference[m] for m in sorted(reference))) + MAX_ADDED_CODE_BYTES
+    used = sum(code_bytes(text) for text in sources.values())
+    if used > budget:
+        raise UngradableState(f"the code to grade has {used:,} bytes of code, more than the reference's "
+                              f"{budget - MAX_ADDED_CODE_BYTES:,} plus {MAX_ADDED_CODE_BYTES:,}")
 
 
 def answered_tests(start: dict[str, str], suites: list[CompiledSuite]) -> set[str]:
@@ -95,11 +138,12 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     _, digest = pristine_repo(ct.files)
     if digest != task.start_state.digest:
         raise RuntimeError(f"task {task.id}: rebuilt start state has digest {digest}, the task says {task.start_state.digest}")
-    if content_hash([ct.hidden_tests, ct.reference], length=16) != task.metadata.get("checks_digest"):
+    if checks_digest(ct) != task.metadata.get("checks_digest"):
         raise RuntimeError(f"task {task.id} was made with other hidden tests than this verifier has; regenerate it")
     tree = scan_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
     sources = source_files(tree, ct.modules)
+    check_code_budget(sources, ct.reference)
     if task.knobs.get("source"):  # a registered repository: its call suites, in its own sandbox layer
         from gymsmith.families.code.repotasks import repo_run_hidden
         run, suites = repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)

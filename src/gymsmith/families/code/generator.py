@@ -28,12 +28,13 @@ from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.families.code.repovariants import Moves
+from gymsmith.families.code.boxtable import BOX_REACH, boxed_source
 from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.task import FAMILY_VERSION, CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
 from gymsmith.sandbox.runtime import cache_root, python_runtime
 from gymsmith.verifier.calltests import CompiledSuite, compile_suite, judge_run, records_by_nodeid, shared_call_runner
-from gymsmith.verifier.calltests.wire import TestRecord
+from gymsmith.verifier.calltests.wire import Raised, TestRecord
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 CATALOG_VERSION = 4  # 4: outcomes from call checks
@@ -278,120 +279,150 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
 
 
 # -- per-task variants ---------------------------------------------------------------------------------
-# integers move up to 40 either way and texts get character edits: a table of every neighbour of every public input
-# grows with this range, and our own templates' code takes any input of its type; kept by the templates' rule
-VARIANT_MOVES = Moves(steps=tuple(range(-40, 0)) + tuple(range(1, 41)), char_edits=True, pinned_only=False)
-VARIANT_TRIES = 12
+# an integer becomes any integer of a wide range and a text gets two to four character edits: a thirty-seventh
+# attacker tabled every input within 40 of the public ones (8-80 kB a function) and was accepted; our own
+# templates' code takes any input of its type. Kept by the templates' rule
+VARIANT_MOVES = Moves(char_edits=True, pinned_only=False, wide=True)
+PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole hidden run has VERIFY_TIMEOUT_S
+VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
+VARIANT_BATCHES = 4  # batches at most per bug
 MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)  # draws per failing test (the reference may refuse a moved input; the bug may not show on it)
 
 
-class _TemplateRepo:
-    """A template as `repovariants.Repo`: its reference, its full hidden suite, the shared call runner."""
+def _records(sources: dict[str, str], suite: CompiledSuite, deadline_s: float) -> dict[str, TestRecord]:
+    """The finished tests of one run of `suite` beside `sources`, by node id."""
+    observed = shared_call_runner().observe(sources, [suite], deadline_s=deadline_s, group_timeout_s=deadline_s)
+    return records_by_nodeid([suite], observed)
 
-    def __init__(self, template: str):
-        self.template = template
-        self.spec = f"template:{template}"
-        self.sources = {f"{template}.py": template_source(template)[0]}
-        self.call_sources = {hidden_test_path(template): hidden_suite(template)}
-        self.suites = {hidden_test_path(template): compiled_suite(template)}
 
-    def observe_reference(self, suites: list[CompiledSuite]):
-        return shared_call_runner().observe(self.sources, suites, deadline_s=30, group_timeout_s=30)
-
-    def passes(self, sources: dict[str, str], suite: CompiledSuite,
-               reference: dict[str, TestRecord] | None = None) -> bool:
-        if reference is None:
-            reference = records_by_nodeid([suite], self.observe_reference([suite]))
-        observed = shared_call_runner().observe(sources, [suite], deadline_s=MUTANT_TIMEOUT_S,
-                                                group_timeout_s=MUTANT_TIMEOUT_S)
-        run = judge_run([suite], observed, reference).run
-        return all(run.outcome(n) is TestOutcome.PASSED for n in suite.nodeids())
-
-    def shows_in_value(self, sources: dict[str, str], suite: CompiledSuite, reference: dict[str, TestRecord]) -> bool:
-        """Whether `sources` finish `suite` and answer some check with a value `==` would tell from the
-        reference's (or raise): a bug that only changes a type (`2` for `2.0`) passes a plain pytest run of the
-        test, and one that does not finish on a variant would time out the whole hidden run (the generator keeps
-        only bugs that finish, so an honest partial fix keeps its credit)."""
-        observed = shared_call_runner().observe(sources, [suite], deadline_s=MUTANT_TIMEOUT_S,
-                                                group_timeout_s=MUTANT_TIMEOUT_S)
-        records = records_by_nodeid([suite], observed)
-        for nodeid in suite.nodeids():
-            mine, theirs = records.get(nodeid), reference.get(nodeid)
-            if mine is None or theirs is None or not mine.finished:
-                return False
-            if any(len(repr(v)) > MAX_VARIANT_ANSWER for v in mine.slots):
-                return False  # a blown-up answer: several in one run overflow its channel, which fails every test
-            if mine.error is not None or len(mine.slots) != len(theirs.slots):
-                return True
-            try:
-                if any(a != b for a, b in zip(mine.slots, theirs.slots)):
-                    return True
-            except Exception:  # noqa: BLE001 - values that cannot be compared differ
-                return True
+def _differs(mine: TestRecord | None, theirs: TestRecord) -> bool:
+    """Whether a run's record of a test tells a value `==` would see apart from the reference's, or raises. A run
+    that did not finish the test does not count (a bug may show only by hanging or by an answer too large to send,
+    which would fail a whole hidden run), nor does an answer longer than MAX_VARIANT_ANSWER characters, nor a value
+    of another type only (`2` for `2.0`: a plain pytest run passes it)."""
+    if mine is None or any(len(repr(v)) > MAX_VARIANT_ANSWER for v in mine.slots):
         return False
+    if mine.error is not None or len(mine.slots) != len(theirs.slots):
+        return True
+    try:
+        return any(a != b for a, b in zip(mine.slots, theirs.slots))
+    except Exception:  # noqa: BLE001 - values that cannot be compared differ
+        return True
 
-    def catalog_entry(self, key: str, compute) -> Any:
-        """One file per task and bug (a catalog of thousands of tasks is not rewritten per task)."""
-        path = cache_root() / "code-variants" / f"{self.template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
-        if path.exists():
+
+def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[str], rng: random.Random,
+                   want: int) -> list[str]:
+    """Up to `want` variants of the bug's failing tests (see `task_variants`), drawn in batches: every candidate of a
+    batch runs in one suite, so a batch costs five runs of the call runner, whatever its size."""
+    from gymsmith.families.code.repovariants import PREFIX, as_test, moved_statements
+    from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
+    from gymsmith.verifier.calltests.guessing import echoes_an_input
+
+    path, module, hidden = hidden_test_path(template), f"{template}.py", hidden_suite(template)
+    reference = {module: template_source(template)[0]}
+    header = keep_tests(hidden, set())
+    public = public_calls(hidden)
+    tests = [t for t in compiled_suite(template).tests
+             if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
+    found: list[tuple[list[str], dict[int, Any]]] = []
+    for batch in range(VARIANT_BATCHES):
+        if not tests or len(found) >= want:
+            break
+        probes: dict[str, list[str]] = {}
+        for k in range(VARIANT_BATCH):
+            statements = moved_statements(rng.choice(tests).statements, hidden, rng, VARIANT_MOVES)
+            probe = None if statements is None else as_test(f"test_probe_{k}", statements, None)
+            if probe is None:
+                continue
             try:
-                return json.loads(path.read_text())
-            except ValueError:
-                pass
-        entry = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_text(json.dumps(entry))
-        os.replace(tmp, path)
-        return entry
+                compile_suite(f"{header}\n\n{probe}", path)
+            except UnsupportedTest:
+                continue
+            probes[f"test_probe_{k}"] = statements
+        if not probes:
+            continue
+        # the reference's answers; the candidates that check them; then stable, failed by the bug, failed by the bug
+        # with a table of every public call appended, in one run each
+        first = _records(reference, compile_suite(header + "".join(
+            f"\n\n\n{as_test(n, st, None)}" for n, st in probes.items()), path), PROBE_DEADLINE_S * 4)
+        candidates: dict[str, tuple[list[str], dict[int, Any]]] = {}
+        for name, statements in probes.items():
+            record = first.get(f"{path}::{name}")
+            if record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots):
+                continue
+            expected = dict(enumerate(record.slots))
+            source = as_test(name, statements, expected)
+            if source is None:
+                continue
+            try:
+                test = compile_suite(f"{header}\n\n{source}", path).tests
+            except UnsupportedTest:
+                continue
+            fn = ast.parse(source).body[0]
+            if (len(test) == 1 and informative(test[0]) and not echoes_an_input(test[0])
+                    and isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public):
+                candidates[name] = (statements, expected)
+        if not candidates:
+            continue
+        suite = compile_suite(header + "".join(f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex) in candidates.items()),
+                              path)
+        again = _records(reference, suite, PROBE_DEADLINE_S * 4)
+        runs = [_records({module: code}, suite, MUTANT_TIMEOUT_S) for code in [mutant, *tabled]]
+        for name, (statements, expected) in candidates.items():
+            nodeid = f"{path}::{name}"
+            theirs = again.get(nodeid)
+            if (theirs is not None and not _differs(theirs, first[nodeid])
+                    and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < want):
+                found.append((statements, expected))
+    return [source for k, (st, ex) in enumerate(found) if (source := as_test(f"{PREFIX}{k}", st, ex)) is not None]
 
 
 def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str], *,
                   keyed: bool = True) -> list[str]:
     """Hidden tests of this task's own for the bug `mutation` of `template`: the bug's failing tests with their
-    inputs moved, judged by the reference (`repovariants.variants`), drawn from `draw_token` (the task's seed under
-    the verifier's key: no one without the key can compute them, so no table of the template's hidden suite, nor
-    of any suite computable from gymsmith's files, holds their answers). Each is a plain `==` test the reference
-    passes twice, the bug fails in a value, checking more than one bit, calling nothing the hidden suite calls,
-    and failed too by the bug with a table of the hidden suite's calls appended. Sources of up to
-    `repovariants.MAX_PER_BUG` test functions (none if no draw gave one). `keyed=False`: drawn from the seed alone
-    (anyone can compute those: they decide which bugs a task gets, so its start state does not depend on the key)."""
-    from gymsmith.families.code.repovariants import variants
-    from gymsmith.verifier.calltests.guessing import Candidates
+    inputs moved (`VARIANT_MOVES`: an integer anywhere in a wide range, a text edited two to four times), judged by
+    the reference, drawn from `draw_token` (the task's seed under the verifier's key: no one without the key can
+    compute them, so no table of the template's hidden suite, nor of any suite computable from gymsmith's files,
+    holds their answers). Each is a plain `==` test the reference passes twice, the bug fails in a value, checking
+    more than one bit, calling nothing the hidden suite calls, and failed too by the bug with a table of the hidden
+    suite's calls appended. Sources of up to `repovariants.MAX_PER_BUG` test functions (none if no draw gave one).
+    `keyed=False`: one, drawn from the seed alone (anyone can compute it: it decides which bugs a task gets, so its
+    start state does not depend on the key). Cached on disk per task and bug."""
+    from gymsmith.families.code.repovariants import MAX_PER_BUG
     from gymsmith.verifier.drawkey import draw_token
 
-    repo = _TemplateRepo(template)
     token = (draw_token("code-template-variants", FAMILY_VERSION, seed, template) if keyed
              else f"public|code-template-variants|{FAMILY_VERSION}|{seed}|{template}")
-    module = f"{template}.py"
-    mutant = {module: mutate.apply(repo.sources[module], [mutation])}
-    shown = Candidates.of([hidden_suite(template)])  # the template's tests and differential tests: public
-    public = public_calls(hidden_suite(template))
-
-    def fresh(source: str) -> bool:  # a moved input may land on a public one (a differential test's 'mmxxivv')
-        fn = ast.parse(source).body[0]
-        return isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public
-
+    mutant = mutate.apply(template_source(template)[0], [mutation])
     # the bug must show on a variant even with a table of every `==` call gymsmith's files determine appended: a
-    # tabled helper call on the way (`days_in_month(2024, 1)` inside `add_days`) answered one before (attacker 37's
-    # rerun of the memorised suite, accepted on one task of twenty)
-    defined = {n.name for n in ast.parse(repo.sources[module]).body if isinstance(n, ast.FunctionDef)}
-    tabled = {module: mutant[module] + table_of(hidden_suite(template), defined)}
-
-    def shows(code: dict[str, str], suite: CompiledSuite, reference: dict[str, TestRecord]) -> bool:
-        return repo.shows_in_value(code, suite, reference) and repo.shows_in_value(tabled, suite, reference)
-
-    key = f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_TRIES}|fresh|value-finished-small-tabled"
-
-    def compute() -> list[str]:
-        found = variants(repo, token, [(module, mutation)], [failing], mutant, shown, key, moves=VARIANT_MOVES,
-                         tries=VARIANT_TRIES, admits=fresh, bug_shows=shows)
-        drawn = [source for _, source in found.get(hidden_test_path(template), [])]
-        # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
-        return drawn if _finishes(template, mutant[module], drawn) else [d for d in drawn
-                                                                          if _finishes(template, mutant[module], [d])]
-
-    return repo.catalog_entry(f"kept|{key}", compute)
+    # tabled helper call on the way (`days_in_month(2024, 1)` inside `add_days`) answered one before (the memorised
+    # suite, rerun, was accepted on one task of twenty)
+    defined = {n.name for n in ast.parse(mutant).body if isinstance(n, ast.FunctionDef)}
+    tabled = [mutant + table_of(hidden_suite(template), defined)]
+    # ... and with the reference's answers for every call of the buggy function near a public one (`boxtable`:
+    # a thirty-seventh attacker's `days_in_month` for years 1855-2076 answered every variant that left the year be)
+    function = mutation.function.split(".")[-1] if "." not in mutation.function else ""
+    publics = [ast.literal_eval(args) for name, args in public_calls(hidden_suite(template)) if name == function]
+    boxed = boxed_source(mutant, template_source(template)[0], function, publics) if function else None
+    tabled += [boxed] if boxed is not None else []
+    want = MAX_PER_BUG if keyed else 1
+    key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
+           f"|fresh|value-finished-small-tabled|box{BOX_REACH}")
+    path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    if path.exists():
+        try:
+            return list(json.loads(path.read_text()))
+        except ValueError:
+            pass
+    drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want)
+    # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
+    if not _finishes(template, mutant, drawn):
+        drawn = [d for d in drawn if _finishes(template, mutant, [d])]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp.write_text(json.dumps(drawn))
+    os.replace(tmp, path)
+    return drawn
 
 
 def _finishes(template: str, module_source: str, drawn: list[str]) -> bool:

@@ -31,7 +31,7 @@ from gymsmith.core.errors import KnobError, NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
-from gymsmith.families.code.repovariants import can_vary, variants
+from gymsmith.families.code.repovariants import KEYED_MOVES, can_vary, variants
 from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -515,7 +515,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
     # can table their answers; a bug with no keyed variant keeps its seeded ones.
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
-    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}")
+    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}", moves=KEYED_MOVES)
     has_keyed = {index for entries in keyed.values() for index, _ in entries}
     merged = {path: _numbered(keyed.get(path, []) + [e for e in added.get(path, []) if e[0] not in has_keyed])
               for path in affected}

@@ -73,10 +73,15 @@ class Moves:
     steps: tuple[int, ...] = STEPS
     char_edits: bool = False
     pinned_only: bool = True
+    wide: bool = False  # an integer n becomes any integer within max(WIDE_MIN, WIDE_FACTOR * |n|) of 0, a text gets
+                        # two to four edits: a table of the inputs near the public ones holds almost none of them
 
 
 BugShows = Callable[[dict[str, str], CompiledSuite, dict[str, TestRecord]], bool]
-RELEASE_MOVES = Moves()  # a registered package's: inputs stay close to what its tests give it
+WIDE_MIN, WIDE_FACTOR = 1000, 100
+RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
+KEYED_MOVES = Moves(wide=True)  # its draw under the verifier's key: integers anywhere in a wide range, two or three
+                                # digit or word changes a text; a table of the inputs near its tests' holds few
 
 
 def _spots(trees: list[ast.Module], moves: Moves = RELEASE_MOVES) -> list[ast.Constant]:
@@ -146,10 +151,10 @@ def _moved_text(text: str, words: tuple[str, ...], rng: random.Random) -> str:
     return text if not others else text[:match.start()] + rng.choice(others) + text[match.end():]
 
 
-def _edited_text(text: str, alphabet: str, rng: random.Random) -> str:
-    """`text` with one to three characters replaced, inserted or deleted; a new character is one of `text`'s own
-    or one of `alphabet` (the characters of its file's strings), so an edit stays in the input's language."""
-    for _ in range(rng.choice((1, 1, 2, 3))):
+def _edited_text(text: str, alphabet: str, rng: random.Random, edits: tuple[int, ...] = (1, 1, 2, 3)) -> str:
+    """`text` with a number of characters (one of `edits`) replaced, inserted or deleted; a new character is one of
+    `text`'s own or one of `alphabet` (the characters of its file's strings), so an edit stays in its language."""
+    for _ in range(rng.choice(edits)):
         pool = (text if text and rng.random() < 0.5 else alphabet) or "a"
         i = rng.randrange(len(text) + 1)
         edit = rng.choice(("replace", "insert", "delete")) if text else "insert"
@@ -162,7 +167,7 @@ def _edited_text(text: str, alphabet: str, rng: random.Random) -> str:
     return text
 
 
-def _moved(statements: tuple[str, ...], source: str, rng: random.Random,
+def moved_statements(statements: tuple[str, ...], source: str, rng: random.Random,
            moves: Moves = RELEASE_MOVES) -> list[str] | None:
     """`statements` (a driver's, of the test file `source`) with one to two literals of its observed calls moved
     (an integer by one of `moves.steps`, a text by `_edited_text` or `_moved_text`), or None if they have none."""
@@ -172,14 +177,22 @@ def _moved(statements: tuple[str, ...], source: str, rng: random.Random,
         return None
     for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
         if isinstance(node.value, str):
-            node.value = (_edited_text(node.value, alphabet_of(source), rng) if moves.char_edits
-                          else _moved_text(node.value, words_of(source), rng))
+            if moves.char_edits:
+                node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3))
+            else:
+                for _ in range(rng.choice((2, 3)) if moves.wide else 1):
+                    node.value = _moved_text(node.value, words_of(source), rng)
+        elif moves.wide:
+            before = int(node.value)  # type: ignore[arg-type]  # an int: chosen above
+            reach = max(WIDE_MIN, WIDE_FACTOR * abs(before))
+            drawn = rng.randint(-reach, reach)
+            node.value = drawn if drawn != before else before + reach
         else:
             node.value = int(node.value) + rng.choice(moves.steps)  # type: ignore[arg-type]  # an int: chosen above
     return [ast.unparse(t) for t in trees]
 
 
-def _as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -> str | None:
+def as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -> str | None:
     """A plain pytest function: each observation `OBSERVE(k, lambda: E)` becomes `assert E == <expected[k]>` (a
     placeholder when `expected` is None), and is left out if `expected` lacks k. None if an expected value has no
     literal that reads back exactly."""
@@ -213,11 +226,11 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
          bug_shows: BugShows | None = None) -> str | None:
     """One variant of `test` (a function named `name`), or None if this try gives none (or `admits` refuses its
     source)."""
-    statements = _moved(test.statements, repo.call_sources[path], rng, moves)
+    statements = moved_statements(test.statements, repo.call_sources[path], rng, moves)
     if statements is None or list(statements) == list(test.statements):
         return None
     header = keep_tests(repo.call_sources[path], set())
-    probe = _as_test(name, statements, None)
+    probe = as_test(name, statements, None)
     if probe is None:
         return None
     try:
@@ -232,7 +245,7 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
     # (a test of three calls with one moved), and one readable value would leave the variant unpinned
     readable = Candidates.merged(shown, Candidates.of([probe_suite.driver]))
     kept = {k: v for k, v in enumerate(record.slots) if not moves.pinned_only or not readable.guessable(v)}
-    source = _as_test(name, statements, kept) if kept else None
+    source = as_test(name, statements, kept) if kept else None
     if source is None:
         return None
     try:

@@ -89,3 +89,15 @@ def table_of(tests_source: str, defined: set[str]) -> str:
     """The source to append to a module defining the functions `defined`: a table answering every `==` call of
     `tests_source` on them."""
     return "\n\n" + "\n".join(w for name, w in numbered(suite_cases(tests_source)) if name in defined)
+
+
+def dict_table(function: str, answers: dict[str, str]) -> str:
+    """Source to append to the module defining `function`: one dictionary from the repr of an argument tuple to the
+    repr of the answer, consulted before the function (thousands of entries, where chained wrappers would overflow
+    the stack)."""
+    body = ", ".join(f"{key!r}: {value}" for key, value in answers.items())
+    return (f"\n\n_gs_table_{function} = {{{body}}}\n_gs_before_{function} = {function}\n\n\n"
+            f"def {function}(*args, **kwargs):\n"
+            f"    if not kwargs and repr(args) in _gs_table_{function}:\n"
+            f"        return _gs_table_{function}[repr(args)]\n"
+            f"    return _gs_before_{function}(*args, **kwargs)\n")

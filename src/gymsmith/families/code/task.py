@@ -61,3 +61,18 @@ def canary_name(rng: random.Random, taken: set[str]) -> str:
         name = f"test_{rng.choice(words)}_{rng.getrandbits(24):06x}"
         if name not in taken:
             return name
+
+
+def checks_digest(task: CodeTask) -> str:
+    """The digest of what a task's checks are made of, apart from what the verifier's key draws (`drawkey`): its
+    hidden files without their variant tests, and its references. Part of the task's id: the id, and so the task's
+    split, is the same under every key (the variants a verifier draws are its own, like its key)."""
+    from gymsmith.core.hashing import content_hash
+
+    variant = "test_gs_variant_"  # repovariants.PREFIX (not imported: repovariants imports this module's users)
+    public = {}
+    for path, source in task.hidden_tests.items():
+        tree = ast.parse(source)
+        tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name.startswith(variant))]
+        public[path] = ast.unparse(tree)
+    return content_hash([public, task.reference], length=16)
