@@ -132,40 +132,53 @@ def test_a_table_of_every_call_gymsmith_ships_passes_the_public_proof_but_no_var
 
 
 # -- what a table can hold -----------------------------------------------------------------------------------------
-def test_more_code_than_the_reference_plus_the_budget_is_not_graded_and_comments_are_free():
-    """A table of answers is code; a fix is little code. Above the reference's size plus MAX_ADDED_CODE_BYTES (in
-    one module or spread over new ones) the final state is ungradable, the agent's failure; comments and docstrings
-    do not count, so a fix with long comments is graded."""
+def test_more_code_than_the_reference_plus_the_budget_is_not_graded_wherever_it_hides():
+    """A table of answers is big; a fix is not. Beyond the reference's compressed size plus MAX_ADDED_BYTES the final
+    state is ungradable, the agent's failure, whether the table is code, spread over new modules, or compressed data
+    in docstrings a module reads back (attacker 38); long comments of an honest fix stay well inside."""
+    import base64
+    import lzma
+    import random as rnd
+
     from gymsmith.core.errors import UngradableState
-    from gymsmith.families.code.checks import MAX_ADDED_CODE_BYTES, check_code_budget
+    from gymsmith.families.code.checks import MAX_ADDED_BYTES, check_code_budget
     from gymsmith.families.code.templates import template_source
 
     reference = template_source("roman")[0]
-    table = "".join(f"_t{i} = {i * 7919}\n" for i in range(MAX_ADDED_CODE_BYTES // 10))
-    with pytest.raises(UngradableState, match="bytes of code"):
+    draw = rnd.Random(7)
+    table = "".join(f"_t{i} = {draw.getrandbits(40)}\n" for i in range(MAX_ADDED_BYTES // 4))
+    with pytest.raises(UngradableState, match="bytes compressed"):
         check_code_budget({"roman.py": reference + table}, {"roman.py": reference})
     lines = table.splitlines(keepends=True)
     parts = {f"part{k}.py": "".join(lines[k::4]) for k in range(4)}  # the same lines, dealt over four new modules
-    assert all(len(p) < MAX_ADDED_CODE_BYTES for p in parts.values())
-    with pytest.raises(UngradableState, match="bytes of code"):
+    with pytest.raises(UngradableState, match="bytes compressed"):
         check_code_budget({"roman.py": reference, **parts}, {"roman.py": reference})
-    commented = reference + "".join(f"# {'why ' * 20}\n" for _ in range(5_000)) + 'def f():\n    """' + "x" * 200_000 + '"""\n'
-    check_code_budget({"roman.py": commented}, {"roman.py": reference})  # ~300 kB of text, little code
+    packed = base64.b85encode(lzma.compress(table.encode())).decode()
+    docstrings = {f"gsd_{k}.py": f'"""{packed[k::3]}"""\n' for k in range(3)}
+    with pytest.raises(UngradableState, match="bytes compressed"):
+        check_code_budget({"roman.py": reference, **docstrings}, {"roman.py": reference})
+    explained = reference + "".join(f"# step {i}: why this line changed and what it keeps true\n" for i in range(400))
+    check_code_budget({"roman.py": explained}, {"roman.py": reference})
 
 
 def test_the_box_table_answers_calls_near_the_public_ones_with_the_reference():
     """`boxtable` simulates the best table an attacker fits: the reference for every call of the buggy function
-    within BOX_REACH of a public argument (attacker 37's `days_in_month` for years 1855-2076), the bug elsewhere,
-    reached through callers too (`add_days`)."""
-    from gymsmith.families.code.boxtable import BOX_REACH, boxed_source
+    whose arguments are those of a public call (direct or made inside one) but for one integer anywhere and the
+    others within BOX_REACH (attacker 37's box of years and months, attacker 38's lines), the bug elsewhere,
+    reached through callers too (`add_days`). A string is never the free argument."""
+    from gymsmith.families.code.boxtable import BOX_REACH, boxed_source, near, traced_calls
     from gymsmith.families.code.templates import template_source
 
+    assert near((2024 + 10 * BOX_REACH, 5), [(2024, 2)])  # a line: the year anywhere, the month in the box
+    assert not near((2024 + 10 * BOX_REACH, 2 + 2 * BOX_REACH), [(2024, 2)])  # two far: off every line
+    assert not near(("MMXXVI",), [("MMXXIV",)]) and near(((2023, 12, 9000), 5), [((2023, 12, 30), 3)])
     reference = template_source("dates")[0]
+    inside = traced_calls(reference, "days_in_month", [("add_days", ((2023, 12, 30), 3))])
+    assert (2023, 12) in inside and (2024, 1) in inside  # calls made inside a public one count
     mutant = reference.replace("        return 29\n", "        return 28\n")
     assert mutant != reference
     code: dict = {}
-    exec(compile(boxed_source(mutant, reference, "days_in_month", [(2024, 2), (2023, 12)]), "boxed", "exec"), code)
-    near_leap, far_leap = 2024 + 4 * (BOX_REACH // 4), 2024 + 4 * (BOX_REACH // 4 + 100)
-    assert code["days_in_month"](near_leap, 2) == 29 and code["days_in_month"](far_leap, 2) == 28
-    assert code["add_days"]((near_leap, 2, 28), 1) == (near_leap, 2, 29)
-    assert code["add_days"]((far_leap, 2, 28), 1) == (far_leap, 3, 1)
+    exec(compile(boxed_source(mutant, reference, "days_in_month", [(2024, 2)]), "boxed", "exec"), code)
+    leap = 2024 + 4 * (BOX_REACH // 4 + 1000)
+    assert code["days_in_month"](leap, 2) == 29  # on the line through (2024, 2)
+    assert code["add_days"]((leap, 2, 28), 1) == (leap, 2, 29)

@@ -12,8 +12,8 @@ See docs/verifier.md for the threat model.
 
 from __future__ import annotations
 
-import ast
 import sys
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,45 +56,34 @@ def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
     return out
 
 
-MAX_ADDED_CODE_BYTES = 64_000  # code (comments and docstrings aside) a final state may hold beyond the reference's
+MAX_ADDED_BYTES = 16_000  # compressed bytes a final state's code may hold beyond the reference's
 
 
-def code_bytes(source: str) -> int:
-    """The size of `source` as code: unparsed from its syntax tree, so comments, docstrings, blank lines and layout
-    do not count (the size of the text if it does not parse)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return len(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            body[0] = ast.Pass()
-    try:
-        return len(ast.unparse(tree))
-    except (ValueError, RecursionError, MemoryError):
-        return len(source)
+def packed_bytes(sources: dict[str, str]) -> int:
+    """The size of `sources` (every byte: code, comments, docstrings, data a module reads back at run time) once
+    compressed, so that writing the same thing more loosely or more tightly changes little."""
+    return len(zlib.compress("\0".join(f"{path}\0{text}" for path, text in sorted(sources.items())).encode(), 9))
 
 
 @lru_cache(maxsize=256)
-def _reference_code_bytes(sources: tuple[str, ...]) -> int:  # a task's reference, once per process
-    return sum(code_bytes(s) for s in sources)
+def _reference_bytes(sources: tuple[tuple[str, str], ...]) -> int:  # a task's reference, once per process
+    return packed_bytes(dict(sources))
 
 
 def check_code_budget(sources: dict[str, str], reference: dict[str, str]) -> None:
-    """Raise UngradableState when the code to grade exceeds the reference's by more than MAX_ADDED_CODE_BYTES.
+    """Raise UngradableState when the code to grade, compressed, exceeds the reference's by more than
+    MAX_ADDED_BYTES (about 60 kB of ordinary code).
 
     A fix needs little code; a table of answers needs a lot. Hidden tests drawn from a wide space (variants under the
-    verifier's key) are passed by a table only if it covers much of that space, and a thirty-seventh attacker's
-    tables of every input near the public ones took 8-80 kB per function; each graded module was capped, but not
-    their number. Measured as code (`code_bytes`), so stripping comments and docstrings frees nothing."""
-    budget = _reference_code_bytes(tuple(reference[m] for m in sorted(reference))) + MAX_ADDED_CODE_BYTES
-    used = sum(code_bytes(text) for text in sources.values())
+    verifier's key) are passed by a table only if it covers much of that space: a thirty-seventh attacker's tables
+    of every input near the public ones took 8-80 kB per function, and a thirty-eighth kept lzma-compressed tables in
+    docstrings of new modules (which a count of code alone left out) and read them back through `__doc__`. Every
+    byte of every graded file counts, compressed."""
+    budget = _reference_bytes(tuple(sorted(reference.items()))) + MAX_ADDED_BYTES
+    used = packed_bytes(sources)
     if used > budget:
-        raise UngradableState(f"the code to grade has {used:,} bytes of code, more than the reference's "
-                              f"{budget - MAX_ADDED_CODE_BYTES:,} plus {MAX_ADDED_CODE_BYTES:,}")
+        raise UngradableState(f"the code to grade is {used:,} bytes compressed, more than the reference's "
+                              f"{budget - MAX_ADDED_BYTES:,} plus {MAX_ADDED_BYTES:,}")
 
 
 def answered_tests(start: dict[str, str], suites: list[CompiledSuite]) -> set[str]:

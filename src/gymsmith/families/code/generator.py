@@ -28,7 +28,7 @@ from gymsmith.core.errors import VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.families.code.repovariants import Moves
-from gymsmith.families.code.boxtable import BOX_REACH, boxed_source
+from gymsmith.families.code.boxtable import BOX_REACH, boxed_source, traced_calls
 from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.task import FAMILY_VERSION, CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.templates import TEMPLATES, template_source
@@ -402,12 +402,13 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # ... and with the reference's answers for every call of the buggy function near a public one (`boxtable`:
     # a thirty-seventh attacker's `days_in_month` for years 1855-2076 answered every variant that left the year be)
     function = mutation.function.split(".")[-1] if "." not in mutation.function else ""
-    publics = [ast.literal_eval(args) for name, args in public_calls(hidden_suite(template)) if name == function]
+    calls = [(name, ast.literal_eval(args)) for name, args in public_calls(hidden_suite(template))]
+    publics = traced_calls(template_source(template)[0], function, calls) if function else []
     boxed = boxed_source(mutant, template_source(template)[0], function, publics) if function else None
     tabled += [boxed] if boxed is not None else []
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|box{BOX_REACH}")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

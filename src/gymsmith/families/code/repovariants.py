@@ -175,7 +175,9 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
     spots = _spots(trees, moves)
     if not spots:
         return None
-    for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
+    # wide moves move two or three literals where there are: an input one literal away from a public one lies on a
+    # line through it, and a thirty-eighth attacker tabled every such line (the points where the bug shows)
+    for node in rng.sample(spots, min(len(spots), rng.choice((2, 2, 3) if moves.wide else (1, 1, 2)))):
         if isinstance(node.value, str):
             if moves.char_edits:
                 node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3))
