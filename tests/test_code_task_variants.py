@@ -182,3 +182,20 @@ def test_the_box_table_answers_calls_near_the_public_ones_with_the_reference():
     leap = 2024 + 4 * (BOX_REACH // 4 + 1000)
     assert code["days_in_month"](leap, 2) == 29  # on the line through (2024, 2)
     assert code["add_days"]((leap, 2, 28), 1) == (leap, 2, 29)
+
+
+def test_a_bug_the_key_draws_no_variant_for_makes_no_task_rather_than_a_public_one(monkeypatch):
+    """Attacker 39: where the keyed draw came out empty the task fell back to its seeded variant, which anyone can
+    compute, and a table of it was accepted (0.950). Such a seed now makes no task (the task set takes the next)."""
+    from gymsmith.core.errors import NoTaskForSeed
+    import gymsmith.families.code.generator as generator
+
+    knobs = _knobs(3)
+    real = generator.task_variants
+
+    def keyed_draws_nothing(*args, keyed=True, **kwargs):
+        return [] if keyed else real(*args, keyed=keyed, **kwargs)
+
+    monkeypatch.setattr(generator, "task_variants", keyed_draws_nothing)
+    with pytest.raises(NoTaskForSeed, match="draws no hidden variant"):
+        generate_code_task(3, knobs)

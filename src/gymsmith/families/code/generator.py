@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-from gymsmith.core.errors import VerifierError
+from gymsmith.core.errors import NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.families.code.repovariants import Moves
@@ -285,7 +285,8 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
 VARIANT_MOVES = Moves(char_edits=True, pinned_only=False, wide=True)
 PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole hidden run has VERIFY_TIMEOUT_S
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
-VARIANT_BATCHES = 4  # batches at most per bug
+VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...
+VARIANT_PATIENCE = 16  # ... and the keyed draw, while it has found none (a task never falls back to seeded ones)
 MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)  # draws per failing test (the reference may refuse a moved input; the bug may not show on it)
 
 
@@ -311,9 +312,10 @@ def _differs(mine: TestRecord | None, theirs: TestRecord) -> bool:
 
 
 def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[str], rng: random.Random,
-                   want: int) -> list[str]:
+                   want: int, batches: int) -> list[str]:
     """Up to `want` variants of the bug's failing tests (see `task_variants`), drawn in batches: every candidate of a
-    batch runs in one suite, so a batch costs five runs of the call runner, whatever its size."""
+    batch runs in one suite, so a batch costs five runs of the call runner, whatever its size. VARIANT_BATCHES
+    batches, or up to `batches` while none is found."""
     from gymsmith.families.code.repovariants import PREFIX, as_test, moved_statements
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
@@ -325,8 +327,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     tests = [t for t in compiled_suite(template).tests
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
     found: list[tuple[list[str], dict[int, Any]]] = []
-    for batch in range(VARIANT_BATCHES):
-        if not tests or len(found) >= want:
+    for batch in range(batches):
+        if not tests or len(found) >= want or (found and batch >= VARIANT_BATCHES):
             break
         probes: dict[str, list[str]] = {}
         for k in range(VARIANT_BATCH):
@@ -408,14 +410,15 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [boxed] if boxed is not None else []
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
             return list(json.loads(path.read_text()))
         except ValueError:
             pass
-    drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want)
+    drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
+                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES)
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]
@@ -481,9 +484,12 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
                 provable=lambda m, fails, t=template: bool(task_variants(seed, t, m, fails, keyed=False)))
             module_source = mutate.apply(source, [mutation])
             # the bug's hidden tests on this task's own inputs, drawn under the verifier's key (they do not change
-            # what the agent is shown); if no keyed draw gives one, the seeded ones (which anyone can compute)
-            drawn = (task_variants(seed, template, mutation, failing)
-                     or task_variants(seed, template, mutation, failing, keyed=False))
+            # what the agent is shown). Never the seeded one instead: anyone can compute it, and a table of it was
+            # accepted where the keyed draw came out empty (attacker 39); such a seed makes no task under this key
+            drawn = task_variants(seed, template, mutation, failing)
+            if not drawn:
+                raise NoTaskForSeed(f"code seed {seed}: the verifier's key draws no hidden variant for the bug in "
+                                    f"{template}.py; the next seed is used")
             names = [d.split("(", 1)[0].removeprefix("def ") for d in drawn]
             proving += [f"{test_file}::{n}" for n in names]
             failing = failing + [f"{test_file}::{n}" for n in names]

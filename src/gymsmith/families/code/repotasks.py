@@ -31,7 +31,7 @@ from gymsmith.core.errors import KnobError, NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
-from gymsmith.families.code.repovariants import KEYED_MOVES, can_vary, variants
+from gymsmith.families.code.repovariants import KEYED_MOVES, TRIES_PER_TEST, can_vary, variants
 from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -515,13 +515,18 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
     # can table their answers; a bug with no keyed variant keeps its seeded ones.
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
-    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}", moves=KEYED_MOVES)
-    has_keyed = {index for entries in keyed.values() for index, _ in entries}
-    merged = {path: _numbered(keyed.get(path, []) + [e for e in added.get(path, []) if e[0] not in has_keyed])
-              for path in affected}
-    keyed_task = assemble(merged)
-    if all(set(fails) & set(keyed_task[2]) - set(visible_failing) for fails in keyed_task[1]):
-        hidden, bug_tests, pinned_here = keyed_task
+    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3",
+                     moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST)  # wide moves miss more often: more tries
+    # never the seeded ones instead: anyone can compute them, and a table of a template's seeded variant was accepted
+    # where the keyed draw came out empty (attacker 39); such a seed makes no task under this key
+    wide = {index for entries in keyed.values() for index, _ in entries}
+    if len(wide) < len(bugs):  # some bug shows on no wide move: the release's small moves, still under the key
+        narrow = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed-narrow|{token}|{key}")
+        keyed = {path: keyed.get(path, []) + [e for e in narrow.get(path, []) if e[0] not in wide] for path in affected}
+    hidden, bug_tests, pinned_here = assemble({path: _numbered(keyed.get(path, [])) for path in affected})
+    if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
+        raise NoTaskForSeed(f"{repo.spec} seed {seed}: the verifier's key draws no hidden variant for some bug; the "
+                            "next seed is used")
     failing = sorted(set().union(*bug_tests))
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
                     hidden_tests=hidden, canaries=canaries, fail_to_pass=failing, pass_to_pass=sorted(p2p),
