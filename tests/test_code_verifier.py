@@ -17,9 +17,10 @@ from gymsmith.families.code.repo import Tree
 from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, WarmPytest, fresh_pytest
 
-# 100 tasks (was 200): about 7,200 passing and 680 failing test outcomes compared one by one, a third each on
-# buggy, fixed and half-fixed code; each fresh pytest is a real process, the fixture's bulk.
-N_TASKS = 100
+# 50 tasks (was 100, and 200 before): thousands of passing and hundreds of failing test outcomes compared one by one,
+# a third each on buggy, fixed and half-fixed code; each fresh pytest is a real process, and since hidden variants
+# are drawn per task (about 2 s a task the first time on a machine) generation is the fixture's other bulk.
+N_TASKS = 50
 
 
 def jobs_for(tasks):
@@ -63,7 +64,7 @@ def test_call_checks_equal_fresh_pytest_on_honest_code_of_every_task(jobs, fresh
     assert mismatches == [], (mismatches[:3], {k: (v, runs[mismatches[0]].outcome(k)) for k, v in fresh[mismatches[0]].outcomes.items()
                                                  if passed(v) != passed(runs[mismatches[0]].outcome(k))} if mismatches else None)
     outcomes = [o for f in fresh for o in f.outcomes.values()]
-    assert outcomes.count(TestOutcome.PASSED) > 1000 and outcomes.count(TestOutcome.FAILED) > 300  # both kinds exercised
+    assert outcomes.count(TestOutcome.PASSED) > 1000 and outcomes.count(TestOutcome.FAILED) > 150  # both kinds exercised
 
 
 def test_warm_pytest_equals_fresh_pytest(jobs, fresh):
