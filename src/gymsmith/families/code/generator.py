@@ -281,13 +281,13 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
 # -- per-task variants ---------------------------------------------------------------------------------
 # an integer becomes any integer of a wide range and a text gets two to four character edits: a thirty-seventh
 # attacker tabled every input within 40 of the public ones (8-80 kB a function) and was accepted; our own
-# templates' code takes any input of its type. Kept by the templates' rule
-VARIANT_MOVES = Moves(char_edits=True, pinned_only=False, wide=True)
+# templates' code takes any input of its type
+VARIANT_MOVES = Moves(char_edits=True, wide=True)
 PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole hidden run has VERIFY_TIMEOUT_S
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
 VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...
 VARIANT_PATIENCE = 16  # ... and the keyed draw, while it has found none (a task never falls back to seeded ones)
-MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)  # draws per failing test (the reference may refuse a moved input; the bug may not show on it)
+MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)
 
 
 def _records(sources: dict[str, str], suite: CompiledSuite, deadline_s: float) -> dict[str, TestRecord]:

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from gymsmith.families.code.realtests import keep_tests
 from gymsmith.verifier.calltests import CompiledSuite, Observation, compile_suite, records_by_nodeid
-from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest, informative
-from gymsmith.verifier.calltests.guessing import Candidates, echoes_an_input, pinned
+from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
+from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import Raised, TestRecord
 
 
@@ -62,22 +62,16 @@ _WORD = re.compile(r"[^\W\d_]{2,}")  # two letters or more, any script
 
 @dataclass(frozen=True)
 class Moves:
-    """How a variant moves an input, and which it keeps. `steps`: what an integer may be moved by. `char_edits`: a
-    text is edited one to three characters at a time (a character replaced, inserted or deleted, drawn from the
-    text's own characters and those of its file's strings), and any text is a spot; otherwise only a text holding a
-    digit or a word is, and it gets a digit changed or a word swapped (`_moved_text`). `pinned_only`: a variant
-    keeps only the checks no candidate guesses and must be pinned (`guessing.pinned`: a registered package's rule);
-    otherwise it keeps every check and must check more than one bit and not expect back an input
-    (`compiler.informative`, `guessing.echoes_an_input`: a template's rule, docs/verifier.md property 12)."""
+    """How a variant moves an input. Without `wide`, an integer by one of STEPS. `char_edits`: a text is edited one
+    to three characters at a time (a character replaced, inserted or deleted, drawn from the text's own characters
+    and those of its file's strings), and any text is a spot; otherwise only a text holding a digit or a word is,
+    and it gets a digit changed or a word swapped (`_moved_text`)."""
 
-    steps: tuple[int, ...] = STEPS
     char_edits: bool = False
-    pinned_only: bool = True
     wide: bool = False  # an integer n becomes any integer within max(WIDE_MIN, WIDE_FACTOR * |n|) of 0, a text gets
                         # two to four edits: a table of the inputs near the public ones holds almost none of them
 
 
-BugShows = Callable[[dict[str, str], CompiledSuite, dict[str, TestRecord]], bool]
 WIDE_MIN, WIDE_FACTOR = 1000, 100
 RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
 KEYED_MOVES = Moves(wide=True)  # its draw under the verifier's key: integers anywhere in a wide range, two or three
@@ -170,7 +164,7 @@ def _edited_text(text: str, alphabet: str, rng: random.Random, edits: tuple[int,
 def moved_statements(statements: tuple[str, ...], source: str, rng: random.Random,
            moves: Moves = RELEASE_MOVES) -> list[str] | None:
     """`statements` (a driver's, of the test file `source`) with one to two literals of its observed calls moved
-    (an integer by one of `moves.steps`, a text by `_edited_text` or `_moved_text`), or None if they have none."""
+    (an integer by one of STEPS or widely, a text by `_edited_text` or `_moved_text`), or None if they have none."""
     trees = [ast.parse(s) for s in statements]
     spots = _spots(trees, moves)
     if not spots:
@@ -190,7 +184,7 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
             drawn = rng.randint(-reach, reach)
             node.value = drawn if drawn != before else before + reach
         else:
-            node.value = int(node.value) + rng.choice(moves.steps)  # type: ignore[arg-type]  # an int: chosen above
+            node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
     return [ast.unparse(t) for t in trees]
 
 
@@ -224,10 +218,8 @@ def as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -
 
 
 def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
-         rng: random.Random, moves: Moves = RELEASE_MOVES, admits: Callable[[str], bool] | None = None,
-         bug_shows: BugShows | None = None) -> str | None:
-    """One variant of `test` (a function named `name`), or None if this try gives none (or `admits` refuses its
-    source)."""
+         rng: random.Random, moves: Moves = RELEASE_MOVES) -> str | None:
+    """One variant of `test` (a function named `name`), or None if this try gives none."""
     statements = moved_statements(test.statements, repo.call_sources[path], rng, moves)
     if statements is None or list(statements) == list(test.statements):
         return None
@@ -246,7 +238,7 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
     # only the checks a computation alone passes: a moved test's other checks expect what its file already holds
     # (a test of three calls with one moved), and one readable value would leave the variant unpinned
     readable = Candidates.merged(shown, Candidates.of([probe_suite.driver]))
-    kept = {k: v for k, v in enumerate(record.slots) if not moves.pinned_only or not readable.guessable(v)}
+    kept = {k: v for k, v in enumerate(record.slots) if not readable.guessable(v)}
     source = as_test(name, statements, kept) if kept else None
     if source is None:
         return None
@@ -254,30 +246,20 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
         suite = compile_suite(f"{header}\n\n{source}", path)
     except UnsupportedTest:
         return None
-    if len(suite.tests) != 1:
-        return None
-    if moves.pinned_only and not pinned(suite.tests[0], Candidates.merged(shown, Candidates.of([suite.driver]))):
-        return None
-    if not moves.pinned_only and (not informative(suite.tests[0]) or echoes_an_input(suite.tests[0])):
-        return None
-    if admits is not None and not admits(source):
+    if len(suite.tests) != 1 or not pinned(suite.tests[0], Candidates.merged(shown, Candidates.of([suite.driver]))):
         return None
     reference = records_by_nodeid([suite], repo.observe_reference([suite]))
     if not repo.passes(repo.sources, suite, reference):
         return None  # the reference does not give the same values twice (time, randomness): not a test
-    if repo.passes(mutant, suite, reference) if bug_shows is None else not bug_shows(mutant, suite, reference):
+    if repo.passes(mutant, suite, reference):
         return None  # the bug does not show on these inputs
     return source
 
 
 def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: list[list[str]], mutant: dict[str, str],
-             shown: Candidates, key: str, *, moves: Moves = RELEASE_MOVES, tries: int = TRIES_PER_TEST,
-             admits: Callable[[str], bool] | None = None,
-             bug_shows: BugShows | None = None) -> dict[str, list[tuple[int, str]]]:
+             shown: Candidates, key: str, *, moves: Moves = RELEASE_MOVES, tries: int = TRIES_PER_TEST) -> dict[str, list[tuple[int, str]]]:
     """Test path -> [(bug index, variant function source)] for the task: up to MAX_PER_BUG per bug, from the
-    bug's failing tests, on inputs seeded by `seed` (moved by `moves`, `tries` tries per test; a variant whose
-    source `admits` refuses is not kept). A variant is kept only if the bug shows on it: the mutant fails it, or
-    `bug_shows(mutant, suite, reference records)` holds when given.
+    bug's failing tests, on inputs seeded by `seed` (moved by `moves`, `tries` tries per test).
     Cached in the catalog under `key`."""
 
     def compute() -> dict[str, list[list[Any]]]:
@@ -295,7 +277,7 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
                 for _ in range(tries):
                     if found == MAX_PER_BUG:
                         break
-                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves, admits, bug_shows)
+                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves)
                     if source is not None:
                         out.setdefault(path, []).append([index, source])
                         count += 1
