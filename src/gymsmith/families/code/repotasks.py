@@ -513,7 +513,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
         return None  # a bug keeps no hidden test that only a computation passes: its variants gave none here
     # The task is decided by its seed (the start state and the variants above, which anyone can compute). The tests
     # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
-    # can table their answers; a bug with no keyed variant keeps its seeded ones.
+    # can table their answers; a seed whose keyed draw gives some bug none makes no task (below).
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
     keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3",
                      moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST)  # wide moves miss more often: more tries

@@ -68,8 +68,8 @@ def checks_digest(task: CodeTask) -> str:
     hidden files without their variant tests, and its references. Part of the task's id: the id, and so the task's
     split, is the same under every key (the variants a verifier draws are its own, like its key)."""
     from gymsmith.core.hashing import content_hash
+    from gymsmith.families.code.repovariants import PREFIX as variant
 
-    variant = "test_gs_variant_"  # repovariants.PREFIX (not imported: repovariants imports this module's users)
     public = {}
     for path, source in task.hidden_tests.items():
         tree = ast.parse(source)
