@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import threading
+import time as _time
 from pathlib import Path
 
 import pytest
+import uvicorn
 
+from gymsmith.core.errors import VerifierError
 from gymsmith.registry import get_family, reload_families
+from gymsmith.server import ServerSettings, create_app
+from gymsmith.verifier.service import VerifierService
 
 # One verifier key for the whole suite (and the commands it starts), so the hidden variants a test meets, and which
 # seeds make tasks, are the same on every machine; tests of the key itself set their own
@@ -153,3 +160,44 @@ def pytest_terminal_summary(terminalreporter):
                 contained += outcome == "passed"
     if tried:
         terminalreporter.write_line(f"sandbox containment: {tried} attacks tried, {contained} contained")
+
+
+# -- helpers shared by several test modules -----------------------------------------------------------------------
+class CountingVerifier(VerifierService):
+    """The real service, counting its verifications; `fail_on` makes those calls (1-based) raise VerifierError
+    instead, as an infrastructure failure would."""
+
+    def __init__(self, *, fail_on: frozenset[int] = frozenset(), **kwargs):
+        super().__init__(**kwargs)
+        self.calls, self.fail_on = 0, fail_on
+
+    def verify(self, task, final_state, **kwargs):
+        self.calls += 1
+        if self.calls in self.fail_on:
+            raise VerifierError(f"verifier down (injected, call {self.calls})")
+        return super().verify(task, final_state, **kwargs)
+
+
+class Running:
+    """`gymsmith serve` on a free loopback port: a real uvicorn server in a thread (a context manager)."""
+
+    def __init__(self, **settings):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.settings = ServerSettings(port=port, **settings)
+        self.app = create_app(self.settings)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=port, log_level="warning"))
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = _time.time() + 20
+        while not self.server.started and _time.time() < deadline:
+            _time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(20)

@@ -1,14 +1,11 @@
 """`gymsmith serve` over real HTTP (uvicorn on a loopback port) and a real WebSocket."""
 
 import json
-import socket
-import threading
 import time
 
 import httpx
 import jsonschema
 import pytest
-import uvicorn
 from referencing import Registry, Resource
 
 from gymsmith.core import Action, Split
@@ -17,28 +14,7 @@ from gymsmith.runner import run_rollout
 from gymsmith.server import RemoteEnvironment, RemoteError, ServerSettings, create_app
 from gymsmith.verifier import VerifierService
 
-
-class Running:
-    def __init__(self, **settings):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.settings = ServerSettings(port=port, **settings)
-        self.app = create_app(self.settings)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=port, log_level="warning"))
-        self.url = f"http://127.0.0.1:{port}"
-
-    def __enter__(self):
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 20
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(20)
+from conftest import Running
 
 
 @pytest.fixture(scope="module")

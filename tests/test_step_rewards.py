@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 import gymsmith.gym
-from gymsmith.core.errors import VerifierError
 from gymsmith.core.types import EndReason, RolloutStatus, Split, TaskSpec
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family
@@ -26,24 +25,11 @@ from gymsmith.trainers import MultiTurnRollout
 from gymsmith.verifier.progress import step_rewards
 from gymsmith.verifier.service import VerifierService
 
+from conftest import CountingVerifier
+
 OPS_TASKS = TaskSetSpec(family="ops", count=6, base_seed=40, knobs={"difficulty": [0.2, 0.7]})  # witnesses of 1 to 27 steps
 REPLAYED_STEPS = 12
 NEW_STEP_COLUMNS = ("progress", "step_reward", "progress_error")
-
-
-class CountingVerifier(VerifierService):
-    """The real service, counting its verifications; `fail_on` makes those calls (1-based) raise VerifierError
-    instead, as an infrastructure failure would."""
-
-    def __init__(self, *, fail_on: frozenset[int] = frozenset(), **kwargs):
-        super().__init__(**kwargs)
-        self.calls, self.fail_on = 0, fail_on
-
-    def verify(self, task, final_state, **kwargs):
-        self.calls += 1
-        if self.calls in self.fail_on:
-            raise VerifierError(f"verifier down (injected, call {self.calls})")
-        return super().verify(task, final_state, **kwargs)
 
 
 def rollout(env, agent: str, task: TaskSpec, verifier: VerifierService, *, step_rewards_on: bool, seed: int = 0,
@@ -306,10 +292,11 @@ def test_gymnasium_step_rewards(step_rewards_on):
 def test_multi_turn_rollout_step_rewards():
     task, actions = _witness_task()
     r = MultiTurnRollout(task, step_rewards=True)
-    r.act("\n".join(json.dumps(a) for a in actions[:-1]))  # no submit: reward() submits
+    r.act("\n".join(json.dumps(a) for a in actions[:-1]))  # no submit: reward() scores the state as it is
     verdict = r.reward()
-    assert verdict.accepted and len(r.step_rewards) == len(actions) == len(r.progress)
-    assert r.progress[-1] == verdict.value and r.progress_errors == [None] * len(actions)
+    assert verdict.accepted and len(r.step_rewards) == len(actions) - 1 == len(r.progress)
+    assert r.end_reason is EndReason.STEP_LIMIT and r.steps == len(actions) - 1
+    assert r.progress[-1] == verdict.value and r.progress_errors == [None] * (len(actions) - 1)
     assert sum(r.step_rewards) == pytest.approx(verdict.value - r.start_progress, abs=1e-6)
     off = MultiTurnRollout(task)
     off.act("\n".join(json.dumps(a) for a in actions))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -240,6 +241,13 @@ def fail_on_errors(store: TrajectoryStore, run_id: str, *, tolerate: bool) -> No
     raise typer.Exit(1)
 
 
+def _positive(**values: float | None) -> None:
+    """Exit 2 naming the first flag (`--max-steps` for max_steps) whose value is given and not positive."""
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            fail(f"--{name.replace('_', '-')} {value}: expected a positive number")
+
+
 def _check_model_endpoint(config: RunConfig) -> None:
     """One request to the model endpoint before a run that uses it (`agents.endpoint.check_endpoint`): one line
     and exit 2 when it is down or does not serve the model, instead of every rollout failing through its retries."""
@@ -347,6 +355,8 @@ _DIFFICULTY = typer.Option("0:1", help="VALUE or LOW:HIGH.")
 _KNOB = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable.")
 _CONCURRENCY = typer.Option(2, help="Rollouts at once (worker processes, or Ray actors).")
 _MAX_STEPS = typer.Option(300, help="Step limit per rollout.")
+_SESSION_TIME_LIMIT = typer.Option(None, help="Seconds an episode may last (none by default: the client's model sets "
+                                   "the pace); the call that passes it ends the episode, verified.")
 _POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
 _RETRY_FIXED = ("count", "agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy",
                 "model_name", "with_heldout", "step_rewards", "group")
@@ -698,7 +708,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
           port: int = 8700, token_env: str = typer.Option("GYMSMITH_TOKEN", help="Environment variable with the bearer token."),
           max_sessions: int = 16, idle_timeout: float = typer.Option(600.0, help="Seconds before an idle session is closed."),
           policy: str = _POLICY, store: Optional[str] = typer.Option(None, help="Store in which task ids are looked up."),
-          family: list[str] = typer.Option([], help="Family to serve, repeatable; default: every registered one.")) -> None:
+          family: list[str] = typer.Option([], help="Family to serve, repeatable; default: every registered one."),
+          max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT) -> None:
     """Serve environments as sessions over HTTP and WebSocket (the verifier stays here)."""
     import os
 
@@ -706,10 +717,12 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
 
     from gymsmith.server.app import ServerSettings, create_app
 
+    _positive(max_steps=max_steps, time_limit=time_limit)
     if store:
         open_store(store, create=False)  # a mistyped --store is refused here, not made an empty store
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
-                              idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None)
+                              idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None,
+                              max_steps=max_steps, time_limit_s=time_limit)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
@@ -718,8 +731,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
 def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (looked up in --store), or a TaskSpec JSON file or text."),
          seed: Optional[int] = typer.Option(None, help="Generate the family's task for this seed instead."),
          difficulty: Optional[float] = None, knob: list[str] = _KNOB, episode_seed: int = 0, policy: str = _POLICY,
-         store: str = _STORE) -> None:
-    """Expose one task's tools over MCP on stdio; submitting reports the reward."""
+         store: str = _STORE, max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT) -> None:
+    """Expose one task's tools over MCP on stdio; the call that ends the episode (submit, a limit) reports the reward."""
     import anyio
 
     from gymsmith.mcp_server import resolve_task, serve_stdio
@@ -731,7 +744,9 @@ def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (
                               store=store)
     except StoreError as exc:  # a task id looked up in a store that is missing (a mistyped --store) or broken
         raise StoreError(f"--store {store}: {exc}") from None
-    anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy))
+    _positive(max_steps=max_steps, time_limit=time_limit)
+    anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy, max_steps=max_steps,
+                                  time_limit_s=time_limit or math.inf))
 
 
 @app.command()

@@ -26,27 +26,27 @@ change since the last known value.
 `step` never raises on a bad action (not JSON, not an object, an unknown tool, garbage or huge arguments):
 it is an error observation with reward 0, and `info["error"]` names its kind. When the episode ends,
 `info["end_reason"]` says why (submitted, step_limit, ungradable_state, environment_exception); an episode
-the environment could not go on with (it raised on the action) ends with reward 0. Infrastructure failures
+the environment could not go on with (it raised on the action) ends with reward 0. The episode is a
+`runner.episode.Episode`, limited, ended and verified as `gymsmith run` does it: its reward is paid once, and a
+step after the end changes nothing and earns 0 (`info["error"]` is "episode_over"). Infrastructure failures
 (a verifier or sandbox that cannot run) still raise. See docs/episodes.md.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import gymnasium
 from gymnasium import spaces
 
-from gymsmith.core.errors import is_infrastructure
-from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, Split, TaskSpec
+from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, RolloutStatus, Split, TaskSpec
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.gym_text import SharedText
 from gymsmith.registry import get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
-from gymsmith.verifier.progress import ProgressMeter
+from gymsmith.runner.episode import Episode, Outcome
+from gymsmith.verifier.progress import value_of
 from gymsmith.verifier.service import VerifierService
 
 CHARSET = "".join(chr(c) for c in (9, 10, 13, *range(32, 127), *range(0xA0, 0x250)))
@@ -69,14 +69,13 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         self.family = get_family(family)
         self.difficulty, self.knobs, self.policy, self.max_steps = difficulty, dict(knobs or {}), policy, max_steps
         self.step_rewards = step_rewards
-        self._meter: ProgressMeter | None = None
         self.render_mode = render_mode
         # SharedText: a Text space that AsyncVectorEnv's shared memory carries intact (gym_text)
         self.observation_space = SharedText(min_length=0, max_length=MAX_OBSERVATION, charset=CHARSET)
         self.action_space = spaces.Text(min_length=0, max_length=MAX_ACTION, charset=CHARSET)
         self._env = self.family.make_env()
         self._verifier: VerifierService | None = None
-        self._task: TaskSpec | None = None
+        self._episode: Episode | None = None
         self._last = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -93,81 +92,60 @@ class GymsmithEnv(gymnasium.Env[str, str]):
                 task = self.family.generate(int(self.np_random.integers(0, 2**31 - 1)), **{**self.knobs, "difficulty": difficulty})
                 if split_of(task.id) is Split.TRAIN:
                     break
-        self._task, self._steps = task, 0
-        episode_seed = int(self.np_random.integers(0, 2**31 - 1))
-        observation = self._env.reset(task, seed=episode_seed)
+        self._episode = Episode(env=self._env, task=task, verifier=self._service(), policy=self.policy,
+                                max_steps=self.max_steps, step_rewards=self.step_rewards)
+        observation = self._episode.reset(int(self.np_random.integers(0, 2**31 - 1)))
         self._last = _clean(observation.text, MAX_OBSERVATION)
         info = {"task_id": task.id, "goal": task.goal, "tools": [t.to_openai() for t in task.tools],
                 "difficulty": task.difficulty}
-        self._meter = None
-        if self.step_rewards:
-            self._meter = ProgressMeter(self._env, task, self._service(), policy=self.policy)
-            start = self._meter.start()
+        start = self._episode.value_start()
+        if start is not None:
             info["start_progress"] = start.progress
             if start.error is not None:
                 info["progress_error"] = start.error
         return self._last, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._task is None:
+        episode = self._episode
+        if episode is None:
             raise gymnasium.error.ResetNeeded("call reset() before step()")
-        self._steps += 1
-        try:
-            result = self._env.step(_parse(action))
-        except Exception as exc:  # the environment raised on this action: the episode ends, scored 0
-            if is_infrastructure(exc):
-                raise
-            detail = f"{type(exc).__name__}: {clip(str(exc), 500)}"
-            self._last = _clean(f"ERROR: the environment failed on this action ({detail}); the episode is over", MAX_OBSERVATION)
-            verdict = Reward.rejected(policy=self.policy, reason=f"environment_exception: {detail}")
-            info = {"error": "environment_exception", **self._ended(EndReason.ENVIRONMENT_EXCEPTION, verdict)}
-            return self._last, self._closing(0.0, info), True, False, info
+        if episode.over and episode.outcome is not None:  # paid once: a step after the end earns nothing
+            result = episode.step(_parse(action))
+            self._last = _clean(result.observation.text, MAX_OBSERVATION)
+            info = {"error": "episode_over", **self._ended(episode.outcome)}
+            return self._last, 0.0, *_ends(episode.outcome), info
+        result, outcome = episode.play(_parse(action))
         self._last = _clean(result.observation.text, MAX_OBSERVATION)
-        terminated = result.done
-        truncated = not terminated and self._steps >= self.max_steps
-        info: dict[str, Any] = {"error": result.observation.error.kind.value if result.observation.error else None}
-        reward = 0.0
-        if terminated or truncated:
-            verdict, reason = self._verify()
-            info.update(self._ended(EndReason.SUBMITTED if terminated else EndReason.STEP_LIMIT, verdict, reason))
-            reward = self._closing(0.0 if verdict.ungradable is not None else float(verdict.value), info)
-        elif self._meter is not None:
-            value = self._meter.step()
-            reward = value.step_reward if value.step_reward is not None else 0.0
-            info.update(progress=value.progress, step_reward=value.step_reward)
-            if value.error is not None:
-                info["progress_error"] = value.error
-        return self._last, reward, terminated, truncated, info
-
-    def _closing(self, value: float, info: dict[str, Any]) -> float:
-        """The last step's reward for an episode worth `value`: `value` itself, or with step rewards its change from
-        the last known value (`value` when none is known)."""
-        if self._meter is None:
-            return value
-        closing = self._meter.settle(value)
-        info.update(progress=value, step_reward=closing.step_reward if closing.step_reward is not None else value)
-        return info["step_reward"]
+        error = result.observation.error
+        info: dict[str, Any] = {"error": error.kind.value if error else None}
+        if outcome is None:
+            last = episode.steps[-1] if self.step_rewards else None
+            reward = 0.0
+            if last is not None:
+                reward = last.step_reward if last.step_reward is not None else 0.0
+                info.update(progress=last.progress, step_reward=last.step_reward)
+                if last.progress_error is not None:
+                    info["progress_error"] = last.progress_error
+            return self._last, reward, False, False, info
+        if outcome.reason is EndReason.ENVIRONMENT_EXCEPTION and "environment_exception" in result.info:
+            info["error"] = "environment_exception"
+        info.update(self._ended(outcome))
+        reward = value_of(outcome.reward)
+        if self.step_rewards and episode.steps:
+            last = episode.steps[-1]
+            info.update(progress=last.progress, step_reward=last.step_reward)
+            reward = last.step_reward if last.step_reward is not None else reward
+        return self._last, reward, *_ends(outcome), info
 
     def _service(self) -> VerifierService:
         if self._verifier is None:
             self._verifier = VerifierService()
         return self._verifier
 
-    def _verify(self) -> tuple[Reward, EndReason | None]:
-        """The verdict on the final state, and the end reason when it is a failure (None otherwise)."""
-        try:
-            with tempfile.TemporaryDirectory(prefix="gymsmith-gym-") as tmp:
-                verdict = self._service().verify(self._task, self._env.final_state(Path(tmp)), policy=self.policy)
-        except Exception as exc:
-            if is_infrastructure(exc):
-                raise
-            detail = f"final_state raised {type(exc).__name__}: {clip(str(exc), 500)}"
-            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {detail}"), EndReason.ENVIRONMENT_EXCEPTION
-        return verdict, EndReason.UNGRADABLE_STATE if verdict.ungradable is not None else None
-
     @staticmethod
-    def _ended(reason: EndReason, verdict: Reward, failure: EndReason | None = None) -> dict[str, Any]:
-        return {"end_reason": (failure or reason).value, "accepted": verdict.accepted,
+    def _ended(outcome: Outcome) -> dict[str, Any]:
+        verdict = outcome.reward
+        return {"end_reason": outcome.reason.value, "accepted": verdict.accepted,
                 "reward_components": {k: c.value for k, c in verdict.components.items()},
                 "gate_failures": verdict.gate_failures}
 
@@ -179,6 +157,13 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         if self._verifier is not None:
             self._verifier.close()
             self._verifier = None
+
+
+def _ends(outcome: Outcome) -> tuple[bool, bool]:
+    """(terminated, truncated) for an episode that ended so: cut by a limit is truncated; the submit and the
+    environment failing on an action (an absorbing state worth 0) terminate it."""
+    cut = outcome.status is RolloutStatus.TRUNCATED and outcome.reason is not EndReason.ENVIRONMENT_EXCEPTION
+    return not cut, cut
 
 
 def _parse(action: Any) -> Action:

@@ -1,10 +1,11 @@
 """`gymsmith mcp FAMILY --task ID|--seed N`: one task's tools over MCP (stdio). The verifier stays in this
-process tree; when the client calls `submit`, the reward comes back in the tool result."""
+process tree; when the episode ends (the submit, the step or time limit), the reward comes back in that call's
+tool result, once."""
 
 from __future__ import annotations
 
 import json
-import tempfile
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +15,35 @@ from mcp.server.stdio import stdio_server
 
 from gymsmith.core.types import Action, TaskSpec
 from gymsmith.registry import get_family
+from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
 
 
 class TaskSession:
-    """The environment and verifier behind the MCP tools of one task."""
+    """The episode behind the MCP tools of one task: limited, ended and verified as `gymsmith run` does it
+    (`runner.episode`). The episode's reward comes back, once, in the result of the call that ended it (the
+    submit, the step limit, an environment failure); after that every call is refused as `episode_over`."""
 
-    def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY):
+    def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
+                 max_steps: int = DEFAULT_MAX_STEPS, time_limit_s: float = math.inf):
         self.task, self.policy = task, policy
         self.env = get_family(task.family).make_env()
-        self.first = self.env.reset(task, seed=episode_seed)
         self.verifier = VerifierService()
+        self.episode = Episode(env=self.env, task=task, verifier=self.verifier, policy=policy, max_steps=max_steps,
+                               time_limit_s=time_limit_s)
+        self.first = self.episode.reset(episode_seed)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        result = self.env.step(Action(tool=name, arguments=arguments or {}))
-        text, structured = result.observation.text, {"observation": result.observation.model_dump(mode="json")}
-        if result.done and name == "submit" and result.observation.error is None:
-            with tempfile.TemporaryDirectory(prefix="gymsmith-mcp-") as tmp:
-                reward = self.verifier.verify(self.task, self.env.final_state(Path(tmp)), policy=self.policy)
-            structured["reward"] = reward.model_dump(mode="json")
-            text += f"\nreward: {reward.value} (accepted: {reward.accepted})"
+        ended_before = self.episode.outcome is not None
+        result, outcome = self.episode.play(Action(tool=name, arguments=arguments or {}))
+        text = result.observation.text
+        structured: dict[str, Any] = {"observation": result.observation.model_dump(mode="json")}
+        if outcome is not None and not ended_before:
+            structured["reward"] = outcome.reward.model_dump(mode="json")
+            structured["end_reason"] = outcome.reason.value
+            text += f"\nepisode over ({outcome.reason.value}); reward: {outcome.reward.value} (accepted: {outcome.reward.accepted})"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured,
                                     is_error=result.observation.error is not None)
 
@@ -57,8 +65,9 @@ def build_server(session: TaskSession) -> Server:
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-async def serve_stdio(task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY) -> None:
-    session = TaskSession(task, episode_seed=episode_seed, policy=policy)
+async def serve_stdio(task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
+                      max_steps: int = DEFAULT_MAX_STEPS, time_limit_s: float = math.inf) -> None:
+    session = TaskSession(task, episode_seed=episode_seed, policy=policy, max_steps=max_steps, time_limit_s=time_limit_s)
     server = build_server(session)
     try:
         async with stdio_server() as (read, write):

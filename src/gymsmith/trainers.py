@@ -21,7 +21,6 @@ or sandbox that cannot run) still raise: they must never pass for a reward of 0.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,10 @@ import pyarrow.parquet as pq
 
 from gymsmith.core.errors import SplitPolicyError, is_infrastructure
 from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, Reward, TaskSpec
+from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
-from gymsmith.verifier.progress import ProgressMeter, StepValue, value_of
 from gymsmith.verifier.service import VerifierService
 
 DATASET_SCHEMA = pa.schema([
@@ -160,36 +159,62 @@ def tool_calls_of(completion: Any) -> list[Action]:
 
 
 class MultiTurnRollout:
-    """One episode driven by the trainer's own generation loop.
+    """One episode driven by the trainer's own generation loop: a `runner.episode.Episode`, limited, ended and
+    verified as `gymsmith run` does it.
 
     With `step_rewards=True` the verifier values the start state (`start_progress`, V(s0)) and the state after
     each executed call: `progress[i]` is V(s_i) and `step_rewards[i]` its change from the last known value (None
-    where it could not be computed; `progress_errors[i]` says why). `reward()` appends the closing entry (the
-    submit it makes, or the call the environment failed on) or settles the last one, so that the step rewards sum
-    to the episode's reward minus V(s0). Each changed state costs one verification."""
+    where it could not be computed; `progress_errors[i]` says why). `reward()` settles the last entry with the
+    episode's reward value (0 for a failure), so that the step rewards sum to the episode's reward minus V(s0).
+    Each changed state costs one verification."""
 
     def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
-                 verifier: VerifierService | None = None, max_steps: int = 300, step_rewards: bool = False):
+                 verifier: VerifierService | None = None, max_steps: int = DEFAULT_MAX_STEPS, step_rewards: bool = False):
         self.task, self.policy, self.max_steps = task, policy, max_steps
         self.env = get_family(task.family).make_env()
-        try:
-            self.first = self.env.reset(task, seed=episode_seed)
-        except BaseException:
-            self.env.close()
-            raise
         self._own_verifier = verifier is None
         self.verifier = verifier or VerifierService()
-        self.done, self.steps = False, 0
-        self._reward: Reward | None = None
-        self.end_reason: EndReason | None = None  # set by reward(): why the episode ended
-        self.failure: str | None = None  # the environment's exception on the model's input, if one ended it
-        self.progress: list[float | None] = []
-        self.step_rewards: list[float | None] = []
-        self.progress_errors: list[str | None] = []
-        self.start_progress: float | None = None
-        self._meter = ProgressMeter(self.env, task, self.verifier, policy=policy) if step_rewards else None
-        if self._meter is not None:
-            self.start_progress = self._meter.start().progress
+        self.episode = Episode(env=self.env, task=task, verifier=self.verifier, policy=policy, max_steps=max_steps,
+                               step_rewards=step_rewards)
+        try:
+            self.first = self.episode.reset(episode_seed)
+        except BaseException:
+            self.close()
+            raise
+        start = self.episode.value_start()
+        self.start_progress: float | None = start.progress if start is not None else None
+
+    @property
+    def done(self) -> bool:
+        """The model submitted."""
+        return self.episode.reason is EndReason.SUBMITTED
+
+    @property
+    def steps(self) -> int:
+        return len(self.episode.steps)
+
+    @property
+    def failure(self) -> str | None:
+        """The environment's exception on the model's input, if one ended the episode."""
+        return self.episode.detail if self.episode.reason is EndReason.ENVIRONMENT_EXCEPTION else None
+
+    @property
+    def end_reason(self) -> EndReason | None:
+        """Why the episode ended, once `reward()` scored it."""
+        outcome = self.episode.outcome
+        return outcome.reason if outcome is not None else None
+
+    @property
+    def progress(self) -> list[float | None]:
+        return [s.progress for s in self.episode.steps] if self.episode.meter is not None else []
+
+    @property
+    def step_rewards(self) -> list[float | None]:
+        return [s.step_reward for s in self.episode.steps] if self.episode.meter is not None else []
+
+    @property
+    def progress_errors(self) -> list[str | None]:
+        return [s.progress_error for s in self.episode.steps] if self.episode.meter is not None else []
 
     def messages(self) -> list[dict[str, str]]:
         return prompt_messages(self.task, self.first.text)
@@ -198,45 +223,27 @@ class MultiTurnRollout:
         return [t.to_openai() for t in self.task.tools]
 
     def act(self, reply: Any) -> list[dict[str, Any]]:
-        """Execute the tool calls in `reply` (a message or text); return the tool/user messages to append."""
+        """Execute the tool calls in `reply` (a message or text) until the episode is over; return the tool/user
+        messages to append."""
         calls = tool_calls_of(reply) or [Action(tool=NO_TOOL_CALL, arguments=clip(reply if isinstance(reply, str) else preview(reply), 1000))]
         out = []
         for action in calls:
-            if self.done or self.steps >= self.max_steps or self.failure is not None:
+            if self.episode.over or self.episode.limit() is not None:
                 break
-            try:
-                result = self.env.step(action)
-            except Exception as exc:  # the environment raised on the model's input: the episode ends, scored 0
-                if is_infrastructure(exc):
-                    raise
-                self.failure = f"{type(exc).__name__}: {clip(str(exc), 500)}"
-                out.append({"role": "tool", "tool_call_id": f"call_{self.steps + 1}",
-                            "content": f"ERROR: the environment failed on this call ({self.failure}); the episode is over"})
-                break
-            self.steps += 1
-            self.done = result.done
-            if self._meter is not None and not self.done:  # the submit's value is the final verification's
-                self._record(self._meter.step())
+            result = self.episode.step(action)
+            if not self.episode.over:
+                self.episode.value_step()
             out.append({"role": "tool", "tool_call_id": f"call_{self.steps}", "content": result.observation.text})
         return out
 
-    def _record(self, value: StepValue) -> None:
-        self.progress.append(value.progress)
-        self.step_rewards.append(value.step_reward)
-        self.progress_errors.append(value.error)
-
     def reward(self) -> Reward:
-        """Submit if the model did not, and score. Call once, at the end. A failed episode (the environment
-        raised on the model's input, or the final state cannot be graded) scores 0, with `end_reason` saying why;
-        an infrastructure failure raises."""
-        if self._reward is None:
-            try:
-                self._reward = self._score()
-                if self._meter is not None:
-                    self._record(self._meter.settle(value_of(self._reward)))
-            finally:
-                self.close()
-        return self._reward
+        """Score the episode (the model's last state, submitted or not). Call once, at the end; later calls return
+        the same reward. A failed episode (the environment raised on the model's input, or the final state cannot
+        be graded) scores 0, with `end_reason` saying why; an infrastructure failure raises."""
+        try:
+            return self.episode.finish().reward
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Release the environment (and the verifier, if this rollout started it); `reward()` does it too."""
@@ -244,28 +251,8 @@ class MultiTurnRollout:
         if self._own_verifier:
             self.verifier.close()
 
-    def _score(self) -> Reward:
-        if self.failure is not None:
-            self.end_reason = EndReason.ENVIRONMENT_EXCEPTION
-            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {self.failure}")
-        self.end_reason = EndReason.SUBMITTED if self.done else EndReason.STEP_LIMIT
-        try:
-            if not self.done:
-                self.env.step(Action(tool="submit", arguments={}))
-            with tempfile.TemporaryDirectory(prefix="gymsmith-rollout-") as tmp:
-                final = self.env.final_state(Path(tmp))
-                reward = self.verifier.verify(self.task, final, policy=self.policy)
-        except Exception as exc:
-            if is_infrastructure(exc):
-                raise
-            self.end_reason = EndReason.ENVIRONMENT_EXCEPTION
-            return Reward.rejected(policy=self.policy, reason=f"environment_exception: {type(exc).__name__}: {clip(str(exc), 500)}")
-        if reward.ungradable is not None:
-            self.end_reason = EndReason.UNGRADABLE_STATE
-        return reward
 
-
-def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = 300, workers: int = 1):
+def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = DEFAULT_MAX_STEPS, workers: int = 1):
     """A reward function for GRPO-style trainers: `f(prompts, completions, task, **kwargs) -> list[float]`.
 
     `task` is the dataset's `task` column (TaskSpec JSON per row). Invalid tool calls are executed as such

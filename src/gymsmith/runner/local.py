@@ -19,6 +19,7 @@ from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
+from gymsmith.runner.episode import DEFAULT_MAX_STEPS, DEFAULT_TIME_LIMIT_S
 from gymsmith.runner.reuse import check_reuse
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
@@ -52,8 +53,8 @@ class RunConfig(BaseModel):
                               "episode seeds g*group .. g*group+group-1.")
     retry_errors: bool = Field(default=False, description="Run again the rollouts of this run id stored as "
                                "infrastructure errors; each new result replaces its error row (`TrajectoryStore.add`).")
-    max_steps: int = Field(default=300, ge=1)
-    time_limit_s: float = Field(default=120.0, gt=0)
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
+    time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
     step_rewards: bool = Field(default=False, description="Also value the start state and the state after every "

@@ -1,4 +1,5 @@
-"""One rollout: reset, the agent-environment loop under step and time limits, verification.
+"""One rollout: an `Episode` (`runner.episode`: reset, steps under the limits, one final verification) driven by an
+agent, recorded as a Trajectory.
 
 Who failed decides how a rollout ends (docs/episodes.md); the rule, in order:
 
@@ -11,16 +12,18 @@ Who failed decides how a rollout ends (docs/episodes.md); the rule, in order:
 3. The environment raising anything else out of `step` or `final_state` after the agent acted:
    `ToolEnvironment` never does for agent input (a tool's exception is an error observation), so this is a
    bug of the environment that the agent's input met. It must not let a policy escape its score, nor pass
-   unseen: TRUNCATED, reward 0, end reason ENVIRONMENT_EXCEPTION, the traceback in `end_detail`.
+   unseen: TRUNCATED, reward 0, end reason ENVIRONMENT_EXCEPTION, the traceback in `end_detail` (the action is
+   the rollout's last step).
 4. A final state that cannot be graded (`FinalState.ungradable`, or checks raising UngradableState):
    reward 0 from the verifier, end reason UNGRADABLE_STATE; the status says whether the agent had submitted.
 5. Otherwise SUBMITTED (COMPLETED), STEP_LIMIT or TIME_LIMIT (TRUNCATED), scored by the verifier.
 
 With `step_rewards`, the verifier also values the start state and the state after every step
 (`gymsmith.verifier.progress`): each step gets `progress` V(s_t) and `step_reward` V(s_t) - V(s_{t-1}), the
-rollout `start_progress` V(s0). The last step's progress is the final verification's reward value, so the step
-rewards sum to reward - V(s0). A per-step verification that fails is logged with its step (`progress_error`)
-and never ends the rollout, and the time spent valuing states does not count against `time_limit_s`.
+rollout `start_progress` V(s0). The last step's progress is the rollout's reward value, whatever ended it, so the
+step rewards sum to reward - V(s0) (a failure's 0 included). A per-step verification that fails is logged with its
+step (`progress_error`) and never ends the rollout, and the time spent valuing states does not count against
+`time_limit_s`.
 
 The rollout is written once, as a coroutine (`rollout_coroutine`) that reaches the agent and the environment
 through `RolloutCalls`: `run_rollout` drives it with calls made in place (it never suspends), the async engine
@@ -29,23 +32,22 @@ through `RolloutCalls`: `run_rollout` drives it with calls made in place (it nev
 
 from __future__ import annotations
 
-import tempfile
 import time
-import traceback
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import gymsmith
 from gymsmith.agents.base import Agent
 from gymsmith.core.errors import ModelEndpointError, VerifierError, is_infrastructure
 from gymsmith.core.hashing import content_hash
-from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RolloutStatus, Split, Step, TaskSpec, Trajectory
-from gymsmith.envs.base import Environment, bounded_action, clip, preview, scrub
-from gymsmith.verifier.progress import ProgressMeter, step_rewards as _step_rewards
+from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RolloutStatus, Split, TaskSpec, Trajectory
+from gymsmith.envs.base import Environment, preview
+from gymsmith.runner.episode import MAX_END_DETAIL_CHARS, Episode, describe_exception
 from gymsmith.verifier.service import VerifierService
 
-MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
+__all__ = ["MAX_END_DETAIL_CHARS", "RolloutCalls", "InlineCalls", "describe_exception", "error_kind", "rollout_coroutine",
+           "rollout_id", "run_inline", "run_rollout"]
+
 T = TypeVar("T")
 
 
@@ -94,26 +96,6 @@ def rollout_id(run_id: str, task_id: str, agent: str, seed: int) -> str:
     return content_hash([run_id, task_id, agent, seed], length=24)
 
 
-def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
-    """`Type: message` and (with `trace`) the last frames of the traceback, bounded, as valid text."""
-    try:
-        message = str(exc)
-    except Exception:  # noqa: BLE001 - an exception whose str() raises
-        message = ""
-    text = f"{type(exc).__name__}: {clip(message, 1000)}"
-    if trace:
-        text += "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6))
-    return clip(scrub(text), MAX_END_DETAIL_CHARS)
-
-
-class _Ended(Exception):
-    """How the loop ended, when it was a failure (carried out of the loop to one place that builds the record)."""
-
-    def __init__(self, reason: EndReason, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
-
-
 def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
                 verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float,
                 step_rewards: bool = False) -> Trajectory:
@@ -135,94 +117,68 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     """`run_rollout`, reaching the agent, the environment and the verifier through `calls`. Cancelling it
     (a timeout, Ctrl-C) leaves nothing behind but the environment's state: the trajectory exists only once
     it returns."""
-    started = time.time()
     base = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
                 family=task.family, family_version=task.family_version, split=split, difficulty=task.difficulty,
                 seed=seed, agent=agent.name, package_version=gymsmith.__version__)
-    steps: list[Step] = []
-    first = Observation(text="")
-    meter = ProgressMeter(env, task, verifier, policy=policy) if step_rewards else None
+    episode = Episode(env=env, task=task, verifier=verifier, policy=policy, max_steps=max_steps,
+                      time_limit_s=time_limit_s, step_rewards=step_rewards)
 
-    async def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
-                     error: str | None = None, error_kind: ErrorKind | None = None, final_hash: str | None = None,
-                     final_diff: str | None = None) -> Trajectory:
-        if meter is not None:
-            await calls.verify(_settle, meter, steps, reward if reason in _VERIFIED else None,
-                             value_last=status is not RolloutStatus.ERROR)
-        return Trajectory(**base, reset_observation=first, steps=steps, reward=reward, status=status, error=error,
-                          error_kind=error_kind,
-                          end_reason=reason, end_detail=detail, invalid_actions=getattr(env, "invalid_actions", 0),
-                          final_state_hash=final_hash, final_diff=final_diff, started_at=started, finished_at=time.time(),
+    def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
+               error: str | None = None, error_kind: ErrorKind | None = None, final_hash: str | None = None,
+               final_diff: str | None = None) -> Trajectory:
+        meter = episode.meter
+        return Trajectory(**base, reset_observation=episode.first, steps=episode.steps, reward=reward, status=status,
+                          error=error, error_kind=error_kind, end_reason=reason, end_detail=detail,
+                          invalid_actions=getattr(env, "invalid_actions", 0), final_state_hash=final_hash,
+                          final_diff=final_diff, started_at=episode.started, finished_at=time.time(),
                           start_progress=meter.start_value if meter is not None else None)
 
-    async def infrastructure(exc: BaseException, kind: ErrorKind) -> Trajectory:
+    def infrastructure(exc: BaseException, kind: ErrorKind) -> Trajectory:
+        episode.abandon()
         prefix = "verifier error: " if isinstance(exc, VerifierError) else f"{_WHERE[kind]}: "
-        return await record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None, error_kind=error_kind(exc, kind),
+        return record(RolloutStatus.ERROR, EndReason.INFRASTRUCTURE, reward=None, error_kind=error_kind(exc, kind),
                       error=prefix + describe_exception(exc, trace=not isinstance(exc, VerifierError)))
 
     try:
-        first = await calls.call(env.reset, task, seed=seed)
+        await calls.call(episode.reset, seed)
     except Exception as exc:  # nothing of the agent's yet: the environment could not start
-        return await infrastructure(exc, ErrorKind.ENVIRONMENT_RESET)
-    if meter is not None:
-        await calls.verify(meter.start)
+        return infrastructure(exc, ErrorKind.ENVIRONMENT_RESET)
+    if step_rewards:
+        await calls.verify(episode.value_start)
     try:
-        done, reason = await _loop(env, agent, task, first, seed, steps, started, max_steps, time_limit_s, meter, calls)
-    except _Ended as ended:
-        return await _failed(env, ended, record, policy, calls)
+        await _loop(episode, agent, seed, calls)
     except Exception as exc:  # only infrastructure failures leave _loop as exceptions
-        return await infrastructure(exc, ErrorKind.ENVIRONMENT)
-    status = RolloutStatus.COMPLETED if done else RolloutStatus.TRUNCATED
+        return infrastructure(exc, ErrorKind.ENVIRONMENT)
     try:  # one call: the snapshot's directory is made and removed where the verification waits, not on a loop
-        final, reward = await calls.verify(_verify_final, env, verifier, task, policy)
-    except _Ended as ended:
-        return await _failed(env, ended, record, policy, calls, status=status)
+        outcome = await calls.verify(episode.finish)
     except Exception as exc:
-        return await infrastructure(exc, ErrorKind.FINAL_STATE)
-    if reward.ungradable is not None:
-        reason = EndReason.UNGRADABLE_STATE
-    return await record(status, reason, reward=reward, detail=clip(reward.ungradable, MAX_END_DETAIL_CHARS) if reward.ungradable else None,
-                  final_hash=final.digest, final_diff=final.diff)
+        return infrastructure(exc, ErrorKind.FINAL_STATE)
+    return record(outcome.status, outcome.reason, reward=outcome.reward, detail=outcome.detail,
+                  final_hash=outcome.final_hash, final_diff=outcome.final_diff)
 
 
-async def _loop(env: Environment, agent: Agent, task: TaskSpec, first: Observation, seed: int, steps: list[Step],
-                started: float, max_steps: int, time_limit_s: float, meter: ProgressMeter | None,
-                calls: RolloutCalls) -> tuple[bool, EndReason]:
-    """The agent-environment loop; returns (submitted, end reason), or raises _Ended for a failure, or an
-    infrastructure exception. With a `meter`, each step's state is valued, except a last step's (submit or the
-    step limit), whose value is the final verification's."""
+async def _loop(episode: Episode, agent: Agent, seed: int, calls: RolloutCalls) -> None:
+    """The agent-environment loop, until the episode is over (the agent's failure ends it too). Raises only
+    infrastructure failures. With step rewards, each step's state is valued but the last one's (its value is the
+    final verification's)."""
     try:
-        agent.reset(task, first, seed=seed)
+        agent.reset(episode.task, episode.first, seed=seed)
     except Exception as exc:
-        _agent_failed(exc, "reset")
-    observation = first
-    while True:
-        if len(steps) >= max_steps:
-            return False, EndReason.STEP_LIMIT
-        if time.time() - started - (meter.seconds if meter is not None else 0.0) >= time_limit_s:
-            return False, EndReason.TIME_LIMIT
+        return _agent_failed(episode, exc, "reset")
+    observation = episode.first
+    while episode.limit() is None:
         try:
             action = await calls.act(agent, observation)
         except Exception as exc:
-            _agent_failed(exc, "act")
+            return _agent_failed(episode, exc, "act")
         if not isinstance(action, Action):
-            raise _Ended(EndReason.AGENT_FAILURE, f"the agent's act returned {preview(action)}, not an Action")
-        t0 = time.perf_counter()
-        try:
-            result = await calls.call(env.step, action)
-        except Exception as exc:
-            if is_infrastructure(exc):
-                raise
-            raise _Ended(EndReason.ENVIRONMENT_EXCEPTION,
-                         f"step {len(steps)} ({preview(action.tool)}) raised: {describe_exception(exc)}") from None
-        steps.append(Step(index=len(steps), action=bounded_action(action), observation=result.observation,
-                          duration_ms=round((time.perf_counter() - t0) * 1000, 3),
-                          agent_info=getattr(agent, "step_info", None)))
-        if meter is not None and not result.done and len(steps) < max_steps:
-            steps[-1].progress, steps[-1].progress_error = await calls.verify(meter.value)
+            return episode.fail(EndReason.AGENT_FAILURE, f"the agent's act returned {preview(action)}, not an Action")
+        result = await calls.call(episode.step, action, agent_info=getattr(agent, "step_info", None))
+        if episode.over:
+            return
+        if episode.meter is not None:
+            await calls.verify(episode.value_step)
         observation = result.observation
-        if result.done:
-            return True, EndReason.SUBMITTED
 
 
 # the prefix of an infrastructure error's message, by where the rollout was when it failed
@@ -243,55 +199,9 @@ def error_kind(exc: BaseException, where: ErrorKind) -> ErrorKind:
     return where
 
 
-def _verify_final(env: Environment, verifier: VerifierService, task: TaskSpec, policy: str):
-    """(the final state, its reward). Raises _Ended when `final_state` raised (not an infrastructure failure)."""
-    with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
-        try:
-            final = env.final_state(Path(tmp))
-        except Exception as exc:
-            if is_infrastructure(exc):
-                raise
-            raise _Ended(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}") from None
-        return final, verifier.verify(task, final, policy=policy)
-
-
-def _agent_failed(exc: Exception, where: str) -> None:
+def _agent_failed(episode: Episode, exc: Exception, where: str) -> None:
     if is_infrastructure(exc):  # e.g. the model endpoint is down: not the policy's failure
         raise exc
-    raise _Ended(EndReason.AGENT_FAILURE, f"the agent's {where} raised: {describe_exception(exc)}") from None
+    episode.fail(EndReason.AGENT_FAILURE, f"the agent's {where} raised: {describe_exception(exc)}")
 
 
-async def _failed(env: Environment, ended: _Ended, record, policy: str, calls: RolloutCalls, *,
-                  status: RolloutStatus = RolloutStatus.TRUNCATED) -> Trajectory:
-    """The record of a rollout that ended in the agent's failure or an environment exception: reward 0."""
-    try:
-        final_hash = await calls.call(env.state_hash)
-    except Exception:  # noqa: BLE001 - the state of a failed rollout is for the record only
-        final_hash = None
-    reward = Reward.rejected(policy=policy, reason=f"{ended.reason.value}: {clip(ended.detail, 300)}")
-    return await record(status, ended.reason, reward=reward, detail=ended.detail, final_hash=final_hash)
-
-
-# the end reasons whose reward is the final verification's verdict on the state after the last step
-_VERIFIED = frozenset({EndReason.SUBMITTED, EndReason.STEP_LIMIT, EndReason.TIME_LIMIT, EndReason.UNGRADABLE_STATE})
-
-
-def _settle(meter: ProgressMeter, steps: list[Step], final: Reward | None, *, value_last: bool) -> None:
-    """Give the last step the final verification's value (the authority on that state) or, without one (the
-    rollout ended in the agent's failure or an environment exception), value it now if it was not and
-    `value_last` (not after an infrastructure error); then every step's reward.
-
-    A rollout ended by the agent's failure or an environment exception is scored 0 whatever its progress: its
-    step rewards sum to V(last state) - V(s0), and the reward differs from that by the failure's penalty."""
-    if steps:
-        last = steps[-1]
-        if final is not None:
-            last.progress = 0.0 if final.ungradable is not None else float(final.value)
-            last.progress_error = None
-        elif value_last and last.progress is None and last.progress_error is None:
-            last.progress, last.progress_error = meter.value()
-        if meter.start_error is not None:
-            steps[0].progress_error = f"start state: {meter.start_error}" + (
-                f"; {steps[0].progress_error}" if steps[0].progress_error else "")
-    for step, reward in zip(steps, _step_rewards(meter.start_value, [s.progress for s in steps])):
-        step.step_reward = reward

@@ -1,5 +1,6 @@
 """`gymsmith serve`: environments as sessions over HTTP and a WebSocket. The verifier stays here; only
-rewards go back to the client.
+rewards go back to the client. Each session is one `runner.episode.Episode`, limited (`max_steps`, `time_limit_s`),
+ended and verified as `gymsmith run` does it: the reward comes once, in the response of the call that ended it.
 
 Security: a bearer token is required whenever the server binds beyond loopback (and may be required on
 loopback too); each session has its own key, so only the client that opened it can drive it; bodies are
@@ -13,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import secrets
-import tempfile
 import threading
 import time
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request, WebSocket, WebSocketDisconnect
@@ -27,8 +27,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from gymsmith.core.errors import GymsmithError
-from gymsmith.core.types import Action, Observation, Reward, TaskSpec, ToolSpec
+from gymsmith.core.types import Action, EndReason, Observation, Reward, TaskSpec, ToolSpec
 from gymsmith.registry import get_family, list_families
+from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.server.schema import ErrorMessage, reset_body
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.store.sql import TrajectoryStore
@@ -42,6 +43,9 @@ class ServerSettings(BaseModel):
     max_sessions: int = Field(default=16, ge=1)
     idle_timeout_s: float = Field(default=600.0, gt=0)
     policy: str = DEFAULT_POLICY
+    max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1, description="Step limit per session's episode.")
+    time_limit_s: float | None = Field(default=None, gt=0, description="Seconds an episode may last; None: no limit "
+                                       "(the client's model sets the pace; idle sessions still expire).")
     store: str | None = Field(default=None, description="Trajectory store in which task ids are looked up.")
     families: list[str] | None = Field(default=None, description="Families served; None: every registered one.")
 
@@ -75,8 +79,10 @@ class SessionCreated(BaseModel):
 
 class StepResponse(BaseModel):
     observation: Observation
-    done: bool
-    reward: Reward | None = Field(default=None, description="The verifier's reward, once the task is submitted.")
+    done: bool = Field(description="The episode is over (submitted, a limit, or the environment failed on the call).")
+    reward: Reward | None = Field(default=None, description="The verifier's reward, in the response of the call that "
+                                  "ended the episode only.")
+    end_reason: EndReason | None = Field(default=None, description="Why the episode ended, once it has.")
 
 
 class SessionState(BaseModel):
@@ -89,9 +95,9 @@ class SessionState(BaseModel):
 
 
 class _Session:
-    def __init__(self, task: TaskSpec, env: Any, key: str):
-        self.task, self.env, self.key = task, env, key
-        self.steps, self.done, self.last_used = 0, False, time.monotonic()
+    def __init__(self, episode: Episode, key: str):
+        self.episode, self.task, self.env, self.key = episode, episode.task, episode.env, key
+        self.last_used = time.monotonic()
         self.lock = threading.Lock()
 
 
@@ -121,9 +127,11 @@ class SessionManager:
                 raise HTTPException(429, f"session limit reached ({self.settings.max_sessions} open); close one or retry later",
                                     headers={"Retry-After": str(max(1, int(self.settings.idle_timeout_s)))})
             sid = secrets.token_hex(8)
-            session = _Session(task, family.make_env(), secrets.token_urlsafe(24))
+            episode = Episode(env=family.make_env(), task=task, verifier=self.verifier, policy=self.settings.policy,
+                              max_steps=self.settings.max_steps, time_limit_s=self.settings.time_limit_s or math.inf)
+            session = _Session(episode, secrets.token_urlsafe(24))
             self.sessions[sid] = session
-        observation = session.env.reset(task, seed=req.episode_seed)
+        observation = episode.reset(req.episode_seed)
         return sid, session, observation
 
     @staticmethod
@@ -161,16 +169,16 @@ class SessionManager:
         return session
 
     def step(self, session: _Session, req: StepRequest) -> StepResponse:
+        """One call of the session's episode (`runner.episode`: limited, ended and verified as `gymsmith run` does
+        it). The reward is in the response of the call that ended the episode, once; later calls are refused as
+        `episode_over`."""
         with session.lock:
-            result = session.env.step(Action(tool=req.tool, arguments=req.arguments))
-            session.steps += 1
-            reward = None
-            if result.done and not session.done:
-                session.done = True
-                with tempfile.TemporaryDirectory(prefix="gymsmith-serve-") as tmp:
-                    reward = self.verifier.verify(session.task, session.env.final_state(Path(tmp)),
-                                                  policy=self.settings.policy)
-            return StepResponse(observation=result.observation, done=result.done, reward=reward)
+            episode = session.episode
+            ended_before = episode.outcome is not None
+            result, outcome = episode.play(Action(tool=req.tool, arguments=req.arguments))
+            return StepResponse(observation=result.observation, done=episode.over,
+                                reward=outcome.reward if outcome is not None and not ended_before else None,
+                                end_reason=episode.reason)
 
     def close(self, sid: str) -> None:
         with self.lock:
@@ -291,7 +299,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
              responses=errors(403, 404))
     def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
         s = manager.get(session_id, x_session_key)
-        return SessionState(session_id=session_id, task_id=s.task.id, steps=s.steps, done=s.done,
+        return SessionState(session_id=session_id, task_id=s.task.id, steps=len(s.episode.steps), done=s.episode.over,
                             state_hash=s.env.state_hash(), idle_s=0.0)
 
     @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)], responses=errors(403, 404))

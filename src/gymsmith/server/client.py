@@ -62,6 +62,8 @@ class RemoteEnvironment:
         if data.get("reward") is not None:
             self.reward = Reward.model_validate(data["reward"])
             info["reward"] = self.reward
+        if data.get("end_reason") is not None:
+            info["end_reason"] = data["end_reason"]
         return StepResult(observation=Observation.model_validate(data["observation"]), done=data["done"], info=info)
 
     def state_hash(self) -> str:
