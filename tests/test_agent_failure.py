@@ -192,6 +192,7 @@ def test_a_store_without_end_reasons_is_upgraded_in_place(ops, verifier, tmp_pat
     with sqlite3.connect(db) as c:
         c.execute("ALTER TABLE rollouts DROP COLUMN end_reason")
         c.execute("ALTER TABLE rollouts DROP COLUMN end_detail")
+        c.execute("DROP TABLE alembic_version")  # stores of schema 5 were made before the store used Alembic
     store = TrajectoryStore(db)
     (row,) = store.rollout_rows()
     assert row["end_reason"] is None and store.trajectory(row["rollout_id"]).end_reason is None

@@ -308,6 +308,7 @@ def _drop_schema_7(conn) -> None:
     for column in NEW_STEP_COLUMNS:
         conn.execute(text(f"ALTER TABLE steps DROP COLUMN {column}"))
     conn.execute(text("ALTER TABLE rollouts DROP COLUMN start_progress"))
+    conn.execute(text("DROP TABLE alembic_version"))  # stores of schema 6 were made before the store used Alembic
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, computed_field
-from sqlalchemy import insert, select
 
 from gymsmith.agents.ladder import LEVELS
 from gymsmith.core.hashing import content_hash
@@ -29,7 +28,6 @@ from gymsmith.runner.driver import run
 from gymsmith.runner.local import RunConfig
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.registry.fingerprint import environment_fingerprint, fingerprint_diff
-from gymsmith.store.schema import check_fingerprints, check_results
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
@@ -231,9 +229,7 @@ def _determinism_and_reset(family_name: str, tasks: list[TaskSpec], agents: list
 def _drift(family: str, store: TrajectoryStore) -> CheckOutcome:
     """Compare this environment's fingerprint with the one the last check of the family ran on."""
     current = environment_fingerprint(family)
-    with store.engine.connect() as conn:
-        last = conn.execute(select(check_fingerprints.c.fingerprint).where(check_fingerprints.c.family == family)
-                            .order_by(check_fingerprints.c.created_at.desc()).limit(1)).scalar()
+    last = store.last_check_fingerprint(family)
     name = "environment unchanged since the last check"
     if last is None:
         return CheckOutcome(family=family, name=name, passed=True, detail=f"first check; fingerprint {current['digest']}")
@@ -292,14 +288,9 @@ def check_family(family_name: str, *, store: TrajectoryStore, size: int = 40, ba
     outcomes.append(_infrastructure(family_name, errors, sum(map(len, rows.values())) + determinism_rollouts,
                                     tolerate=tolerate_errors))
     outcomes.append(_drift(family_name, store))
-    now = time.time()
-    with store.engine.begin() as conn:
-        conn.execute(insert(check_fingerprints).values(check_id=check_id, family=family_name, created_at=now,
-                                                        fingerprint=environment_fingerprint(family_name)["digest"]))
-        conn.execute(insert(check_results), [dict(check_id=check_id, name=o.name, family=family_name,
-                                                  family_version=family.version, created_at=now, run_id=check_id,
-                                                  passed=o.passed, detail=o.detail, status=o.status.value)
-                                             for o in outcomes])
+    store.record_check(check_id, family=family_name, family_version=family.version,
+                       fingerprint=environment_fingerprint(family_name)["digest"],
+                       outcomes=[(o.name, o.passed, o.detail, o.status.value) for o in outcomes])
     failed = sum(o.status is CheckStatus.FAIL for o in outcomes)
     warned = sum(o.status is CheckStatus.WARN for o in outcomes)
     say(f"done in {time.monotonic() - started:.0f} s: {len(outcomes) - failed - warned} passed, {failed} failed, "
@@ -325,11 +316,7 @@ def _task_progress(tasks: int, per_task: int, say: Callable[[str], None], starte
 def check_history(store: TrajectoryStore, family: str | None = None) -> list[dict[str, Any]]:
     """Stored check results, newest first, each with its `status` (pass, warn or fail). Rows stored before schema
     9 kept only `passed`: a failed drift check there was a warning (the only one then), anything else failed."""
-    query = select(check_results).order_by(check_results.c.created_at.desc(), check_results.c.name)
-    if family:
-        query = query.where(check_results.c.family == family)
-    with store.engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(query)]
+    rows = store.check_rows(family)
     for r in rows:
         if r["status"] is None:
             r["status"] = ("pass" if r["passed"] else "warn" if r["name"] == "environment unchanged since the last check"

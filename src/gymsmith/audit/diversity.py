@@ -13,10 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import select
 
-from gymsmith.core.types import RolloutStatus
-from gymsmith.store.schema import rollouts, steps
 from gymsmith.store.sql import TrajectoryStore
 
 COLLAPSE_SHARE = 0.8  # warn when the most common path takes at least this share of a task's rollouts
@@ -58,22 +55,12 @@ def entropy_bits(counts: Counter) -> float:
 
 def diversity(store: TrajectoryStore, run_ids: list[str] | None = None) -> list[DiversityRow]:
     """Per family and agent: distinct paths and final states per task, path entropy, collapsed tasks."""
-    query = select(rollouts.c.rollout_id, rollouts.c.family, rollouts.c.agent, rollouts.c.task_id,
-                   rollouts.c.final_state_hash).where(rollouts.c.status != RolloutStatus.ERROR.value)
-    if run_ids:
-        query = query.where(rollouts.c.run_id.in_(run_ids))
-    with store.engine.connect() as conn:
-        meta = conn.execute(query).fetchall()
-        paths: dict[str, list[str]] = defaultdict(list)
-        ids = [m.rollout_id for m in meta]
-        for chunk in range(0, len(ids), 500):
-            part = ids[chunk:chunk + 500]
-            for r in conn.execute(select(steps.c.rollout_id, steps.c.tool, steps.c.arguments)
-                                  .where(steps.c.rollout_id.in_(part)).order_by(steps.c.rollout_id, steps.c.idx)):
-                paths[r.rollout_id].append(normalised_call(r.tool, r.arguments))
+    meta = store.scored_rows(run_ids)
+    calls = store.step_calls(m["rollout_id"] for m in meta)
     groups: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for m in meta:
-        groups[(m.family, m.agent)][m.task_id].append((" > ".join(paths[m.rollout_id]), m.final_state_hash))
+        path = " > ".join(normalised_call(tool, arguments) for tool, arguments in calls.get(m["rollout_id"], ()))
+        groups[(m["family"], m["agent"])][m["task_id"]].append((path, m["final_state_hash"]))
     out = []
     for (family, agent), tasks in sorted(groups.items()):
         eligible = {t: rs for t, rs in tasks.items() if len(rs) >= MIN_ROLLOUTS}

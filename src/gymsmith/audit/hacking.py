@@ -23,13 +23,11 @@ import statistics
 from collections import defaultdict
 
 from pydantic import BaseModel
-from sqlalchemy import select
 
 from gymsmith.agents.roles import role_of
 from gymsmith.core.errors import UnknownFamilyError
-from gymsmith.core.types import AgentRole, RolloutStatus
+from gymsmith.core.types import AgentRole
 from gymsmith.registry import get_family
-from gymsmith.store.schema import reward_components, rollouts, steps
 from gymsmith.store.sql import TrajectoryStore
 
 READ_PREFIXES = ("get_", "search_", "list_", "check_", "read_", "view_", "find_")
@@ -70,22 +68,10 @@ def hacking_audit(store: TrajectoryStore, run_ids: list[str] | None = None, *, t
     """Flags for the top `top_share` of rollouts by reward (plus any with high shaping and a failed gate),
     highest score first. Rollouts without a tell are not listed. Each flag says whether its agent is privileged;
     with `exclude_privileged` those agents' rollouts are left out before anything is ranked."""
-    query = select(rollouts).where(rollouts.c.status != RolloutStatus.ERROR.value)
-    if run_ids:
-        query = query.where(rollouts.c.run_id.in_(run_ids))
-    with store.engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(query)]
-        ids = [r["rollout_id"] for r in rows]
-        tools: dict[str, list[str]] = defaultdict(list)
-        shaped: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        for chunk in range(0, len(ids), 500):
-            part = ids[chunk:chunk + 500]
-            for s in conn.execute(select(steps.c.rollout_id, steps.c.tool).where(steps.c.rollout_id.in_(part))
-                                  .order_by(steps.c.rollout_id, steps.c.idx)):
-                tools[s.rollout_id].append(s.tool)
-            for c in conn.execute(select(reward_components).where(reward_components.c.rollout_id.in_(part))):
-                shaped[c.rollout_id][0] += c.value * c.weight
-                shaped[c.rollout_id][1] += c.weight
+    rows = store.scored_rows(run_ids)
+    ids = [r["rollout_id"] for r in rows]
+    tools = {rid: [tool for tool, _ in calls] for rid, calls in store.step_calls(ids).items()}
+    shaped = store.component_sums(ids)
     privileged = {(r["agent"], r["family"]) for r in rows}
     privileged = {key for key in privileged if is_privileged(*key)}
     if exclude_privileged:
@@ -99,7 +85,7 @@ def hacking_audit(store: TrajectoryStore, run_ids: list[str] | None = None, *, t
     cutoff = ranked[max(0, int(len(ranked) * top_share) - 1)]["reward"]
     flags = []
     for r in rows:
-        s_total, s_weight = shaped[r["rollout_id"]]
+        s_total, s_weight = shaped.get(r["rollout_id"], (0.0, 0.0))
         shaped_value = s_total / s_weight if s_weight else 0.0
         if r["reward"] < cutoff and not (shaped_value >= shaped_high and not r["accepted"]):
             continue
@@ -108,7 +94,7 @@ def hacking_audit(store: TrajectoryStore, run_ids: list[str] | None = None, *, t
         if len(by_task[r["task_id"]]) > 1 and r["n_steps"] < 0.5 * median:
             reasons.append(f"short: {r['n_steps']} steps against a median of {median:g} for this task")
             score += WEIGHTS["short"]
-        calls = [t for t in tools[r["rollout_id"]] if t != "submit"]
+        calls = [t for t in tools.get(r["rollout_id"], []) if t != "submit"]
         first_write = next((i for i, t in enumerate(calls) if not _is_read(t)), None)
         if first_write is not None and not any(_is_read(t) for t in calls[:first_write]):
             reasons.append(f"no_work: first state change ({calls[first_write]}) before any read")

@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from pydantic import BaseModel
-from sqlalchemy import select
 
-from gymsmith.core.types import RolloutStatus
-from gymsmith.store.schema import reward_components, rollouts
 from gymsmith.store.sql import TrajectoryStore
 
 BUCKETS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0001)
@@ -83,19 +80,11 @@ def validate(points: dict[str, list[tuple[float, bool]]]) -> list[RewardValidati
 
 def reward_validation(store: TrajectoryStore, run_ids: list[str] | None = None) -> list[RewardValidation]:
     """Shaped reward recomputed from the stored components (independent of the policy used for training)."""
-    query = (select(rollouts.c.rollout_id, rollouts.c.family, rollouts.c.accepted, reward_components.c.value,
-                    reward_components.c.weight)
-             .join(reward_components, reward_components.c.rollout_id == rollouts.c.rollout_id)
-             .where(rollouts.c.status != RolloutStatus.ERROR.value))
-    if run_ids:
-        query = query.where(rollouts.c.run_id.in_(run_ids))
-    sums: dict[str, list] = {}
-    with store.engine.connect() as conn:
-        for r in conn.execute(query):
-            acc = sums.setdefault(r.rollout_id, [r.family, bool(r.accepted), 0.0, 0.0])
-            acc[2] += r.value * r.weight
-            acc[3] += r.weight
+    rows = store.scored_rows(run_ids)
+    sums = store.component_sums(r["rollout_id"] for r in rows)
     points: dict[str, list[tuple[float, bool]]] = defaultdict(list)
-    for family, accepted, total, weight in sums.values():
-        points[family].append((round(total / weight, 9) if weight else 0.0, accepted))  # sum order varies: round
+    for r in rows:
+        if r["rollout_id"] in sums:  # rollouts without components (a failure's rejection) say nothing of shaping
+            total, weight = sums[r["rollout_id"]]
+            points[r["family"]].append((round(total / weight, 9) if weight else 0.0, bool(r["accepted"])))  # sum order varies
     return validate(points)

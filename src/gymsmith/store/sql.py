@@ -9,17 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, text
+from sqlalchemy import create_engine, delete, event, func, insert, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, DatabaseError, DBAPIError, IntegrityError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError
 
 import gymsmith
 from gymsmith.core.errors import StoreError
 from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RewardComponent, RolloutStatus, Step, TaskSpec, Trajectory
-from gymsmith.store.schema import fingerprints, metadata, reward_components, rollouts, runs, steps, turns
+from gymsmith.store.migrate import migrate
+from gymsmith.store.schema import (
+    check_fingerprints,
+    check_results,
+    fingerprints,
+    reward_components,
+    rollouts,
+    runs,
+    steps,
+    turns,
+)
 from gymsmith.store.turns import decode_turns, encode_turns, split_turn
 
 DEFAULT_STORE = "runs/gymsmith.db"
+_CHUNK = 500  # ids per IN (...) query
 MAX_TEXT_CHARS = {"tool": 64, "arguments": 300_000, "error": 20_000, "end_detail": 20_000, "final_diff": 1_000_000,
                   "agent_info": 20_000, "progress_error": 2_000}  # what one field of a stored rollout may hold (docs/episodes.md)
 
@@ -94,8 +105,7 @@ class TrajectoryStore:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
-            metadata.create_all(self.engine)
-            _upgrade(self.engine)
+            migrate(self.engine)
         except DatabaseError as exc:  # also a file that is not a database (SQLite: "file is not a database")
             raise StoreError(f"cannot open store {location!r}: {exc.orig}") from None
         self.location = url
@@ -232,6 +242,67 @@ class TrajectoryStore:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
 
+    def scored_rows(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Flat rows of the rollouts that have a reward (every status but error), optionally for some runs only."""
+        query = select(rollouts).where(rollouts.c.status != RolloutStatus.ERROR.value)
+        if run_ids:
+            query = query.where(rollouts.c.run_id.in_(list(run_ids)))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def step_calls(self, rollout_ids: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """Each rollout's (tool, arguments as stored) per step, in order; rollouts without steps are left out."""
+        calls: dict[str, list[tuple[str, str]]] = {}
+        ids = list(rollout_ids)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                for r in conn.execute(select(steps.c.rollout_id, steps.c.tool, steps.c.arguments)
+                                      .where(steps.c.rollout_id.in_(ids[start:start + _CHUNK]))
+                                      .order_by(steps.c.rollout_id, steps.c.idx)):
+                    calls.setdefault(r.rollout_id, []).append((r.tool, r.arguments))
+        return calls
+
+    def component_sums(self, rollout_ids: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """Each rollout's (sum of value x weight, sum of weights) over its reward components; without any, left out."""
+        sums: dict[str, tuple[float, float]] = {}
+        ids = list(rollout_ids)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                for c in conn.execute(select(reward_components.c.rollout_id, reward_components.c.value,
+                                             reward_components.c.weight)
+                                      .where(reward_components.c.rollout_id.in_(ids[start:start + _CHUNK]))):
+                    total, weight = sums.get(c.rollout_id, (0.0, 0.0))
+                    sums[c.rollout_id] = (total + c.value * c.weight, weight + c.weight)
+        return sums
+
+    # -- `gymsmith check`'s history -------------------------------------------------------------------
+    def record_check(self, check_id: str, *, family: str, family_version: str, fingerprint: str,
+                     outcomes: Iterable[tuple[str, bool, str, str]]) -> None:
+        """Store one check of `family`: the environment fingerprint it ran on and its outcomes, each (name, passed,
+        detail, status), in one transaction."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            conn.execute(insert(check_fingerprints).values(check_id=check_id, family=family, created_at=now,
+                                                            fingerprint=fingerprint))
+            conn.execute(insert(check_results), [dict(check_id=check_id, name=name, family=family,
+                                                      family_version=family_version, created_at=now, run_id=check_id,
+                                                      passed=passed, detail=detail, status=status)
+                                                 for name, passed, detail, status in outcomes])
+
+    def last_check_fingerprint(self, family: str) -> str | None:
+        """The environment fingerprint the last stored check of `family` ran on (None before any)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(check_fingerprints.c.fingerprint).where(check_fingerprints.c.family == family)
+                                .order_by(check_fingerprints.c.created_at.desc()).limit(1)).scalar()
+
+    def check_rows(self, family: str | None = None) -> list[dict[str, Any]]:
+        """Stored check results, newest first (`status` NULL in rows from before schema 9)."""
+        query = select(check_results).order_by(check_results.c.created_at.desc(), check_results.c.name)
+        if family:
+            query = query.where(check_results.c.family == family)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
     def trajectory(self, rollout_id: str) -> Trajectory:
         """The full stored trajectory. Raises StoreError if there is no such rollout."""
         with self.engine.connect() as conn:
@@ -314,31 +385,6 @@ def _action(tool: str, arguments: str) -> Action:
     except json.JSONDecodeError:
         return Action(tool=tool, arguments=arguments)  # malformed JSON from the agent, kept verbatim
     return Action(tool=tool, arguments=parsed if isinstance(parsed, dict) else arguments)
-
-
-def _upgrade(engine: Engine) -> None:
-    """Bring a store made by an earlier gymsmith up to the current schema, keeping everything in it."""
-    added = {("steps", "agent_info", "TEXT"),  # schema 1 -> 2
-             ("rollouts", "fingerprint", "VARCHAR(32)"),  # schema 2 -> 3
-             ("rollouts", "final_diff", "TEXT"),  # schema 3 -> 4
-             ("rollouts", "violations", "TEXT"),  # schema 4 -> 5
-             ("rollouts", "end_reason", "VARCHAR(32)"), ("rollouts", "end_detail", "TEXT"),  # schema 5 -> 6
-             ("steps", "progress", "FLOAT"), ("steps", "step_reward", "FLOAT"), ("steps", "progress_error", "TEXT"),
-             ("rollouts", "start_progress", "FLOAT"),  # schema 6 -> 7
-             ("rollouts", "group_id", "VARCHAR(64)"),  # schema 7 -> 8
-             ("check_results", "status", "VARCHAR(8)"),  # schema 8 -> 9
-             ("rollouts", "error_kind", "VARCHAR(32)")}  # schema 9 -> 10
-    def has(table: str, column: str) -> bool:
-        return column in {c["name"] for c in inspect(engine).get_columns(table)}
-
-    for table, column, kind in sorted(added):
-        if not has(table, column):
-            try:
-                with engine.begin() as conn:
-                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
-            except DBAPIError:
-                if not has(table, column):  # not another process upgrading the same store at the same moment
-                    raise
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
