@@ -31,7 +31,7 @@ import random
 import textwrap
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from pydantic import BaseModel
 
@@ -120,7 +120,8 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def _bootstrap_gap(train: list[float], held: list[float], rng: random.Random) -> tuple[float, float]:
-    gaps = sorted(_mean(rng.choices(train, k=len(train))) - _mean(rng.choices(held, k=len(held)))
+    # both lists are non-empty (the caller checks), so each mean is a float
+    gaps = sorted(cast(float, _mean(rng.choices(train, k=len(train)))) - cast(float, _mean(rng.choices(held, k=len(held))))
                   for _ in range(BOOTSTRAP))
     return gaps[int(0.025 * BOOTSTRAP)], gaps[int(0.975 * BOOTSTRAP) - 1]
 
@@ -178,12 +179,12 @@ def divergence(rows: list[dict[str, Any]], *, by: str = "run", threshold: float 
         acc = lambda split: _mean([float(bool(r["accepted"])) for r in rs if r["split"] == split])  # noqa: E731
         low = high = gap = None
         if train and held:
-            gap = _mean(train) - _mean(held)
+            gap = cast(float, _mean(train)) - cast(float, _mean(held))
             low, high = _bootstrap_gap(train, held, rng)
         periods.append(Period(label=label, train_n=len(train), heldout_n=len(held), train_reward=_mean(train),
                               heldout_reward=_mean(held), train_acceptance=acc("train"), heldout_acceptance=acc("heldout"),
                               gap=gap, gap_low=low, gap_high=high))
-    base = dict(family=family, agent=agent, by=by, periods=periods, threshold=threshold, drift_warning=_drift(scored))
+    base: dict[str, Any] = dict(family=family, agent=agent, by=by, periods=periods, threshold=threshold, drift_warning=_drift(scored))
     measured = [p for p in periods if p.gap is not None]
     if not measured:
         return DivergenceReport(**base, status=Status.INSUFFICIENT, alarm=False,
@@ -195,7 +196,8 @@ def divergence(rows: list[dict[str, Any]], *, by: str = "run", threshold: float 
                                        f"{p.gap_high:+.3f}) in {p.label}; whether it widens (the alarm) needs at "
                                        "least two such periods")
     first, last = measured[0], measured[-1]
-    alarm = last.gap_low > threshold and last.gap - first.gap > threshold
+    # a measured period has a gap, and so its interval (both are set together)
+    alarm = cast(float, last.gap_low) > threshold and cast(float, last.gap) - cast(float, first.gap) > threshold
     reason = (f"gap {last.gap:+.3f} (95% CI {last.gap_low:+.3f}..{last.gap_high:+.3f}) in {last.label}, "
               f"was {first.gap:+.3f} in {first.label}; threshold {threshold}")
     return DivergenceReport(**base, status=Status.ALARM if alarm else Status.OK, alarm=alarm, reason=reason)
@@ -296,7 +298,7 @@ def plot_svg(report: DivergenceReport) -> str:
            f'role="img" aria-label="{e(title)}"><rect width="{w}" height="{h}" fill="white" stroke="#ccc"/>',
            f'<text x="12" y="20" font-size="13" font-weight="bold">{e(title)}</text>']
     # legend
-    lx = left
+    lx: float = left
     for label, mark in (("train", f'<line x1="0" y1="0" x2="18" y2="0" stroke="{TRAIN_COLOUR}" stroke-width="2"/>'),
                         ("held-out", f'<line x1="0" y1="0" x2="18" y2="0" stroke="{HELDOUT_COLOUR}" stroke-width="2"/>'),
                         ("gap (train − held-out)", f'<line x1="0" y1="0" x2="18" y2="0" stroke="{GAP_COLOUR}" stroke-width="2"/>'),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel
 
@@ -81,6 +81,12 @@ class LadderReport(BaseModel):
         return self.strictly_increasing / self.tasks if self.tasks else 0.0
 
 
+class _Laddered(Protocol):
+    """A family with sub-goals (what `ladder_agents` checks it has): how many a task has."""
+
+    def work_units(self, task: TaskSpec) -> int: ...
+
+
 def ladder_agents(family_name: str) -> list[str]:
     """The agents a ladder runs for the family. Raises ValueError when the family has no partial oracle."""
     family = get_family(family_name)
@@ -109,7 +115,7 @@ def evaluate(family_name: str, tasks: list[TaskSpec], rows: list[dict[str, Any]]
     Error rollouts are left out of the figures and reported as a failure (a ladder that did not run proves
     nothing)."""
     family = get_family(family_name)
-    units = {t.id: family.work_units(t) for t in tasks}
+    units = {t.id: cast(_Laddered, family).work_units(t) for t in tasks}  # a family with a ladder (ladder_agents)
     by_task: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     errors = 0
     for r in rows:
@@ -119,6 +125,7 @@ def evaluate(family_name: str, tasks: list[TaskSpec], rows: list[dict[str, Any]]
             errors += 1
             continue
         by_task[r["task_id"]][r["agent"]] = r
+    examples: list[str]
     failures, examples = [], []
     rungs, xs, ys = [], [], []
     for k in LEVELS:
@@ -135,11 +142,11 @@ def evaluate(family_name: str, tasks: list[TaskSpec], rows: list[dict[str, Any]]
         for k in LEVELS:
             if f"oracle@{k}" in got:
                 by_units[units_done(k / 100, units[tid])].append(got[f"oracle@{k}"]["reward"])
-        curve = [_mean(v) for _, v in sorted(by_units.items())]
+        curve = [cast(float, _mean(v)) for _, v in sorted(by_units.items())]  # each list has a reward
         if len(curve) >= 2 and all(b > a + EPS for a, b in zip(curve, curve[1:])):
             strict += 1
         elif len(examples) < 5:
-            examples.append(f"{tid}: reward by sub-goals done {dict((u, round(_mean(v), 4)) for u, v in sorted(by_units.items()))}")
+            examples.append(f"{tid}: reward by sub-goals done {dict((u, round(cast(float, _mean(v)), 4)) for u, v in sorted(by_units.items()))}")
     null = {tid: got["null"]["reward"] for tid, got in by_task.items() if "null" in got}
     null_nonzero = sum(v > EPS for v in null.values())
     lines = []

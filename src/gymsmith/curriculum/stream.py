@@ -118,7 +118,8 @@ class AdaptiveSampler(BaseModel):
         return self.model_dump()
 
 
-SAMPLERS: dict[str, type[BaseModel]] = {"fixed": FixedSampler, "uniform": UniformSampler, "adaptive": AdaptiveSampler}
+SAMPLERS: dict[str, type[FixedSampler | UniformSampler | AdaptiveSampler]] = {
+    "fixed": FixedSampler, "uniform": UniformSampler, "adaptive": AdaptiveSampler}
 
 
 class CurriculumState(BaseModel):

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import IO, cast
 
 from gymsmith.sandbox import devices, netns, residency, seccomp, sharedfs
 from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
@@ -241,8 +242,10 @@ class BwrapSandbox(Sandbox):
             if self._server is None or self._server.poll() is not None:
                 self._start_server()
             try:
-                self._server.stdin.write((json.dumps(request) + "\n").encode())
-                self._server.stdin.flush()
+                # the server was just started if none ran; its stdin and stdout are pipes (_popen)
+                server = cast(subprocess.Popen, self._server)
+                cast(IO[bytes], server.stdin).write((json.dumps(request) + "\n").encode())
+                cast(IO[bytes], server.stdin).flush()
             except OSError:
                 self._stop_server()
                 return None
@@ -254,7 +257,7 @@ class BwrapSandbox(Sandbox):
             return json.loads(line)
 
     def _read_line(self, deadline: float) -> bytes | None:
-        fd = self._server.stdout.fileno()
+        fd = cast(IO[bytes], cast(subprocess.Popen, self._server).stdout).fileno()  # a pipe of the running server
         while b"\n" not in self._pending:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -276,12 +279,12 @@ class BwrapSandbox(Sandbox):
         if started != b'{"ready": true}':
             try:
                 self._server.wait(timeout=2)
-                err = self._server.stderr.read()
+                err = cast(IO[bytes], self._server.stderr).read()  # stderr=PIPE above
             except subprocess.TimeoutExpired:  # alive but silent: no message to show
                 err = b"the command server did not start within 30 s"
             self._stop_server()
             raise SandboxError(f"bubblewrap could not set up the sandbox: {err.decode(errors='replace').strip()[:500]}")
-        self._server.stderr.close()
+        cast(IO[bytes], self._server.stderr).close()
 
     def _stop_server(self) -> None:
         if self._server is not None:
@@ -291,8 +294,8 @@ class BwrapSandbox(Sandbox):
                 pass
             self._server.wait()
             for stream in (self._server.stdin, self._server.stdout, self._server.stderr):
-                if not stream.closed:
-                    stream.close()
+                if not cast(IO[bytes], stream).closed:  # all three are pipes (_start_server)
+                    cast(IO[bytes], stream).close()
             self._server, self._pending = None, b""
 
     def reset(self) -> None:
@@ -348,7 +351,7 @@ class BwrapSandbox(Sandbox):
 
     def _oom_kills_changed(self) -> bool:
         """Did the kernel kill something for memory since the last look? (One read of the cgroup per command.)"""
-        now = self.cgroup.oom_kills()
+        now = cast(Cgroup, self.cgroup).oom_kills()  # called only when the sandbox has a cgroup
         changed, self._oom_seen = now > self._oom_seen, now
         return changed
 

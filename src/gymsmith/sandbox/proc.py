@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO, cast
 
 
 @dataclass
@@ -40,18 +41,20 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
                             start_new_session=True, preexec_fn=preexec_fn, pass_fds=tuple(pass_fds))
-    bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    # stdout and stderr are pipes (above), and so is stdin when there is input
+    out_pipe, err_pipe = cast(IO[bytes], proc.stdout), cast(IO[bytes], proc.stderr)
+    bufs = {out_pipe.fileno(): bytearray(), err_pipe.fileno(): bytearray()}
     dropped = dict.fromkeys(bufs, False)
     sel = selectors.DefaultSelector()
-    for f in (proc.stdout, proc.stderr):
+    for f in (out_pipe, err_pipe):
         sel.register(f, selectors.EVENT_READ)
     if input is not None:
         try:
-            proc.stdin.write(input)
+            cast(IO[bytes], proc.stdin).write(input)
         except BrokenPipeError:
             pass
         finally:
-            proc.stdin.close()
+            cast(IO[bytes], proc.stdin).close()
     deadline = started + timeout
     timed_out = False
     open_streams = 2
@@ -96,10 +99,10 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None, 
     sel.close()
     if exit_fd is not None:
         os.close(exit_fd)
-    o_fd, e_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    o_fd, e_fd = out_pipe.fileno(), err_pipe.fileno()
     out, err = bytes(bufs[o_fd]), bytes(bufs[e_fd])
-    proc.stdout.close()
-    proc.stderr.close()
+    out_pipe.close()
+    err_pipe.close()
     return Completed(returncode=returncode if returncode >= 0 else 128 - returncode,
                      stdout=out[:cap], stderr=err[:cap], stdout_dropped=dropped[o_fd] or len(out) > cap,
                      stderr_dropped=dropped[e_fd] or len(err) > cap,

@@ -10,7 +10,7 @@ refuses it; those refusals have status codes of their own (429, 404, 409), docum
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypedDict, Union, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
@@ -26,7 +26,14 @@ def _not_bool(value: Any) -> Any:
 
 
 Int = Annotated[int, BeforeValidator(_not_bool)]
-SEED = dict(ge=0, le=2**53 - 1)
+
+
+class _Bounds(TypedDict):
+    ge: int
+    le: int
+
+
+SEED: _Bounds = dict(ge=0, le=2**53 - 1)
 
 
 class ErrorMessage(BaseModel):
@@ -43,18 +50,21 @@ class _ResetBase(BaseModel):
                                   "from seed and knobs.")
     task_id: str | None = Field(default=None, description="Id of a task in the server's store (see --store); 404 if "
                                 "it is not there.")
-    seed: Int = Field(default=0, description="Generator seed (ignored when task is given).", **SEED)
-    episode_seed: Int = Field(default=0, description="Seed of the episode (simulated faults, sampling).", **SEED)
+    # mypy does not read **kwargs in a dataclass-transform field specifier such as Field (a limit of mypy's)
+    seed: Int = Field(default=0, description="Generator seed (ignored when task is given).", **SEED)  # type: ignore[misc]
+    episode_seed: Int = Field(default=0, description="Seed of the episode (simulated faults, sampling).", **SEED)  # type: ignore[misc]
 
 
 def _knob_field(knob: Knob) -> tuple[Any, Any]:
     """The type and field of one knob in a request: optional (None: the generator's default or derived value)."""
     if knob.kind is KnobKind.CHOICE:
-        return Literal[knob.choices] | None, Field(default=None, description=knob.description)  # type: ignore[valid-type]
+        return Literal[knob.choices] | None, Field(default=None, description=knob.description)
     if knob.kind is KnobKind.INT:
         # the bounds go on the number itself, before the validator: on the union, or after the validator, they
         # would be checked but written into the schema as unknown keys ("ge") that no client reads
-        bounded: Any = Annotated[int, Field(ge=int(knob.low), le=int(knob.high)), BeforeValidator(_not_bool)]
+        # an int knob declares both bounds
+        bounded: Any = Annotated[int, Field(ge=int(cast(float, knob.low)), le=int(cast(float, knob.high))),
+                                 BeforeValidator(_not_bool)]
     else:  # allow_inf_nan=False: JSON has no NaN or infinity, and a range cannot hold them
         bounded = Annotated[float, Field(ge=knob.low, le=knob.high, allow_inf_nan=False), BeforeValidator(_not_bool)]
     return bounded | None, Field(default=None, description=knob.description)
@@ -68,11 +78,11 @@ def reset_body(families: dict[str, tuple[Knob, ...]]) -> Any:
     members = []
     for name, knobs in sorted(families.items()):
         knob_model = create_model(f"{name.title()}Knobs", __config__=ConfigDict(extra="forbid"),
-                                  **{k.name: _knob_field(k) for k in knobs})
+                                  **cast(dict[str, Any], {k.name: _knob_field(k) for k in knobs}))
         knob_model.__doc__ = f"Knob values of the {name} family; omitted ones take the generator's default."
         members.append(create_model(
             f"{name.title()}ResetRequest", __base__=_ResetBase,
-            family=(Literal[name], Field(description="Family name.")),
+            family=(cast(Any, Literal[name]), Field(description="Family name.")),  # a type made at run time
             knobs=(knob_model, Field(default_factory=knob_model, description="Knob values, e.g. {'difficulty': 0.5}."))))
     if len(members) == 1:
         return members[0]

@@ -15,15 +15,18 @@ import os
 import queue
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox import sharedfs
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
 from gymsmith.sandbox.runtime import PythonRuntime
+
+if TYPE_CHECKING:
+    import subprocess
 
 JOBS = "/jobs"
 SERVER_DIR = "/run/gymsmith"
@@ -77,7 +80,7 @@ class WarmServer:
         self.jobs = JobFiles()
         self.lock = threading.Lock()
         self._sandbox: BwrapSandbox | None = None
-        self._proc = None
+        self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.runs = 0
 
@@ -126,8 +129,10 @@ class WarmServer:
     def _send(self, message: dict[str, Any]) -> None:
         """Write one request line. Raises VerifierError (after stopping it) if the server cannot be reached."""
         try:
-            self._proc.stdin.write((json.dumps(message) + "\n").encode())
-            self._proc.stdin.flush()
+            # started by the caller (ensure_started); spawn gives it a stdin pipe
+            stdin = cast(IO[bytes], cast("subprocess.Popen", self._proc).stdin)
+            stdin.write((json.dumps(message) + "\n").encode())
+            stdin.flush()
         except OSError:
             self._stop()
             raise VerifierError(f"{self.label} is gone") from None
@@ -192,6 +197,7 @@ def shared_instance(cls: type[WarmServer]) -> WarmServer:
     with _shared_lock:
         current = _shared.get(cls)
         if current is None or current[0] != os.getpid():
-            current = _shared[cls] = (os.getpid(), cls())
+            # the classes shared give every argument a default
+            current = _shared[cls] = (os.getpid(), cast(Callable[[], WarmServer], cls)())
             atexit.register(current[1].close)
         return current[1]

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import StartStateRef, TaskSpec
@@ -161,14 +163,14 @@ def load_task_file(path: str | Path, *, run_tests: bool = True) -> TaskSpec:
                     start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS, metadata=meta)
 
 
-def _problem(error: dict[str, Any]) -> str:
+def _problem(error: ErrorDetails) -> str:
     where = ".".join(map(str, error["loc"])) or "file"
     if error["type"] == "extra_forbidden":
         return f"unknown key {where!r} (expected some of: {', '.join(RepositoryTask.model_fields)})"
     return f"{where}: {error['msg'].removeprefix('Value error, ')}"
 
 
-def verifier_view(start: dict[str, str], final: dict[str, str | None]) -> dict[str, str]:
+def verifier_view(start: dict[str, str], final: Mapping[str, str | None]) -> dict[str, str]:
     """What the verifier runs: the final non-test files with the start's own tests and configuration."""
     job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
     job.update({p: t for p, t in start.items() if is_test_or_config(p)})

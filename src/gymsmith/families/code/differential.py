@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+from typing import Any, cast
 
 from gymsmith.sandbox.base import Limits
 
@@ -54,7 +55,7 @@ print(json.dumps(out))
 def _variants(node: ast.expr) -> list[ast.expr]:
     """Neighbours of one literal argument."""
     value = ast.literal_eval(node)
-    out = []
+    out: list[Any] = []
     if isinstance(value, bool):
         return []
     if isinstance(value, str):
@@ -99,7 +100,7 @@ def candidate_calls(module_source: str, tests_source: str) -> list[tuple[str, st
             for variant in _variants(arg):
                 args = [ast.unparse(a) for a in node.args]
                 args[i] = ast.unparse(variant)
-                key = (node.func.id, "(" + ", ".join(args) + ",)")
+                key = (cast(ast.Name, node.func).id, "(" + ", ".join(args) + ",)")  # the call's own name (above)
                 if key not in seen:
                     seen.add(key)
                     out.append(key)
@@ -131,6 +132,7 @@ def differential_tests(template: str, module_source: str, tests_source: str) -> 
     calls = candidate_calls(module_source, tests_source)
     results = evaluate(module_source, calls)
     lines, names = [], set()
+    per_function: dict[str, int]
     kept, per_function = 0, {}
     for (name, args), (kind, text) in zip(calls, results):
         if kept >= MAX_PER_TEMPLATE or kind == "slow" or (kind == "raises" and not text):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.hashing import content_hash
@@ -229,7 +229,8 @@ def bounded_diff(before: dict[str, str | None], after: dict[str, str | None]) ->
     return text
 
 
-_OS_ERRORS = {errno.ENAMETOOLONG: (ActionErrorKind.INVALID_ARGUMENTS, "the path is too long"),
+# keyed by OSError.errno, which is None for an error raised without one (then the default applies)
+_OS_ERRORS: dict[int | None, tuple[ActionErrorKind, str]] = {errno.ENAMETOOLONG: (ActionErrorKind.INVALID_ARGUMENTS, "the path is too long"),
               errno.ENOSPC: (ActionErrorKind.RULE_VIOLATION, "the repository's disk quota is full"),
               errno.EDQUOT: (ActionErrorKind.RULE_VIOLATION, "the repository's disk quota is full"),
               errno.EFBIG: (ActionErrorKind.RULE_VIOLATION, "the file would be too large"),
@@ -259,7 +260,7 @@ class CodeEnvironment(ToolEnvironment):
         self.workspace.restore(pristine)
         runtime = _runtime(task)
         if self.sandbox is not None and getattr(self.sandbox, "runtime", None) is not None and runtime is not None \
-                and self.sandbox.runtime != runtime:
+                and cast(Any, self.sandbox).runtime != runtime:  # the getattr above: this backend has one
             self.sandbox.close()  # another repository's packages: a sandbox that mounts this task's layer
             self.sandbox = None
         if self.sandbox is None:
@@ -304,7 +305,7 @@ class CodeEnvironment(ToolEnvironment):
     def _regular(self, path: str, *, may_be_missing: bool = False) -> Path:
         """The host path of `path`, refused unless it is a regular file (or absent, when allowed): a FIFO, socket
         or device is never opened, so no call can block on one."""
-        target = self.sandbox.resolve(path)
+        target = cast(Sandbox, self.sandbox).resolve(path)
         try:
             mode = os.lstat(target).st_mode
         except FileNotFoundError:
@@ -319,10 +320,10 @@ class CodeEnvironment(ToolEnvironment):
         return target
 
     def _tool_list_files(self, path: str = ".") -> Observation:
-        base = self.sandbox.resolve(path)
+        base = cast(Sandbox, self.sandbox).resolve(path)
         if not base.is_dir():
             raise NotADirectoryError(path)
-        root = os.path.realpath(self.workspace.path)
+        root = os.path.realpath(cast(CowWorkspace, self.workspace).path)
         rel_root = "" if str(base) == root else os.path.relpath(base, root)
         problems: list[str] = []
         files = sorted(rel for _, rel, st, _ in walk_bounded(base, problems, rel_root) if not stat.S_ISDIR(st.st_mode))
@@ -333,7 +334,7 @@ class CodeEnvironment(ToolEnvironment):
 
     def _tool_read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> Observation:
         self._regular(path)
-        data = self.sandbox.read_file(path)
+        data = cast(Sandbox, self.sandbox).read_file(path)
         if len(data) > MAX_READ_BYTES and start_line is None:
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(path)} has {len(data)} bytes; read it in parts "
                                                                  "with start_line/end_line")
@@ -343,7 +344,8 @@ class CodeEnvironment(ToolEnvironment):
         if lo >= max(1, len(lines)) and lines:
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"start_line {start_line} is past the end of {preview(path)} "
                                                                  f"({len(lines)} lines)")
-        out, used, shown = [], 0, lo
+        out: list[str] = []
+        used, shown = 0, lo
         for i in range(lo, hi):
             row = f"{i + 1:>5}  {lines[i]}"
             if used + len(row) > MAX_READ_CHARS and out:
@@ -358,24 +360,24 @@ class CodeEnvironment(ToolEnvironment):
 
     def _tool_write_file(self, path: str, content: str) -> Observation:
         self._regular(path, may_be_missing=True)
-        self.sandbox.write_file(path, content)
+        cast(Sandbox, self.sandbox).write_file(path, content)
         return Observation(text=f"wrote {path} ({len(content.splitlines())} lines)", data={"path": path})
 
     def _tool_replace_text(self, path: str, old: str, new: str) -> Observation:
         self._regular(path)
-        text = self.sandbox.read_file(path).decode()
+        text = cast(Sandbox, self.sandbox).read_file(path).decode()
         count = text.count(old)
         if count == 0:
             raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"the text to replace does not occur in {preview(path)}")
         if count > 1:
             raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"the text to replace occurs {count} times in {preview(path)}; "
                                                               "include more context so it occurs once")
-        self.sandbox.write_file(path, text.replace(old, new, 1))
+        cast(Sandbox, self.sandbox).write_file(path, text.replace(old, new, 1))
         return Observation(text=f"replaced 1 occurrence in {path}", data={"path": path})
 
     def _tool_apply_diff(self, diff: str) -> Observation:
-        result = self.sandbox.exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(), timeout=30,
-                                   env=self._command_env)
+        result = cast(Sandbox, self.sandbox).exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(),
+                                                  timeout=30, env=self._command_env)
         if not result.ok:
             raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"git apply failed: {result.stderr.strip() or result.stdout.strip()}")
         return Observation(text="diff applied", data={"applied": True})
@@ -385,7 +387,7 @@ class CodeEnvironment(ToolEnvironment):
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "a command cannot contain a NUL byte")
         if not command.strip():
             raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "the command is empty")
-        return self._exec_observation(self.sandbox.exec(command, timeout=timeout_s, env=self._command_env))
+        return self._exec_observation(cast(Sandbox, self.sandbox).exec(command, timeout=timeout_s, env=self._command_env))
 
     def _tool_run_tests(self, tests: list[str] | None = None) -> Observation:
         for t in tests or []:
@@ -395,8 +397,8 @@ class CodeEnvironment(ToolEnvironment):
                 raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: a test id cannot contain a NUL byte")
         interpreter = getattr(self.sandbox, "runtime", None)
         python = interpreter.interpreter if interpreter else "python3"
-        result = self.sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])], timeout=60,
-                                   env=self._command_env)
+        result = cast(Sandbox, self.sandbox).exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])],
+                                                  timeout=60, env=self._command_env)
         return self._exec_observation(result, normalise=True)
 
     def _tool_submit(self, note: str = "") -> Observation:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass
+from typing import cast
 
 OPERATORS = ("off_by_one", "flipped_comparison", "wrong_operator", "wrong_default", "swapped_arguments",
              "dropped_edge_case", "early_return")
@@ -63,10 +64,10 @@ def apply(source: str, mutations: list[Mutation]) -> str:
     return text
 
 
-def _segment(node: ast.AST, replacement: ast.AST | str, operator: str, function: str, description: str) -> Mutation:
+def _segment(node: ast.expr, replacement: ast.AST | str, operator: str, function: str, description: str) -> Mutation:
     text = replacement if isinstance(replacement, str) else ast.unparse(replacement)
     return Mutation(operator=operator, function=function, line=node.lineno, description=description,
-                    start=(node.lineno, node.col_offset), end=(node.end_lineno, node.end_col_offset), replacement=text)
+                    start=(node.lineno, node.col_offset), end=(cast(int, node.end_lineno), cast(int, node.end_col_offset)), replacement=text)
 
 
 def _functions(tree: ast.Module):
@@ -108,10 +109,11 @@ def candidates(source: str) -> list[Mutation]:
                 continue
             if isinstance(node, ast.Constant) and id(node) in defaults:
                 v = node.value
-                new = (not v if isinstance(v, bool) else v + 1 if isinstance(v, int) else
-                       ("" if v else " ") if isinstance(v, str) else None)
-                if new is not None:
-                    out.append(_segment(node, ast.Constant(new), "wrong_default", name, f"default {v!r} -> {new!r}"))
+                new_default = (not v if isinstance(v, bool) else v + 1 if isinstance(v, int) else
+                               ("" if v else " ") if isinstance(v, str) else None)
+                if new_default is not None:
+                    out.append(_segment(node, ast.Constant(new_default), "wrong_default", name,
+                                        f"default {v!r} -> {new_default!r}"))
             elif isinstance(node, ast.Constant) and type(node.value) is int:
                 for delta in (1, -1):
                     new_value = node.value + delta
@@ -120,36 +122,39 @@ def candidates(source: str) -> list[Mutation]:
                     out.append(_segment(node, ast.Constant(new_value), "off_by_one", name,
                                         f"{node.value} -> {new_value}"))
             elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP_SWAP:
-                new = copy.deepcopy(node)
-                new.ops = [_CMP_SWAP[type(node.ops[0])]()]
-                out.append(_segment(node, new, "flipped_comparison", name, f"{ast.unparse(node)} -> {ast.unparse(new)}"))
+                new_cmp = copy.deepcopy(node)
+                new_cmp.ops = [_CMP_SWAP[type(node.ops[0])]()]
+                out.append(_segment(node, new_cmp, "flipped_comparison", name,
+                                    f"{ast.unparse(node)} -> {ast.unparse(new_cmp)}"))
             elif isinstance(node, ast.BinOp) and type(node.op) in _BIN_SWAP and not isinstance(node.left, ast.Constant | ast.JoinedStr):
-                new = copy.deepcopy(node)
-                new.op = _BIN_SWAP[type(node.op)]()
-                out.append(_segment(node, new, "wrong_operator", name, f"{ast.unparse(node)} -> {ast.unparse(new)}"))
+                new_bin = copy.deepcopy(node)
+                new_bin.op = _BIN_SWAP[type(node.op)]()
+                out.append(_segment(node, new_bin, "wrong_operator", name, f"{ast.unparse(node)} -> {ast.unparse(new_bin)}"))
             elif isinstance(node, ast.BoolOp) and len(node.values) == 2:
-                new = copy.deepcopy(node)
-                new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-                out.append(_segment(node, new, "wrong_operator", name, f"{ast.unparse(node)} -> {ast.unparse(new)}"))
+                new_bool = copy.deepcopy(node)
+                new_bool.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+                out.append(_segment(node, new_bool, "wrong_operator", name,
+                                    f"{ast.unparse(node)} -> {ast.unparse(new_bool)}"))
             elif isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
                 if ast.unparse(node.args[0]) != ast.unparse(node.args[1]):
-                    new = copy.deepcopy(node)
-                    new.args[0], new.args[1] = new.args[1], new.args[0]
-                    out.append(_segment(node, new, "swapped_arguments", name, f"{ast.unparse(node)} -> {ast.unparse(new)}"))
+                    new_call = copy.deepcopy(node)
+                    new_call.args[0], new_call.args[1] = new_call.args[1], new_call.args[0]
+                    out.append(_segment(node, new_call, "swapped_arguments", name,
+                                        f"{ast.unparse(node)} -> {ast.unparse(new_call)}"))
         for body in _bodies(fn):
             for i, stmt in enumerate(body):
                 if (isinstance(stmt, ast.If) and not stmt.orelse and len(body) > 1
                         and isinstance(stmt.body[-1], ast.Return | ast.Raise | ast.Continue | ast.Break)):
                     out.append(Mutation(operator="dropped_edge_case", function=name, line=stmt.lineno,
                                         description=f"removed `if {ast.unparse(stmt.test)}:` branch",
-                                        start=(stmt.lineno, 0), end=(stmt.end_lineno + 1, 0), replacement=""))
+                                        start=(stmt.lineno, 0), end=(cast(int, stmt.end_lineno) + 1, 0), replacement=""))
                 if (isinstance(stmt, ast.For | ast.While) and i + 1 < len(body) and isinstance(body[i + 1], ast.Return)
                         and body[i + 1].value is not None):
                     indent = lines[stmt.body[-1].lineno - 1][: stmt.body[-1].col_offset]
                     ret = ast.get_source_segment(source, body[i + 1])
                     out.append(Mutation(operator="early_return", function=name, line=stmt.lineno,
                                         description=f"`{ret}` moved into the loop",
-                                        start=(stmt.end_lineno + 1, 0), end=(stmt.end_lineno + 1, 0),
+                                        start=(cast(int, stmt.end_lineno) + 1, 0), end=(cast(int, stmt.end_lineno) + 1, 0),
                                         replacement=f"{indent}{ret}\n"))
     unique = {m.key: m for m in out}
     return sorted(unique.values(), key=lambda m: (m.start, m.end, m.operator, m.replacement))

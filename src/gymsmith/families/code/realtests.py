@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from typing import cast
 
 from gymsmith.verifier.calltests.compiler import UnsupportedTest, _is_literal, compile_suite
 
@@ -74,7 +75,9 @@ def _assertion(call: ast.Call, name: str) -> ast.stmt | None:
             return ast.Assert(test=args[0])
         if op == "not":
             return ast.Assert(test=ast.UnaryOp(op=ast.Not(), operand=args[0]))
-        return ast.Assert(test=ast.Compare(left=args[0], ops=[op()], comparators=[ast.Constant(None)]))
+        # the rest of UNARY's values are comparison operator classes
+        return ast.Assert(test=ast.Compare(left=args[0], ops=[cast(type[ast.cmpop], op)()],
+                                           comparators=[ast.Constant(None)]))
     if name == "assertRaises" and len(args) >= 2 and not call.keywords:
         return ast.With(items=[ast.withitem(_raises(args[0]))],
                         body=[ast.Expr(ast.Call(func=args[1], args=list(args[2:]), keywords=[]))])
@@ -103,8 +106,10 @@ def _convert_method(cls: str, fn: ast.FunctionDef) -> ast.FunctionDef | None:
             body.append(ast.With(items=[ast.withitem(_raises(c[1].args[0]))], body=stmt.body))
         else:
             body.append(stmt)
-    new = ast.FunctionDef(name=method_name(cls, fn.name), args=ast.arguments([], [], None, [], [], None, []), body=body,
-                          decorator_list=[], returns=None, type_comment=None, type_params=[], lineno=fn.lineno)
+    # type_params is a field from Python 3.12 on (mypy checks against 3.11's ast, which has none)
+    new = ast.FunctionDef(  # type: ignore[call-arg]
+        name=method_name(cls, fn.name), args=ast.arguments([], [], None, [], [], None, []), body=body,
+        decorator_list=[], returns=None, type_comment=None, type_params=[], lineno=fn.lineno)
     if any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(new)):
         return None
     return ast.fix_missing_locations(new)
@@ -238,7 +243,7 @@ def keep_tests(tests_source: str, keep: set[str]) -> str:
     for fn in ast.parse(tests_source).body:
         if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_") and fn.name not in keep:
             start = fn.lineno - 1 - len(fn.decorator_list)
-            end = fn.end_lineno
+            end = cast(int, fn.end_lineno)  # set on every parsed node
             while end < len(lines) and not lines[end].strip():
                 end += 1  # the blank lines after it go too
             drop.append((start, end))

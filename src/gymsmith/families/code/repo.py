@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,7 +148,7 @@ def read_tree(root: Path, ignore: tuple[str, ...] = (".git",)) -> dict[str, str 
     return scan_tree(root, ignore).as_text()
 
 
-def unified_diff(before: dict[str, str | None], after: dict[str, str | None]) -> str:
+def unified_diff(before: Mapping[str, str | None], after: Mapping[str, str | None]) -> str:
     """A git-style unified diff between two trees read by `read_tree` (binary files noted, not diffed)."""
     chunks = []
     for path in sorted(set(before) | set(after)):

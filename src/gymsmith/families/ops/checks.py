@@ -134,7 +134,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from gymsmith.core.errors import StaleTaskError, UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
@@ -495,8 +495,9 @@ def _fulfil(ep: Episode) -> CheckResult:
         order = p_orders.get((row["order_id"],))
         if row["kind"] != "charge" or row["order_id"] not in targets:
             found.change("payments", "added", row, "only charges on the due orders are needed")
-        elif row["customer_id"] != order["customer_id"] or row["refund_of"] is not None or row["amount_cents"] <= 0:
-            found.hard.append(f"charge {_show('payments', row)} does not match order {order['id']}")
+        elif (row["customer_id"] != cast(dict[str, Any], order)["customer_id"] or row["refund_of"] is not None
+              or row["amount_cents"] <= 0):  # a target: one of the start state's orders
+            found.hard.append(f"charge {_show('payments', row)} does not match order {cast(dict[str, Any], order)['id']}")
         else:
             charged[row["order_id"]] += row["amount_cents"]
     for oid, cents in sorted(charged.items()):
@@ -613,13 +614,14 @@ def _fulfil(ep: Episode) -> CheckResult:
                                  f"still unshipped on day {today})")
     units_needed = sum(need.values())
     purchase_goals = sum(len(plan.purchases) for plan in plans.values() if plan.units)
-    kept = None  # what a finishing plan keeps of unfinished steps (None: nothing is unfinished, or nothing counts)
+    # what a finishing plan keeps of unfinished steps (None: nothing is unfinished, or nothing counts)
+    kept_plan: Kept | None = None
     if not lapsed and not found.violations() and len(on_time) < len(targets):
-        kept = _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought,
+        kept_plan = _reachable(ep, targets, f_orders, p_orders, today, suppliers, p_pos, f_pos, delayed_id, need, bought,
                           last_due_of, purchase_goals / units_needed if units_needed else 0.0)
-        if kept is not None:  # allocations and open purchases no finishing plan keeps are no progress
-            handled = on_time + sorted(kept.allocations)
-            in_time = {pid: n - open_in_time[pid] + kept.open_units[pid] if pid in kept.open_units else n
+        if kept_plan is not None:  # allocations and open purchases no finishing plan keeps are no progress
+            handled = on_time + sorted(kept_plan.allocations)
+            in_time = {pid: n - open_in_time[pid] + kept_plan.open_units[pid] if pid in kept_plan.open_units else n
                        for pid, n in in_time.items()}
     # Progress: the sub-goals of every plan that reaches the goal, none of them done at the start (targets are
     # pending, unpaid ones owe money, nothing is bought): pay each unpaid target, buy the units the fewest-units
@@ -849,7 +851,7 @@ def _billing(ep: Episode) -> CheckResult:
     p_pay = {k[0]: p for k, p in ep.before("payments").items()}
     charges = [p_pay.get(i) for i in pair]
     if any(c is None or c["kind"] != "charge" or c["amount_cents"] != amount or c["customer_id"] != customer
-           for c in charges) or len({(c["order_id"], c["day"]) for c in charges}) != 1:
+           for c in charges) or len({(c["order_id"], c["day"]) for c in cast(list[dict[str, Any]], charges)}) != 1:
         raise RuntimeError("the start state's duplicate pair is not the seed's; generator and checks disagree")
     ep.only({"payments"})
     _clock(ep, may_advance=False)

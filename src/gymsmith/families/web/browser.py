@@ -12,12 +12,13 @@ import re
 import shutil
 import threading
 from dataclasses import dataclass, field
+from typing import cast
 
-from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Playwright, Route, ViewportSize, sync_playwright
 
 from gymsmith.core.errors import InfrastructureError
 
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 LAUNCH_ARGS = ["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 
 
@@ -57,7 +58,7 @@ def acquire_browser() -> Browser:
     if shared is None or shared.pid != os.getpid() or not shared.browser.is_connected():
         users = shared.users if shared is not None and shared.pid == os.getpid() else 0
         if users:  # it crashed under its users: they get the new one
-            _stop(shared)
+            _stop(cast(_Shared, shared))  # users only come from one
         pw: Playwright = sync_playwright().start()
         try:
             browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=LAUNCH_ARGS)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
+from playwright.sync_api import Browser, BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 
 from gymsmith.core.errors import StaleTaskError
@@ -70,9 +71,9 @@ class WebEnvironment(ToolEnvironment):
     def __init__(self, *, screenshots: Path | None = None) -> None:
         super().__init__()
         self.server: SiteServer | None = None
-        self.browser = None
-        self.context = None
-        self.page = None
+        self.browser: Browser | None = None
+        self.context: BrowserContext | None = None
+        self.page: Page | None = None  # set by reset; the observations and tools run only after it
         self.blocked = BlockedLog()
         self.elements: dict[int, dict[str, Any]] = {}
         self.screenshots = Path(screenshots) if screenshots else None
@@ -123,13 +124,14 @@ class WebEnvironment(ToolEnvironment):
 
     # -- observations -----------------------------------------------------------------------------
     def path(self) -> str:
-        parts = urlsplit(self.page.url)
+        parts = urlsplit(cast(Page, self.page).url)
         return parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _observe(self, problem: Problem | None = None) -> Observation:
+        page = cast(Page, self.page)
         try:
-            self.page.wait_for_load_state("load")
-            snap = self.page.evaluate(SNAPSHOT_JS)  # text, ids and title in one round trip
+            page.wait_for_load_state("load")
+            snap = page.evaluate(SNAPSHOT_JS)  # text, ids and title in one round trip
         except PlaywrightError as exc:  # e.g. the page navigated away while we looked
             self._check_alive()
             snap = {"text": f"(the page could not be read: {_first_line(exc)})", "elements": [], "title": ""}
@@ -139,7 +141,7 @@ class WebEnvironment(ToolEnvironment):
         if self.screenshots is not None:
             self.screenshots.mkdir(parents=True, exist_ok=True)
             shot = self.screenshots / f"{self.shots:04d}.png"
-            self.page.screenshot(path=str(shot))
+            page.screenshot(path=str(shot))
             data["screenshot"] = str(shot)
             self.shots += 1
         text = f"URL: {data['url']}\nTitle: {title}\n\n{snap['text']}"
@@ -157,7 +159,7 @@ class WebEnvironment(ToolEnvironment):
                                else f"element {number} does not exist: this page has no interactive elements")
         if info["role"] not in roles:
             return INVALID, f"element {number} is a {info['role']} ({info['label']!r}); {verb} works on {' or '.join(roles)} elements only"
-        return self.page.locator(f'[data-gsid="{number}"]'), info
+        return cast(Page, self.page).locator(f'[data-gsid="{number}"]'), info
 
     # -- tools ------------------------------------------------------------------------------------
     def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
@@ -186,7 +188,7 @@ class WebEnvironment(ToolEnvironment):
         parts = urlsplit(path)
         if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
             return RULE, f"goto takes a path on this site such as /orders; {preview(path)} is outside the site"
-        self.page.goto(path)
+        cast(Page, self.page).goto(path)
         return None
 
     def _tool_click(self, element: int) -> Problem | None:
@@ -215,19 +217,20 @@ class WebEnvironment(ToolEnvironment):
         return None
 
     def _tool_press(self, key: str) -> Problem | None:
-        self.page.keyboard.press(" " if key == "Space" else key)
+        cast(Page, self.page).keyboard.press(" " if key == "Space" else key)
         return None
 
     def _tool_scroll(self, direction: str) -> Problem | None:
-        self.page.mouse.wheel(0, 600 if direction == "down" else -600)
+        cast(Page, self.page).mouse.wheel(0, 600 if direction == "down" else -600)
         return None
 
     def _tool_back(self) -> Problem | None:
-        before = self.page.url
-        if self.page.go_back() is None and self.page.url == before:
+        page = cast(Page, self.page)
+        before = page.url
+        if page.go_back() is None and page.url == before:
             return RULE, "there is no previous page to go back to"
-        if not self.page.url.startswith(self.server.origin + "/"):  # before the first page: the blank start page
-            self.page.go_forward()
+        if not page.url.startswith(cast(SiteServer, self.server).origin + "/"):  # before the first page: the blank start page
+            page.go_forward()
             return RULE, "there is no previous page of the site to go back to"
         return None
 

@@ -24,7 +24,7 @@ import secrets
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, urlencode
 
 import jinja2
@@ -273,9 +273,10 @@ def create_app(site: Site) -> FastAPI:
     async def dashboard(request: Request) -> Response:
         if not user_of(request):
             return login_first(request)
-        counts = {"orders": site.one("SELECT COUNT(*) FROM orders")[0],
-                  "paid": site.one("SELECT COUNT(*) FROM orders WHERE status = 'paid'")[0],
-                  "open_tickets": site.one("SELECT COUNT(*) FROM tickets WHERE status = 'open'")[0]}
+        # a COUNT(*) query always has its row
+        counts = {"orders": cast(sqlite3.Row, site.one("SELECT COUNT(*) FROM orders"))[0],
+                  "paid": cast(sqlite3.Row, site.one("SELECT COUNT(*) FROM orders WHERE status = 'paid'"))[0],
+                  "open_tickets": cast(sqlite3.Row, site.one("SELECT COUNT(*) FROM tickets WHERE status = 'open'"))[0]}
         return render(request, "dashboard.html", counts=counts, today=TODAY.isoformat())
 
     @app.get("/orders")
@@ -342,7 +343,7 @@ def create_app(site: Site) -> FastAPI:
         if errors:
             return render(request, "address.html", code=422, oid=oid, f=new, errors=errors, countries=COUNTRIES)
         with site.lock:
-            old = order_row(oid)
+            old = cast(sqlite3.Row, order_row(oid))  # the order exists (above)
             if all(old[k] == v for k, v in new.items()):
                 return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+unchanged.", 303)
             site.change(user["username"], "order.address", oid,
@@ -402,6 +403,7 @@ def create_app(site: Site) -> FastAPI:
     async def tickets(request: Request, tag: str = "", status: str = "") -> Response:
         if not user_of(request):
             return login_first(request)
+        args: list[Any]
         sql, args = "SELECT t.*, c.name FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE 1=1", []
         if tag:
             sql, args = sql + " AND t.tag = ?", [*args, tag]

@@ -36,7 +36,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 OBSERVE = "_gymsmith_observe"
 RAISES = "_gymsmith_raises"
@@ -134,7 +134,7 @@ class _Compiler:
         return False
 
     @staticmethod
-    def _is_approx(node: ast.expr) -> bool:
+    def _is_approx(node: ast.expr) -> TypeGuard[ast.Call]:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "approx"
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "pytest")
 
@@ -231,7 +231,7 @@ class _Compiler:
                 item = stmt.items[0]
                 if item.optional_vars is not None:
                     raise UnsupportedTest(f"{_where(self.path, stmt)}: `pytest.raises(...) as name` is not supported")
-                expected = self._exception_names(item.context_expr, module_names)
+                expected = self._exception_names(cast(ast.Call, item.context_expr), module_names)  # _is_raises: a call
                 for inner in stmt.body:
                     if _mentions_pytest_or_assert(inner):
                         raise UnsupportedTest(f"{_where(self.path, inner)}: no assert or pytest inside pytest.raises")
@@ -248,8 +248,9 @@ class _Compiler:
         # a literal only the checks use stays out of the driver: it is an expected value, not an input
         used = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         body = [s for s in body if not any(s is a for name, a in local_literals.items() if name not in used)]
-        driver = ast.FunctionDef(name=fn.name, args=fn.args, body=body or [ast.Pass()], decorator_list=[], returns=None,
-                                 type_comment=None, type_params=[])
+        # type_params is a field from Python 3.12 on (mypy checks against 3.11's ast, which has none)
+        driver = ast.FunctionDef(name=fn.name, args=fn.args, body=body or [ast.Pass()], decorator_list=[],  # type: ignore[call-arg]
+                                 returns=None, type_comment=None, type_params=[])
         return driver, CompiledTest(name=fn.name, slots=slots, checks=tuple(checks), raise_slots=frozenset(raise_slots),
                                     statements=tuple(ast.unparse(ast.fix_missing_locations(b)) for b in body),
                                     inputs=_inputs(body, env))
