@@ -21,6 +21,7 @@ from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
 from gymsmith.verifier.calltests import compile_suite
 from gymsmith.families.code.repotasks import Repo, _repos, body_removals, load_repo
+from gymsmith.core.errors import NoTaskForSeed
 from gymsmith.registry import get_family
 from gymsmith.repos import RepoError, add_repo, find_repo
 from gymsmith.runner.rollout import run_rollout
@@ -38,10 +39,21 @@ LEDGERKIT = Path(__file__).with_name("data") / "ledgerkit"
 VARIANT_ONLY = "codekit==0.1"
 CODEKIT = Path(__file__).with_name("data") / "codekit"
 # tests/data/textkit: its tests give their calls only text, so its variants move texts (a digit, a word)
-TEXT_ONLY = "textkit==0.1"
+TEXT_ONLY = "textkit==0.2"  # 0.2: fold_accents, whose tests hold no accent
 TEXTKIT = Path(__file__).with_name("data") / "textkit"
 EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner",
                   "memorized_suite")
+
+
+def _generate(family, seed: int, **knobs):
+    """The family's task for `seed`, or for the next seed that makes one (as task sets do: a seed whose keyed draw
+    finds no hidden variant for some bug makes no task, `NoTaskForSeed`)."""
+    for tried in range(seed, seed + 1000, 100):
+        try:
+            return family.generate(tried, **knobs)
+        except NoTaskForSeed:
+            continue
+    raise AssertionError(f"no task for seeds {seed}, {seed + 100}, ... with {knobs}")
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +190,7 @@ def test_template_tasks_are_unchanged_by_the_source_knob():
 
 def test_repository_tasks_oracle_accepted_null_and_exploits_not(repos):
     family = get_family("code")
-    tasks = [family.generate(seed, source=spec, difficulty=d)
+    tasks = [_generate(family, seed, source=spec, difficulty=d)
              for spec, seed, d in ((PACKAGE, 0, 0.1), (PACKAGE, 1, 0.9), (VARIANT_ONLY, 0, 0.5), (TEXT_ONLY, 0, 0.5))]
     agents = [CodeOracle, NullAgent, *[e for e in EXPLOITS if e.name.removeprefix("exploit:") in EXPLOIT_SAMPLE]]
     assert len(agents) == 2 + len(EXPLOIT_SAMPLE)
@@ -253,7 +265,7 @@ def test_every_bug_keeps_a_hidden_failing_test_and_bugs_fail_disjoint_tests(repo
 
     family = get_family("code")
     for seed in range(6):
-        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 6))
         assert ct.bug_tests and sorted(sum(ct.bug_tests, [])) == sorted(ct.fail_to_pass)  # disjoint, covering
         for tests in ct.bug_tests:
             assert len({test_key(n) for n in tests}) >= 2
@@ -271,7 +283,7 @@ def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
     family = get_family("code")
     repo = load_repo(PACKAGE)
     for seed in range(6):
-        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 6))
         shown = Candidates.merged(public_candidates(repo),
                                   *(_candidates_of(t) for p, t in ct.files.items() if p.startswith("test") or "/test" in p))
         for tests in ct.bug_tests:
@@ -294,7 +306,7 @@ def test_each_task_asks_the_bugs_tests_on_inputs_of_its_own(repos):
     family = get_family("code")
     bodies = []
     for seed in range(6):
-        ct = code_task(family.generate(seed, source=PACKAGE, difficulty=seed / 6))
+        ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 6))
         mine = [n for n in ct.fail_to_pass if n.split("::")[1].startswith(PREFIX)]
         assert set(mine) <= set(ct.pinned_tests) and set(mine) <= set().union(*map(set, ct.bug_tests))
         assert not set(mine) & set(ct.visible_failing)
@@ -319,8 +331,9 @@ def test_a_package_with_no_pinned_test_is_refused_in_one_line(repos, monkeypatch
 
 def test_a_package_whose_calls_take_only_text_keeps_variants_on_moved_texts(repos):
     """textkit's tests give their calls only text. Each bug keeps hidden a variant whose input is a text of its
-    tests moved (a digit changed or a word swapped for another of the file's), with an expected value pinned against
-    every test file of the package; the moved texts are new ('route 26 to 1955' where the test has 66)."""
+    tests moved (under the verifier's key: two to four characters edited; the seeded draw that decides the task
+    changes a digit or swaps a word for another of the file's), with an expected value pinned against every test
+    file of the package; the moved texts are new."""
     import ast
 
     from gymsmith.families.code.repotasks import public_candidates
@@ -334,7 +347,7 @@ def test_a_package_whose_calls_take_only_text_keeps_variants_on_moved_texts(repo
     family = get_family("code")
     moved = set()
     for seed in range(3):
-        ct = code_task(family.generate(seed, source=TEXT_ONLY, difficulty=seed / 3))
+        ct = code_task(_generate(family, seed, source=TEXT_ONLY, difficulty=seed / 3))
         for tests in ct.bug_tests:
             kept = [n for n in tests if n in ct.pinned_tests and n.split("::")[1].startswith(PREFIX)]
             assert kept, (seed, tests)
@@ -364,7 +377,7 @@ def test_a_package_none_of_whose_tests_is_pinned_keeps_variants_hidden(repos):
     public = public_candidates(repo)
     family = get_family("code")
     for seed in range(4):
-        ct = code_task(family.generate(seed, source=VARIANT_ONLY, difficulty=seed / 4))
+        ct = code_task(_generate(family, seed, source=VARIANT_ONLY, difficulty=seed / 4))
         for tests in ct.bug_tests:
             kept = [n for n in tests if n in ct.pinned_tests and n not in ct.visible_failing]
             assert kept and all(n.split("::")[1].startswith(PREFIX) for n in kept), (seed, tests)
@@ -372,3 +385,39 @@ def test_a_package_none_of_whose_tests_is_pinned_keeps_variants_hidden(repos):
                 path = nodeid.split("::")[0]
                 suite = compile_suite(ct.hidden_tests[path], path)
                 assert pinned(suite.tests[suite.nodeids().index(nodeid)], public), nodeid
+
+
+def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_path):
+    """An independent attacker (40) was accepted at 1.0 on a number-parser task by `return word` for a removed
+    `_strip_accents`: neither the package's tests nor the variants held an accent, so nothing checked what the
+    function does. Every hidden test that proves a fix now also fails each degenerate repair of its bug's function
+    (`repotasks.standins`: its first argument handed back, None), so such a final state earns nothing."""
+    from gymsmith.core.types import Action
+    from gymsmith.families.code import mutate
+    from gymsmith.families.code.repotasks import standins
+
+    family = get_family("code")
+    env = family.make_env()
+    tried = 0
+    try:
+        with VerifierService() as verifier:
+            # textkit seed 13 (body removals only) drew a bug in `fold_accents`, whose tests hold no accent, until
+            # stand-ins were rejected: `return text` passed every variant of it
+            for spec, seed, operator in ((PACKAGE, 3, "any"), (PACKAGE, 5, "any"), (TEXT_ONLY, 1, "any"),
+                                         (TEXT_ONLY, 13, "removed_body"), (VARIANT_ONLY, 2, "any")):
+                task = _generate(family, seed, source=spec, difficulty=0.0, operator=operator)
+                ct = code_task(task)
+                assert len(ct.mutations) == 1, ct.mutations  # difficulty 0: one bug, so its score is the stand-in's
+                (record,) = ct.mutations
+                for standin in standins(ct.reference[record.module], record.function):
+                    env.reset(task, seed=0)
+                    env.step(Action(tool="write_file", arguments={
+                        "path": record.module, "content": mutate.apply(ct.reference[record.module], [standin])}))
+                    reward = verifier.verify(task, env.final_state(tmp_path / f"{task.id}-{standin.description}"),
+                                             policy="progress_gated")
+                    assert not reward.accepted and reward.components["fail_to_pass"].value == 0.0, \
+                        (spec, seed, standin.description, reward.components["fail_to_pass"].detail)
+                    tried += 1
+    finally:
+        env.close()
+    assert tried >= 8  # an identity and a None for each of the five bugs (less where a function takes nothing)

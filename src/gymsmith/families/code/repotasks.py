@@ -276,6 +276,29 @@ def body_removals(source: str) -> list[mutate.Mutation]:
     return out
 
 
+def standins(source: str, function: str) -> list[mutate.Mutation]:
+    """Degenerate repairs of `function` (a name as `Mutation.function` gives it) in `source`: its body (after its
+    docstring) replaced by `return <its first parameter>` (self and cls left out), and by `return None`. A hidden test
+    that proves a fix must fail under each (`repovariants._one`): one that passes a function handing its input back
+    leaves a bug whose tests never exercise what the function does (attacker 40)."""
+    for name, fn in mutate._functions(ast.parse(source)):
+        if name != function:
+            continue
+        body = fn.body[1:] if mutate._docstring(fn) is not None else fn.body
+        if not body:
+            return []
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if "." in name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        indent = " " * body[0].col_offset
+        returns = ([params[0]] if params else []) + ["None"]
+        return [mutate.Mutation(operator="standin", function=name, line=body[0].lineno,
+                                description=f"{name} returns {value}", start=(body[0].lineno, 0),
+                                end=(body[-1].end_lineno + 1, 0), replacement=f"{indent}return {value}\n")
+                for value in returns]
+    return []
+
+
 def candidates(source: str, operator: str = "any") -> list[mutate.Mutation]:
     pool = mutate.candidates(source) + body_removals(source)
     return [m for m in pool if operator in ("any", m.operator)]
@@ -492,7 +515,10 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
                              *(_candidates_of(text) for path, text in files.items() if is_test_path(path)))
     key = f"{seed}{attempt}|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
     mutant = {p: files[p] for p in repo.sources}
-    added = variants(repo, f"{seed}{attempt}", bugs, per_bug, mutant, seen, key)
+    # every hidden test that proves a fix must also fail each degenerate repair of the bug's function (`standins`)
+    stand = [[{**repo.sources, path: mutate.apply(repo.sources[path], [s])} for s in standins(repo.sources[path], m.function)]
+             for path, m in bugs]
+    added = variants(repo, f"{seed}{attempt}", bugs, per_bug, mutant, seen, key, standins=stand)
     canary_of = {path: canary_name(rng, set(next(s for s in repo.manifest.call_suites if s.path == path).tests))
                  for path in affected}
     canaries = sorted(f"{path}::{canary}" for path, canary in canary_of.items())
@@ -516,13 +542,10 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # can table their answers; a seed whose keyed draw gives some bug none makes no task (below).
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
     keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3",
-                     moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST)  # wide moves miss more often: more tries
-    # never the seeded ones instead: anyone can compute them, and a table of a template's seeded variant was accepted
-    # where the keyed draw came out empty (attacker 39); such a seed makes no task under this key
-    wide = {index for entries in keyed.values() for index, _ in entries}
-    if len(wide) < len(bugs):  # some bug shows on no wide move: the release's small moves, still under the key
-        narrow = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed-narrow|{token}|{key}")
-        keyed = {path: keyed.get(path, []) + [e for e in narrow.get(path, []) if e[0] not in wide] for path in affected}
+                     moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST, standins=stand)  # wide moves miss more often
+    # never the seeded ones instead (anyone can compute them: a table of a template's seeded variant was accepted where
+    # the keyed draw came out empty, attacker 39), nor small moves (integers a step from the public ones, words of the
+    # test file: a table of them was accepted, attacker 40); such a seed makes no task under this key
     hidden, bug_tests, pinned_here = assemble({path: _numbered(keyed.get(path, [])) for path in affected})
     if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
         raise NoTaskForSeed(f"{repo.spec} seed {seed}: the verifier's key draws no hidden variant for some bug; the "

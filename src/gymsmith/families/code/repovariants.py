@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -48,9 +48,9 @@ class Repo(Protocol):
     def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
 
 
-VERSION = 5  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
+VERSION = 6  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
                # own test files, with only the checks a computation alone passes; 4, text inputs moved too; 5, a
-               # shown answer with words swapped in is guessed (guessing.MAX_SWAPPED)
+               # shown answer with words swapped in is guessed (guessing.MAX_SWAPPED); 6, stand-ins rejected
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
 PREFIX = "test_gs_variant_"
@@ -74,8 +74,10 @@ class Moves:
 
 WIDE_MIN, WIDE_FACTOR = 1000, 100
 RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
-KEYED_MOVES = Moves(wide=True)  # its draw under the verifier's key: integers anywhere in a wide range, two or three
-                                # digit or word changes a text; a table of the inputs near its tests' holds few
+KEYED_MOVES = Moves(char_edits=True, wide=True)  # its draw under the verifier's key: integers anywhere in a wide
+# range, two to four character edits to a text. Not word swaps: a text made of the test file's words is made of a
+# public vocabulary, and a word-by-word table of the reference over it was accepted (attacker 40: transliterate,
+# _strip_accents, 0.96-0.97 with the bug kept)
 
 
 def _spots(trees: list[ast.Module], moves: Moves = RELEASE_MOVES) -> list[ast.Constant]:
@@ -218,8 +220,10 @@ def as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -
 
 
 def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
-         rng: random.Random, moves: Moves = RELEASE_MOVES) -> str | None:
-    """One variant of `test` (a function named `name`), or None if this try gives none."""
+         rng: random.Random, moves: Moves = RELEASE_MOVES, standins: Sequence[dict[str, str]] = ()) -> str | None:
+    """One variant of `test` (a function named `name`), or None if this try gives none: on it the bug shows (the
+    `mutant` fails) and so does each of `standins` (the sources with the bug's function replaced by a degenerate
+    repair: its input handed back, None)."""
     statements = moved_statements(test.statements, repo.call_sources[path], rng, moves)
     if statements is None or list(statements) == list(test.statements):
         return None
@@ -253,14 +257,18 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
         return None  # the reference does not give the same values twice (time, randomness): not a test
     if repo.passes(mutant, suite, reference):
         return None  # the bug does not show on these inputs
+    if any(repo.passes(sources, suite, reference) for sources in standins):
+        return None  # a repair that does not do the function's work passes it (attacker 40: `return word` was
+        # accepted at 1.0 for a removed `_strip_accents`, whose tests had no accent)
     return source
 
 
 def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: list[list[str]], mutant: dict[str, str],
-             shown: Candidates, key: str, *, moves: Moves = RELEASE_MOVES, tries: int = TRIES_PER_TEST) -> dict[str, list[tuple[int, str]]]:
+             shown: Candidates, key: str, *, moves: Moves = RELEASE_MOVES, tries: int = TRIES_PER_TEST,
+             standins: list[list[dict[str, str]]] | None = None) -> dict[str, list[tuple[int, str]]]:
     """Test path -> [(bug index, variant function source)] for the task: up to MAX_PER_BUG per bug, from the
-    bug's failing tests, on inputs seeded by `seed` (moved by `moves`, `tries` tries per test).
-    Cached in the catalog under `key`."""
+    bug's failing tests, on inputs seeded by `seed` (moved by `moves`, `tries` tries per test), each failed by
+    every one of the bug's `standins` too (`_one`). Cached in the catalog under `key`."""
 
     def compute() -> dict[str, list[list[Any]]]:
         out: dict[str, list[list[Any]]] = {}
@@ -277,7 +285,8 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
                 for _ in range(tries):
                     if found == MAX_PER_BUG:
                         break
-                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves)
+                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves,
+                                  standins[index] if standins else [])
                     if source is not None:
                         out.setdefault(path, []).append([index, source])
                         count += 1

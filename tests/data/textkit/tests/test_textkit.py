@@ -1,4 +1,4 @@
-from textkit import digits_check, text_value, vigenere, word_value
+from textkit import digits_check, folded_value, text_value, vigenere, word_value
 
 
 def test_word_value():
@@ -31,3 +31,11 @@ def test_digits_check():
 
 def test_digits_check_of_a_date():
     assert digits_check('2024-07-31') == 665
+
+
+def test_folded_value():
+    assert folded_value('lazy dog jumps') == 353
+
+
+def test_folded_value_of_two_words():
+    assert folded_value('brown quartz') == 278

@@ -4,6 +4,8 @@ Its tests give their calls no integer, so a hidden variant of one of them (docs/
 of it changed, or a word of it swapped for another word of the test file.
 """
 
+import unicodedata
+
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -36,3 +38,14 @@ def digits_check(text: str) -> int:
     """A check number of the digits of `text`: each digit times its position among them (1-based), summed, times 7."""
     digits = [int(ch) for ch in text if ch.isdigit()]
     return 7 * sum(i * d for i, d in enumerate(digits, start=1))
+
+
+def fold_accents(text: str) -> str:
+    """`text` with its accents removed ('café' -> 'cafe'). Its tests hold no accent: handing the text back passes
+    them all, which a task's hidden tests must not let pass (gymsmith's `repotasks.standins`)."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+
+
+def folded_value(text: str) -> int:
+    """`text_value` of `text` with its accents folded."""
+    return text_value(fold_accents(text))
