@@ -391,10 +391,9 @@ def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_p
     """An independent attacker (40) was accepted at 1.0 on a number-parser task by `return word` for a removed
     `_strip_accents`: neither the package's tests nor the variants held an accent, so nothing checked what the
     function does. Every hidden test that proves a fix now also fails each degenerate repair of its bug's function
-    (`repotasks.standins`: its first argument handed back, None), so such a final state earns nothing."""
+    (`mutate.standins`: its first argument handed back, None), so such a final state earns nothing."""
     from gymsmith.core.types import Action
     from gymsmith.families.code import mutate
-    from gymsmith.families.code.repotasks import standins
 
     family = get_family("code")
     env = family.make_env()
@@ -409,7 +408,7 @@ def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_p
                 ct = code_task(task)
                 assert len(ct.mutations) == 1, ct.mutations  # difficulty 0: one bug, so its score is the stand-in's
                 (record,) = ct.mutations
-                for standin in standins(ct.reference[record.module], record.function):
+                for standin in mutate.standins(ct.reference[record.module], record.function):
                     env.reset(task, seed=0)
                     env.step(Action(tool="write_file", arguments={
                         "path": record.module, "content": mutate.apply(ct.reference[record.module], [standin])}))

@@ -87,6 +87,14 @@ def test_every_bug_keeps_hidden_variants_the_reference_passes_and_the_bug_fails(
     bad = run_hidden_tests({f"{t}.py": _mutant(ct, f"{t}.py") for t in templates}, suites, templates, deadline_s=10)
     assert all(good.outcome(n) is TestOutcome.PASSED for n in drawn)
     assert all(bad.outcome(n) is not TestOutcome.PASSED for n in drawn)
+    # nor does a repair that does not do the function's work: its input handed back, None (mutate.standins)
+    for record in ct.mutations:
+        for standin in mutate.standins(ct.reference[record.module], record.function):
+            sources = {f"{t}.py": ct.reference[f"{t}.py"] for t in templates}
+            sources[record.module] = mutate.apply(ct.reference[record.module], [standin])
+            run = run_hidden_tests(sources, suites, templates, deadline_s=10)
+            mine = [n for n in drawn if n.startswith(f"tests/test_{record.module.removesuffix('.py')}.py::")]
+            assert all(run.outcome(n) is not TestOutcome.PASSED for n in mine), (seed, standin.description)
 
 
 def test_the_start_state_is_the_seeds_and_the_variants_are_the_keys(monkeypatch):

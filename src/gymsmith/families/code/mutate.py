@@ -167,3 +167,26 @@ def _bodies(fn: ast.FunctionDef):
             body = getattr(node, field, None)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                 yield body
+
+
+def standins(source: str, function: str) -> list[Mutation]:
+    """Degenerate repairs of `function` (a name as `Mutation.function` gives it) in `source`: its body (after its
+    docstring) replaced by `return <its first parameter>` (self and cls left out), and by `return None`. A hidden test
+    that proves a fix must fail under each (`repovariants._one`, `generator.task_variants`): one that passes a function handing its input back
+    leaves a bug whose tests never exercise what the function does (attacker 40)."""
+    for name, fn in _functions(ast.parse(source)):
+        if name != function:
+            continue
+        body = fn.body[1:] if _docstring(fn) is not None else fn.body
+        if not body:
+            return []
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if "." in name and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        indent = " " * body[0].col_offset
+        returns = ([params[0]] if params else []) + ["None"]
+        return [Mutation(operator="standin", function=name, line=body[0].lineno,
+                                description=f"{name} returns {value}", start=(body[0].lineno, 0),
+                                end=(body[-1].end_lineno + 1, 0), replacement=f"{indent}return {value}\n")
+                for value in returns]
+    return []

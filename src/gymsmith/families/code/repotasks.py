@@ -276,29 +276,6 @@ def body_removals(source: str) -> list[mutate.Mutation]:
     return out
 
 
-def standins(source: str, function: str) -> list[mutate.Mutation]:
-    """Degenerate repairs of `function` (a name as `Mutation.function` gives it) in `source`: its body (after its
-    docstring) replaced by `return <its first parameter>` (self and cls left out), and by `return None`. A hidden test
-    that proves a fix must fail under each (`repovariants._one`): one that passes a function handing its input back
-    leaves a bug whose tests never exercise what the function does (attacker 40)."""
-    for name, fn in mutate._functions(ast.parse(source)):
-        if name != function:
-            continue
-        body = fn.body[1:] if mutate._docstring(fn) is not None else fn.body
-        if not body:
-            return []
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        if "." in name and params and params[0] in ("self", "cls"):
-            params = params[1:]
-        indent = " " * body[0].col_offset
-        returns = ([params[0]] if params else []) + ["None"]
-        return [mutate.Mutation(operator="standin", function=name, line=body[0].lineno,
-                                description=f"{name} returns {value}", start=(body[0].lineno, 0),
-                                end=(body[-1].end_lineno + 1, 0), replacement=f"{indent}return {value}\n")
-                for value in returns]
-    return []
-
-
 def candidates(source: str, operator: str = "any") -> list[mutate.Mutation]:
     pool = mutate.candidates(source) + body_removals(source)
     return [m for m in pool if operator in ("any", m.operator)]
@@ -516,7 +493,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     key = f"{seed}{attempt}|" + "+".join(f"{path}|{m.key}" for path, m in bugs)
     mutant = {p: files[p] for p in repo.sources}
     # every hidden test that proves a fix must also fail each degenerate repair of the bug's function (`standins`)
-    stand = [[{**repo.sources, path: mutate.apply(repo.sources[path], [s])} for s in standins(repo.sources[path], m.function)]
+    stand = [[{**repo.sources, path: mutate.apply(repo.sources[path], [s])} for s in mutate.standins(repo.sources[path], m.function)]
              for path, m in bugs]
     added = variants(repo, f"{seed}{attempt}", bugs, per_bug, mutant, seen, key, standins=stand)
     canary_of = {path: canary_name(rng, set(next(s for s in repo.manifest.call_suites if s.path == path).tests))

@@ -42,7 +42,7 @@ def digits_check(text: str) -> int:
 
 def fold_accents(text: str) -> str:
     """`text` with its accents removed ('café' -> 'cafe'). Its tests hold no accent: handing the text back passes
-    them all, which a task's hidden tests must not let pass (gymsmith's `repotasks.standins`)."""
+    them all, which a task's hidden tests must not let pass (gymsmith's `mutate.standins`)."""
     return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
 
 
