@@ -123,6 +123,7 @@ def test_check_history_from_before_schema_9_tells_warnings_from_failures(tmp_pat
     TrajectoryStore(path).engine.dispose()
     with sqlite3.connect(path) as conn:  # the table as schema 8 had it
         conn.execute("ALTER TABLE check_results DROP COLUMN status")
+        conn.execute("DROP TABLE alembic_version")  # stores of schema 8 were made before the store used Alembic
         conn.executemany("INSERT INTO check_results (check_id, name, family, family_version, created_at, run_id, passed, "
                          "detail) VALUES ('c1', ?, 'ops', '3.1.0', 1.0, 'c1', ?, '')",
                          [("environment unchanged since the last check", 0), ("null never accepted", 0),
