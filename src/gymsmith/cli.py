@@ -9,7 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import typer
 from pydantic import ValidationError
@@ -152,7 +152,8 @@ def tasks_list(family: str, count: int = 10, split: str = "all", base_seed: int 
                knob: list[str] = typer.Option([], help="NAME=VALUE or NAME=LOW:HIGH, repeatable."),
                as_json: bool = typer.Option(False, "--json", help="One TaskSpec JSON per line.")) -> None:
     """List a reproducible task set."""
-    spec = TaskSetSpec(family=family, count=count, split=split, base_seed=base_seed, knobs=_knobs(knob, difficulty))
+    spec = TaskSetSpec(family=family, count=count, split=cast(Any, split), base_seed=base_seed,  # pydantic checks it
+                       knobs=_knobs(knob, difficulty))
     tasks = build_taskset(spec)
     if as_json:
         for t in tasks:
@@ -286,13 +287,13 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
         if not (model_url and model_name):
             raise ValueError("--model-url and --model-name go together (the endpoint and the model it serves)")
         model = ModelAgentConfig(base_url=_model_url(model_url), model=model_name, api_key_env=model_key_env or None)
-    config = RunConfig(model=model, run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=purpose,
+    config = RunConfig(model=model, run_id=run_id or f"{purpose}-{family}-{time.strftime('%Y%m%d-%H%M%S')}", purpose=cast(Any, purpose),
                        taskset=TaskSetSpec(family=family, count=count, split="train" if purpose == "train" else "heldout",
                                            base_seed=base_seed, knobs=_knobs(knob, difficulty)),
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
                        step_rewards=step_rewards, group=group,
-                       engine=engine, max_in_flight=max_in_flight)
+                       engine=cast(Any, engine), max_in_flight=max_in_flight)  # pydantic checks both
     _check_model_endpoint(config)
     fail_on_errors(execute(config, store, backend=backend, address=address, as_json=as_json), config.run_id,
                    tolerate=tolerate_errors)
@@ -329,7 +330,7 @@ def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, stor
                             f"use gymsmith eval {config.taskset.family} --pair {run_id}")
     config = config.model_copy(update={"paired_heldout": count, "concurrency": concurrency})
     _check_model_endpoint(config)
-    store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(config.heldout_taskset()),
+    store_ = execute(config, store, backend=backend, address=address, tasks=build_taskset(cast(TaskSetSpec, config.heldout_taskset())),
                      as_json=as_json)
     try:
         fail_on_errors(store_, run_id, tolerate=tolerate_errors)
@@ -397,7 +398,7 @@ def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store
     if config.purpose == "train":  # held-out tasks paired later (eval --pair) belong to the run as well
         update["paired_heldout"] = max(config.paired_heldout, len({r["task_id"] for r in rows if r["split"] == "heldout"}))
     if config.model is not None and ("--model-url" in given or "--model-key-env" in given):
-        moved = {"base_url": _model_url(model_url)} if "--model-url" in given and model_url else {}
+        moved: dict[str, str | None] = {"base_url": _model_url(model_url)} if "--model-url" in given and model_url else {}
         if "--model-key-env" in given:
             moved["api_key_env"] = model_key_env or None
         update["model"] = config.model.model_copy(update=moved)
@@ -488,6 +489,11 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
                  engine=engine, max_in_flight=max_in_flight)
 
 
+def _check_progress(family: str, line: str) -> None:
+    """One progress line of `gymsmith check` for `family`, on stderr."""
+    err.print(f"check {family}: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command()
 @_guard
 def check(families: list[str] = typer.Argument(..., help="Families to check, e.g. ops."),
@@ -509,7 +515,7 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
     outcomes = [o for f in families for o in check_family(
         f, store=s, size=size, base_seed=base_seed, concurrency=concurrency, tolerate_errors=tolerate_errors,
         knobs={"source": source} if source else None,
-        progress=lambda line, f=f: err.print(f"check {f}: {line}", markup=False, highlight=False, soft_wrap=True))]
+        progress=functools.partial(_check_progress, f))]
     if as_json:
         sys.stdout.write(to_json(outcomes) + "\n")
     else:
@@ -853,7 +859,7 @@ def sandbox_exec(ctx: typer.Context,
     if not cmd:
         raise ValueError("no command given: use `gymsmith sandbox exec [OPTIONS] -- CMD...`")
     made = workspace is None
-    where = Path(tempfile.mkdtemp(prefix="gymsmith-sandbox-")) if made else workspace
+    where = Path(tempfile.mkdtemp(prefix="gymsmith-sandbox-")) if workspace is None else workspace
     if not where.is_dir():
         raise ValueError(f"--workspace {where} is not a directory")
     limits = Limits(memory_mb=memory, pids=pids, cpu_s=cpu, timeout_s=timeout, file_size_mb=file_size, tmp_mb=tmp)
@@ -871,7 +877,8 @@ def sandbox_exec(ctx: typer.Context,
                 killed = f", killed by the {result.killed.value} limit" if result.killed else ""
                 err.print(f"exit code {result.exit_code}{killed}, {result.duration_s:.3f} s"
                           + ("  [red]UNSAFE: no isolation[/]" if result.unsafe else ""))
-                refused = sb.proxy.refused() if getattr(sb, "proxy", None) else []
+                proxy = getattr(sb, "proxy", None)  # the bwrap backend's egress proxy
+                refused = proxy.refused() if proxy else []
                 for event in refused:
                     err.print(f"egress refused: {event.target}")
     finally:

@@ -112,8 +112,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         if episode.over and episode.outcome is not None:  # paid once: a step after the end earns nothing
             result = episode.step(_parse(action))
             self._last = _clean(result.observation.text, MAX_OBSERVATION)
-            info = {"error": "episode_over", **self._ended(episode.outcome)}
-            return self._last, 0.0, *_ends(episode.outcome), info
+            over = {"error": "episode_over", **self._ended(episode.outcome)}
+            return self._last, 0.0, *_ends(episode.outcome), over
         result, outcome = episode.play(_parse(action))
         self._last = _clean(result.observation.text, MAX_OBSERVATION)
         error = result.observation.error

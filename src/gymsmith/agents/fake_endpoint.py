@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 PAD_TOOL = "get_status"  # an ops tool that takes no arguments and changes nothing
 
@@ -108,6 +108,7 @@ class _Server:
                 method, path = (lines[0].split(" ") + ["", ""])[:2]
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length") or 0))
+                payload: dict[str, Any]
                 if method == "GET" and path.endswith(("/stats", "/stats/reset")):
                     status, payload = 200, {"requests": self.requests, "open": self.open, "peak": self.peak,
                                             "barrier_passed": self.released.is_set(),
@@ -189,7 +190,8 @@ class FakeEndpoint:
             self.plans_path.write_text(json.dumps(self.plans))
             command += ["--plans", str(self.plans_path)]
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+        out = cast(IO[str], self.proc.stdout)  # opened with PIPE
+        line = out.readline()
         if not line.startswith("READY "):
             self.proc.kill()
             raise RuntimeError(f"the fake endpoint did not start (said {line!r}, exit code {self.proc.wait()})")
@@ -206,7 +208,7 @@ class FakeEndpoint:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
-            self.proc.stdout.close()
+            cast(IO[str], self.proc.stdout).close()
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ class _Connection:
         return int(parts[1]), headers
 
     async def _chunked(self) -> bytes:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             size_line = await self.reader.readuntil(b"\r\n")
             try:
@@ -220,8 +221,8 @@ class PooledClient:
         its own (JSON, and the key it was made with)."""
         body = content if content is not None else _dumps(json).encode("utf-8")
         head = b"POST " + self._prefix + path.encode("ascii") + b" HTTP/1.1\r\n" + self._headers
-        status, headers, content = await self.transport.exchange(self._key, b"POST", head, body, self.timeout)
-        return httpx.Response(status, headers=headers, content=content)
+        status, received, answer = await self.transport.exchange(self._key, b"POST", head, body, self.timeout)
+        return httpx.Response(status, headers=received, content=answer)
 
     async def aclose(self) -> None:
         await self.transport.aclose()

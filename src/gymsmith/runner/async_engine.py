@@ -202,9 +202,10 @@ class AsyncEngine:
         are stored and not collected (as `RolloutWorker.run_batch`)."""
         if self._batch_slots is None:  # made here: it belongs to the loop the batches run on
             self._batch_slots = asyncio.Semaphore(self.max_in_flight)
+        slots = self._batch_slots
 
         async def one(agent: str, seed: int) -> Trajectory | RolloutOutcome:
-            async with self._batch_slots:
+            async with slots:
                 trajectory = await self._stored(task, agent, seed, store, writer)
             return trajectory if collect or store is None else RolloutOutcome.of(trajectory)
 

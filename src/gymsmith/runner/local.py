@@ -17,6 +17,7 @@ from gymsmith.agents.model import ModelAgent, ModelAgentConfig
 from gymsmith.core.errors import SplitPolicyError
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpec, Trajectory
+from gymsmith.envs.base import Environment
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, DEFAULT_TIME_LIMIT_S
@@ -163,7 +164,8 @@ def check_given_tasks(config: RunConfig, tasks: list[TaskSpec]) -> None:
     held = [t for t in tasks if split_of(t.id, heldout_fraction=fraction) is Split.HELDOUT]
     if not held:
         return
-    paired = {t.id for t in build_taskset(config.heldout_taskset())} if config.paired_heldout else set()
+    heldout = config.heldout_taskset()
+    paired = {t.id for t in build_taskset(heldout)} if heldout is not None else set()
     stray = [t.id for t in held if t.id not in paired]
     if stray:
         raise SplitPolicyError(f"training run {config.run_id!r} was given held-out task {stray[0]!r} "
@@ -261,7 +263,9 @@ class RolloutWorker:
     """
 
     def __init__(self, config: RunConfig, verifier: VerifierService):
-        self.verifier, self.env, self.family = verifier, None, None
+        self.verifier = verifier
+        self.env: Environment | None = None
+        self.family: Family = get_family(config.taskset.family)
         self.reconfigure(config)
 
     def reconfigure(self, config: RunConfig) -> None:
@@ -280,11 +284,10 @@ class RolloutWorker:
         c = self.config
         split = split_of(task.id, heldout_fraction=c.taskset.heldout_fraction)
         for attempt in range(c.retries + 1):
-            if self.env is None:
-                self.env = self.family.make_env()  # reused across rollouts
+            env = self.env = self.env if self.env is not None else self.family.make_env()  # reused across rollouts
             agent = self.factories[agent_name]()
             try:
-                trajectory = run_rollout(env=self.env, agent=agent, task=task, split=split, seed=seed,
+                trajectory = run_rollout(env=env, agent=agent, task=task, split=split, seed=seed,
                                          run_id=c.run_id, verifier=self.verifier, policy=c.policy,
                                          max_steps=c.max_steps, time_limit_s=c.time_limit_s,
                                          step_rewards=c.step_rewards)
@@ -292,11 +295,11 @@ class RolloutWorker:
                 if hasattr(agent, "close"):
                     agent.close()
             if trajectory.end_reason is EndReason.ENVIRONMENT_EXCEPTION:  # scored 0, not retried; but the
-                self.env.close()  # environment raised where it must not, so the next rollout gets a fresh one
+                env.close()  # environment raised where it must not, so the next rollout gets a fresh one
                 self.env = None
             if trajectory.status is not RolloutStatus.ERROR:
                 break
-            self.env.close()  # an infrastructure error may have left the environment broken: start afresh
+            env.close()  # an infrastructure error may have left the environment broken: start afresh
             self.env = None
         if attempt and trajectory.error:
             trajectory.error = f"after {attempt + 1} attempts: {trajectory.error}"
@@ -374,8 +377,9 @@ def plan_run(config: RunConfig, store: TrajectoryStore, tasks: list[TaskSpec] | 
     agent_factories(config, get_family(config.taskset.family))
     if tasks is None:
         tasks = build_taskset(config.taskset)
-        if config.paired_heldout:
-            tasks = tasks + build_taskset(config.heldout_taskset())
+        heldout = config.heldout_taskset()
+        if heldout is not None:
+            tasks = tasks + build_taskset(heldout)
     else:
         check_given_tasks(config, tasks)
     check_reuse(config.run_id, store.run_config(config.run_id), config.model_dump(mode="json"))

@@ -18,7 +18,8 @@ import signal
 import time
 import traceback
 from collections import deque
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
+from typing import cast
 
 from gymsmith.core.types import TaskSpec
 from gymsmith.runner.local import IN_FLIGHT, RolloutWorker, RunConfig, RunTally, WorkItem, task_chunks
@@ -158,7 +159,7 @@ def run_in_processes(config: RunConfig, store: TrajectoryStore, work: list[WorkI
             for pipe in wait(list(by_pipe)):
                 w = by_pipe[pipe]
                 try:
-                    message = pickle.loads(pipe.recv_bytes())
+                    message = pickle.loads(cast(Connection, pipe).recv_bytes())  # `wait` hands back what it was given
                 except (EOFError, OSError):  # the worker died: every batch it had is in doubt
                     failed = list(w.batches)
                     w.batches.clear()

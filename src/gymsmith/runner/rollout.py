@@ -117,7 +117,7 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
     """`run_rollout`, reaching the agent, the environment and the verifier through `calls`. Cancelling it
     (a timeout, Ctrl-C) leaves nothing behind but the environment's state: the trajectory exists only once
     it returns."""
-    base = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
+    base: dict[str, Any] = dict(rollout_id=rollout_id(run_id, task.id, agent.name, seed), run_id=run_id, task_id=task.id,
                 family=task.family, family_version=task.family_version, split=split, difficulty=task.difficulty,
                 seed=seed, agent=agent.name, package_version=gymsmith.__version__)
     episode = Episode(env=env, task=task, verifier=verifier, policy=policy, max_steps=max_steps,

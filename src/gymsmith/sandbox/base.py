@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
+from typing import Self
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -168,7 +169,7 @@ class Sandbox(ABC):
             out += [str((Path(dirpath) / f).relative_to(root)) for f in filenames]
         return sorted(out)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

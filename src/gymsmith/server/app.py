@@ -18,6 +18,7 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -213,9 +214,9 @@ SESSION_LINKS = {"Step": {"operationId": "step_sessions__session_id__step_post",
                  "Close": {"operationId": "close_sessions__session_id__delete", "parameters": _SESSION}}
 
 
-def validation_line(errors: list[dict[str, Any]]) -> str:
+def validation_line(errors: Sequence[dict[str, Any]]) -> str:
     """One line for a request's validation errors: where the first is, what was expected, how many more."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(part) for part in first.get("loc", ()))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     msg = first.get("msg", "invalid")
@@ -267,13 +268,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def method_not_allowed(request: Request, exc: Exception):
         # Starlette's Allow names only the first route matching the path; list every method of the path
         allowed = sorted({m for r in app.routes if getattr(r, "methods", None) and r.matches(request.scope)[0].value
-                          for m in r.methods})
+                          for m in getattr(r, "methods")})
         return JSONResponse(status_code=405, content={"detail": f"method {request.method} not allowed here; "
                             f"allowed: {', '.join(allowed)}"}, headers={"Allow": ", ".join(allowed)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
-        return JSONResponse(status_code=422, content={"detail": validation_line(exc.errors())})
+        return JSONResponse(status_code=422, content={"detail": validation_line(list(exc.errors()))})
 
     def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         return {code: {"model": ErrorMessage, "description": ERRORS[code]} for code in (*codes, 401, 422)}

@@ -56,7 +56,7 @@ class RemoteEnvironment:
     def step(self, action: Action) -> StepResult:
         if self.session_id is None:
             raise RemoteError("reset() must be called before step()")
-        data = self._check(self._http.post(f"/sessions/{self.session_id}/step", headers={"X-Session-Key": self._key},
+        data = self._check(self._http.post(f"/sessions/{self.session_id}/step", headers=self._session_headers(),
                                            json={"tool": action.tool, "arguments": action.arguments}))
         info: dict[str, Any] = {}
         if data.get("reward") is not None:
@@ -66,14 +66,17 @@ class RemoteEnvironment:
             info["end_reason"] = data["end_reason"]
         return StepResult(observation=Observation.model_validate(data["observation"]), done=data["done"], info=info)
 
+    def _session_headers(self) -> dict[str, str]:
+        return {"X-Session-Key": self._key or ""}  # set with the session id by reset(); callers check that first
+
     def state_hash(self) -> str:
-        data = self._check(self._http.get(f"/sessions/{self.session_id}", headers={"X-Session-Key": self._key}))
+        data = self._check(self._http.get(f"/sessions/{self.session_id}", headers=self._session_headers()))
         return data["state_hash"]
 
     def close(self) -> None:
         if self.session_id is not None:
             try:
-                self._http.delete(f"/sessions/{self.session_id}", headers={"X-Session-Key": self._key})
+                self._http.delete(f"/sessions/{self.session_id}", headers=self._session_headers())
             except httpx.HTTPError:
                 pass  # the server may have expired it already
             self.session_id = None

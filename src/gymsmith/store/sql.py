@@ -6,7 +6,7 @@ import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel
 from sqlalchemy import create_engine, delete, event, func, insert, select
@@ -35,6 +35,10 @@ MAX_TEXT_CHARS = {"tool": 64, "arguments": 300_000, "error": 20_000, "end_detail
                   "agent_info": 20_000, "progress_error": 2_000}  # what one field of a stored rollout may hold (docs/episodes.md)
 
 
+@overload
+def _text(value: str, field: str) -> str: ...
+@overload
+def _text(value: None, field: str) -> None: ...
 def _text(value: str | None, field: str) -> str | None:
     """`value` as any SQL backend stores it: valid Unicode, no NUL byte (PostgreSQL refuses one), within the cap."""
     if value is None:

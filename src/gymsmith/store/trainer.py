@@ -46,7 +46,7 @@ class Segment:
     """Consecutive turns whose prompts continue each other, as one token sequence."""
 
     prompt_ids: list[int | None]
-    completion_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int | None] = field(default_factory=list)  # the environment's tokens come from a prompt
     logprobs: list[float | None] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)  # index in completion_ids just past each turn's completion
@@ -66,7 +66,7 @@ def segments(turn_of: dict[int, dict[str, Any]]) -> list[Segment] | None:
         if prompt is None or completion is None:
             return None
         current = out[-1] if out else None
-        sequence = current.prompt_ids + current.completion_ids if current else None
+        sequence = current.prompt_ids + current.completion_ids if current is not None else []
         if current is not None and prompt[:len(sequence)] == sequence:
             between = prompt[len(sequence):]  # the environment's tokens: tool results, the next turn's header
             current.completion_ids += between

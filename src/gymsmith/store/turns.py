@@ -43,7 +43,7 @@ def encode_turns(rollout_id: str, steps: Iterable[Step]) -> list[dict[str, Any]]
     return rows
 
 
-def decode_turns(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+def decode_turns(rows: Iterable[Mapping[Any, Any]]) -> dict[int, dict[str, Any]]:
     """Step index -> the turn it carried, from a rollout's `turns` rows (in any order)."""
     out: dict[int, dict[str, Any]] = {}
     context: list[Any] = []

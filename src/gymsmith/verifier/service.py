@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, cast
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.core.types import Reward, TaskSpec
@@ -53,8 +54,9 @@ class _Worker:
 
     def call(self, request: VerifyRequest, timeout: float) -> VerifyResponse:
         try:
-            self.proc.stdin.write(request.model_dump_json() + "\n")
-            self.proc.stdin.flush()
+            stdin = cast(IO[str], self.proc.stdin)  # opened with PIPE
+            stdin.write(request.model_dump_json() + "\n")
+            stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise VerifierError(f"verifier process is gone ({exc}); stderr: {self._tail()}") from None
         try:
@@ -88,7 +90,7 @@ class _Worker:
 
     def close(self) -> None:
         if self.alive():
-            self.proc.stdin.close()
+            cast(IO[str], self.proc.stdin).close()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -332,15 +332,15 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             break
         probes: dict[str, list[str]] = {}
         for k in range(VARIANT_BATCH):
-            statements = moved_statements(rng.choice(tests).statements, hidden, rng, VARIANT_MOVES)
-            probe = None if statements is None else as_test(f"test_probe_{k}", statements, None)
-            if probe is None:
+            moved = moved_statements(rng.choice(tests).statements, hidden, rng, VARIANT_MOVES)
+            probe = None if moved is None else as_test(f"test_probe_{k}", moved, None)
+            if moved is None or probe is None:
                 continue
             try:
                 compile_suite(f"{header}\n\n{probe}", path)
             except UnsupportedTest:
                 continue
-            probes[f"test_probe_{k}"] = statements
+            probes[f"test_probe_{k}"] = moved
         if not probes:
             continue
         # the reference's answers; the candidates that check them; then stable, failed by the bug, failed by the bug
@@ -501,9 +501,10 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         if template in buggy:
             # a bug only where variants can prove its fix: seeded ones must exist (a bug that shows on one public
             # input alone, e.g. only at `percent == 100`, has none, and a table of public calls passes its tests)
-            mutation, failing = pick_mutation(
-                template, rng, knobs.get("operator") or "any",
-                provable=lambda m, fails, t=template: bool(task_variants(seed, t, m, fails, keyed=False)))
+            def provable(m: mutate.Mutation, fails: list[str], t: str = template) -> bool:
+                return bool(task_variants(seed, t, m, fails, keyed=False))
+
+            mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any", provable=provable)
             module_source = mutate.apply(source, [mutation])
             # the bug's hidden tests on this task's own inputs, drawn under the verifier's key (they do not change
             # what the agent is shown). Never the seeded one instead: anyone can compute it, and a table of it was

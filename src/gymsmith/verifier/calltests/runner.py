@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from gymsmith.sandbox.base import Limits
 from gymsmith.sandbox.runtime import PythonRuntime
@@ -149,7 +150,7 @@ class CallRunner(WarmServer):
             stream = read_stream(chunk, per_test) if status != GroupStatus.OVERFLOW else \
                 Stream(StreamStatus.MALFORMED, {}, reason="flooded (more than the channel's limit)")
             code = raw.get("exit")
-            groups.append(ObservedGroup(status, code if type(code) is int else None, stream))
+            groups.append(ObservedGroup(cast(str, status), code if type(code) is int else None, stream))
         return Observation(groups=groups, duration_s=duration)
 
 
