@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from gymsmith.core.types import Action
-from gymsmith.families.web.oracle import WebOracle
+from gymsmith.families.web.oracle import WebOracle, WebScriptedAgent
 from gymsmith.families.web.server import SiteServer
 from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, pristine_image
 from gymsmith.registry import get_family
@@ -210,6 +210,58 @@ def test_a_body_held_back_is_judged_on_the_state_when_it_arrives(site):
     messages = server.site.one("SELECT COUNT(*) AS n FROM messages WHERE ticket_id = ?", tid)["n"]
     assert "409" in finish()
     assert server.site.one("SELECT COUNT(*) AS n FROM messages WHERE ticket_id = ?", tid)["n"] == messages
+
+
+def test_once_the_episode_is_over_the_site_refuses_every_write(site):
+    """`Site.freeze` (what `WebEnvironment.settle` ends with): a request that reaches the site after the final
+    snapshot changes nothing, so the judged state is the one the site ends in; the next load opens it again."""
+    server, client, task = site
+    before = server.site.image()
+    server.site.freeze()
+    r = client.post("/orders/1001/address", data=ADDRESS)
+    assert r.status_code >= 400 and server.site.image() == before
+    server.site.load(pristine_image(task.seed, task.knobs)[0])
+    client.post("/login", data={"username": AGENT_USER, "password": AGENT_PASSWORD, "next": "/"})
+    assert client.post("/orders/1001/address", data=ADDRESS).status_code == 303
+
+
+class _UndoAtTheLastKey(WebScriptedAgent):
+    """An independent attacker's agent (43): the address goal done through the UI, then line 1 overwritten and the
+    form sent with the keyboard (Tab to Save, Space), submitting right after. A key press returns before the form's
+    POST is sent, so the write landed 20-65 ms after the final snapshot: accepted 12 of 12 with the goal undone."""
+
+    name = "race:last_word_undo"
+    submit_note = "done"
+
+    def script(self):
+        yield from self.login()
+        yield from self.solve()
+        x = self.world.expected
+        yield from self.do("goto", path=f"/orders/{x['order_id']}/address")
+        yield from self.type("line1", "x")
+        for _ in range(5):  # line 2, city, postcode, country, Save
+            yield from self.do("press", key="Tab")
+        yield from self.do("press", key="Space")
+
+
+def test_a_write_the_last_action_started_is_judged_not_left_to_land_after_the_snapshot():
+    """`WebEnvironment.settle`: the episode waits for the page to be quiet, closes the browser, lets the server
+    answer what reached it and freezes the site before the snapshot; the judged state is the site's last."""
+    from gymsmith.core.types import Split
+    from gymsmith.runner.rollout import run_rollout
+    from gymsmith.verifier.service import VerifierService
+
+    env = FAMILY.make_env()
+    try:
+        with VerifierService() as verifier:
+            for seed in (100, 101):
+                task = FAMILY.generate(seed, kind="address", difficulty=0.5)
+                t = run_rollout(env=env, agent=_UndoAtTheLastKey(), task=task, split=Split.TRAIN, seed=0, run_id="race",
+                                verifier=verifier, policy="progress_gated", max_steps=80, time_limit_s=120)
+                assert t.reward is not None and not t.reward.accepted and t.reward.value == 0.0, (seed, t.reward)
+                assert env.state_hash() == t.final_state_hash  # nothing landed after the snapshot
+    finally:
+        env.close()
 
 
 def test_pages_need_a_login_and_the_admin_area_is_closed(site):

@@ -69,7 +69,11 @@ class FinalState(BaseModel):
 
 @runtime_checkable
 class Environment(Protocol):
-    """What the runner drives. One instance serves many rollouts, one at a time."""
+    """What the runner drives. One instance serves many rollouts, one at a time.
+
+    An environment whose state can still change after a step returns (a browser's request in flight) may also define
+    `settle()`: the episode is over, stop everything the agent started and wait until the state can change no more.
+    `runner.episode.Episode` calls it, when present, before the final snapshot."""
 
     def reset(self, task: TaskSpec, *, seed: int) -> Observation:
         """Restore `task`'s pristine start state and return the first observation (goal and status)."""
@@ -487,6 +491,10 @@ class ToolEnvironment:
     """
 
     submit_tool = "submit"
+
+    def settle(self) -> None:
+        """The episode is over (see `Environment`): a no-op for families whose every effect is done when `step`
+        returns (a code sandbox's command kills whatever it started; ops' tools are one transaction each)."""
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}

@@ -8,8 +8,9 @@ is limited, ended, verified and scored the same way whichever of them a caller u
   not count), when the environment raises on the agent's input (reward 0: an environment bug the input met must
   not let a policy escape its score) or when the caller reports the agent's failure (`fail`, reward 0);
 - after the end nothing is accepted: a step is refused without reaching the environment;
-- the final state is verified exactly once, whatever ended the episode (`finish`); a state that cannot be graded
-  scores 0 (UNGRADABLE_STATE);
+- the final state is verified exactly once, whatever ended the episode (`finish`), after the environment settled
+  (`Environment.settle`, when it has one: nothing the agent started may change the state after the snapshot); a
+  state that cannot be graded scores 0 (UNGRADABLE_STATE);
 - with step rewards, V(s0) and the state after each step are valued (`verifier.progress`), and the last step's
   value is the episode's reward value, whatever ended it, so the step rewards always sum to reward - V(s0): a
   failure takes back the progress made before it, as the reward does (an action the environment raised on is
@@ -212,6 +213,9 @@ class Episode:
             self._end(cut)
         assert self.reason is not None
         status = RolloutStatus.COMPLETED if self.reason is EndReason.SUBMITTED else RolloutStatus.TRUNCATED
+        settle = getattr(self.env, "settle", None)
+        if settle is not None:  # nothing the agent started may change the state after the snapshot (envs.base)
+            settle()
         if self.reason not in _FAILURES:
             outcome = self._verified(status)
         else:

@@ -15,8 +15,10 @@ blocks every request to another origin anyway. A dead browser or a crashed page 
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -32,6 +34,9 @@ from gymsmith.families.web.schema import WORLD
 from gymsmith.families.web.server import SiteServer
 from gymsmith.families.web.world import pristine_image
 
+log = logging.getLogger(__name__)
+QUIET_WINDOW_S = 0.2  # at the end, the page must have had no request in flight for this long (a form submitted by a
+# key press is sent 20-65 ms after the press returns)
 SNAPSHOT_JS = Path(__file__).with_name("snapshot.js").read_text()
 KEYS = ("Enter", "Tab", "Escape", "Backspace", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown",
         "Home", "End", "Space")
@@ -79,6 +84,7 @@ class WebEnvironment(ToolEnvironment):
         self.screenshots = Path(screenshots) if screenshots else None
         self.shots = 0
         self.crashed = False
+        self.in_flight, self.last_request = 0, time.monotonic()  # the page's requests (`settle` waits for quiet)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
@@ -94,6 +100,10 @@ class WebEnvironment(ToolEnvironment):
         self.server.site.load(image)
         self.blocked = BlockedLog()
         self.context = new_context(self.browser, self.server.origin, self.blocked)
+        self.in_flight, self.last_request = 0, time.monotonic()
+        self.context.on("request", self._request_started)
+        self.context.on("requestfinished", self._request_ended)
+        self.context.on("requestfailed", self._request_ended)
         self.page = self.context.new_page()
         self.crashed = False
         self.page.on("crash", self._on_crash)
@@ -104,6 +114,29 @@ class WebEnvironment(ToolEnvironment):
 
     def _on_crash(self, _page: Any) -> None:
         self.crashed = True
+
+    def _request_started(self, _request: Any) -> None:
+        self.in_flight += 1
+        self.last_request = time.monotonic()
+
+    def _request_ended(self, _request: Any) -> None:
+        self.in_flight -= 1
+        self.last_request = time.monotonic()
+
+    def _quiet(self, window_s: float = QUIET_WINDOW_S, timeout_s: float = 5.0) -> None:
+        """Wait until the page has had no request in flight for `window_s` (at most `timeout_s`): a request an
+        action started (a key press returns before the form it submits is sent) is sent and answered."""
+        page = self.page
+        if page is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                page.wait_for_timeout(20)  # lets the browser's events (requests started and ended) arrive
+                if self.in_flight <= 0 and time.monotonic() - self.last_request >= window_s:
+                    return
+        except PlaywrightError:
+            self._check_alive()
 
     def _close_context(self) -> None:
         if self.context is not None:
@@ -235,6 +268,20 @@ class WebEnvironment(ToolEnvironment):
         return None
 
     # -- state ------------------------------------------------------------------------------------
+    def settle(self) -> None:
+        """The episode is over: wait until the page has been quiet for QUIET_WINDOW_S (a request the last action
+        started is sent and answered), close the agent's browser context (a request it has not sent by then never
+        will be), let the server answer every request that reached it, then freeze the site (`Site.freeze`: every
+        later write is refused). The final snapshot then reads the state the site ends in. A key press returns before the form it
+        submits is sent, so a write could land 20-65 ms after a snapshot taken at once: an independent attacker
+        undid the goal that way after it was scored (accepted 12 of 12) and hid forbidden writes (5-6 of 8)."""
+        self._quiet()  # what the last action started is sent and answered, as it would be without the end
+        self._close_context()
+        if self.server is not None:
+            if not self.server.drain():
+                log.warning("the site still served requests 5 s after the browser closed; freezing it anyway")
+            self.server.site.freeze()
+
     def state_hash(self) -> str:
         assert self.server is not None, "reset() must be called first"
         return _image_digest(self.server.site.image())

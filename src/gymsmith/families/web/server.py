@@ -40,6 +40,17 @@ class SiteServer:
                 raise RuntimeError(f"the ShopDesk server did not start on {self.origin} within {start_timeout_s:g} s")
             time.sleep(0.005)
 
+    def drain(self, timeout_s: float = 5.0) -> bool:
+        """Wait until no connection is open and no request is being served (every request that reached the server
+        has been answered); whether that happened within `timeout_s`."""
+        state = self._server.server_state
+        deadline = time.monotonic() + timeout_s
+        while state.connections or state.tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
     def close(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=5)

@@ -68,6 +68,7 @@ class Site:
         self.sessions: dict[str, str] = {}
         self.tokens: dict[str, tuple[str, str]] = {}  # token -> (session, what it confirms)
         self.generation = 0  # loads so far: a request may change only the database it was accepted in
+        self.frozen = False  # the episode is over (`freeze`): no request changes anything until the next load
 
     def load(self, image: bytes, known: dict[str, str] | None = None) -> None:
         """Replace the database with a pristine image and forget every session: a fresh site.
@@ -79,6 +80,7 @@ class Site:
         known = {AGENT_USER: AGENT_PASSWORD} if known is None else known
         with self.lock:
             self.generation += 1
+            self.frozen = False
             self.conn.deserialize(image)
             users = [r["username"] for r in self.conn.execute("SELECT username FROM users")]
             self.passwords = {u: known.get(u) or secrets.token_urlsafe(24) for u in users}
@@ -89,9 +91,18 @@ class Site:
         expected = self.passwords.get(username)
         return expected is not None and secrets.compare_digest(expected.encode(), password.encode())
 
+    def freeze(self) -> None:
+        """End the episode: from now on until the next `load`, every write, session and token is refused. Taken under
+        the lock, so a write in progress has committed (or not begun) when it returns."""
+        with self.lock:
+            self.frozen = True
+
     def _current(self) -> None:
         """Raise StaleRequest if the request being served was accepted before the last `load` (call under the lock):
-        a client that held a request open across a reset must not write into the next rollout's site."""
+        a client that held a request open across a reset must not write into the next rollout's site; nor may any
+        request change the site once the episode is over (`freeze`)."""
+        if self.frozen:
+            raise StaleRequest("the episode is over; nothing was changed")
         accepted = _GENERATION.get()
         if accepted is not None and accepted != self.generation:
             raise StaleRequest("this request was made on an earlier session of the site; nothing was changed")
