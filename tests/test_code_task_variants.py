@@ -18,6 +18,7 @@ from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.generator import (compiled_suite, generate_code_task, hidden_suite, private_tests,
                                               run_hidden_tests)
 from gymsmith.families.code.repovariants import PREFIX
+from gymsmith.families.code.templates import template_source
 from gymsmith.registry import get_family
 from gymsmith.verifier import drawkey
 from gymsmith.verifier.pytest_runner import TestOutcome
@@ -207,3 +208,43 @@ def test_a_bug_the_key_draws_no_variant_for_makes_no_task_rather_than_a_public_o
     monkeypatch.setattr(generator, "task_variants", keyed_draws_nothing)
     with pytest.raises(NoTaskForSeed, match="draws no hidden variant"):
         generate_code_task(3, knobs)
+
+
+# -- variants must exercise the function, not a corner of it --------------------------------------------------------
+def test_no_hidden_variant_is_answered_by_what_a_corner_of_the_function_returns():
+    """A forty-second independent attacker: keyed variants edit 2-4 characters of a test's texts, and an edited node
+    name is in no graph, so every `distance` variant expected -1 and every `neighbours` one []: those constants,
+    with the bug kept, were accepted at 0.95 on 14 of 161 template tasks (and other corners on 3 more). A variant is
+    now kept only if it takes the path of the test it was moved from through the function (`paths.covers`) and its
+    answer is no other draw's of its batch: for each of the first usable mutations of these functions, either no
+    variant is drawn (the bug is not placed) or the corner's constant fails every one drawn."""
+    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
+
+    source = template_source("graphs")[0]
+    checked: dict[str, int] = {}
+    for function, corner in (("distance", "-1"), ("neighbours", "[]"), ("shortest_path", "None")):
+        mutations = [m for m in mutate.candidates(source) if m.function == function]
+        for m in mutations[:4]:
+            if not usable(outcome := mutant_outcome("graphs", m)):
+                continue
+            drawn = task_variants(7, "graphs", m, list(outcome["failing"]))
+            if not drawn:
+                continue
+            corner_code = mutate.apply(source, [m]) + f"\n\n\ndef {function}(*args):\n    return {corner}\n"
+            text = hidden_suite("graphs").rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+            run = run_hidden_tests({"graphs.py": corner_code}, [compiled_suite("graphs", text)], ["graphs"], deadline_s=10)
+            names = [f"tests/test_graphs.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
+            assert all(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
+            checked[function] = checked.get(function, 0) + 1
+    assert checked, "no mutation of these functions kept a variant: nothing was checked"
+
+
+def test_a_path_through_the_function_tells_its_corners_apart():
+    from gymsmith.families.code.paths import covers, reference_path
+    from gymsmith.families.code.realtests import keep_tests
+
+    source, header = template_source("graphs")[0], keep_tests(hidden_suite("graphs"), set())
+    found = reference_path(source, "distance", header, ["_gymsmith_observe(0, lambda: distance(G, 'a', 'e'))"])
+    unknown = reference_path(source, "distance", header, ["_gymsmith_observe(0, lambda: distance(G, 'ab', 'e'))"])
+    assert found and unknown and not covers(unknown, found) and covers(found, found)
+    assert reference_path(source, "distance", header, ["x = [0 for _ in range(10 ** 9)]"]) is None  # over budget

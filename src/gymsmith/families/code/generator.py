@@ -19,6 +19,7 @@ import json
 import os
 import random
 import threading
+from collections import Counter
 from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
@@ -260,11 +261,15 @@ def _calls(fn: ast.FunctionDef, constants: dict[str, Any]) -> set[tuple[str, str
     return out
 
 
+class NoUsableMutation(RuntimeError):
+    """No mutation of a template is usable for a seed (each fails no private test, or no seeded variant proves it)."""
+
+
 def pick_mutation(template: str, rng: random.Random, operator: str = "any",
                   provable: Callable[[mutate.Mutation, list[str]], bool] | None = None) -> tuple[mutate.Mutation, list[str]]:
     """The first usable mutation in a seeded order that fails one of the template's private tests (a test an
     agent that memorised the template's public tests, special-casing their calls, still fails) and, if given,
-    `provable(mutation, failing)`, and the tests it fails. Raises RuntimeError if none is."""
+    `provable(mutation, failing)`, and the tests it fails. Raises NoUsableMutation if none is."""
     check_reference(template)
     source, tests = template_source(template)
     shown = set(test_names(tests))
@@ -275,7 +280,7 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
         if (usable(outcome, shown) and any(f.split("::")[1] in private for f in outcome["failing"])
                 and (provable is None or provable(m, list(outcome["failing"])))):
             return m, list(outcome["failing"])
-    raise RuntimeError(f"no usable {operator} mutation of template {template!r}")
+    raise NoUsableMutation(f"no usable {operator} mutation of template {template!r}")
 
 
 # -- per-task variants ---------------------------------------------------------------------------------
@@ -311,11 +316,25 @@ def _differs(mine: TestRecord | None, theirs: TestRecord) -> bool:
         return True
 
 
+def _blank(value: Any, depth: int = 0) -> bool:
+    """Whether `value` says "nothing": None, False, 0, -1, an empty text, or a container of such only (empty included).
+    `column` of a name no header has answers ['', ''], which one per row answers whatever the name."""
+    if value is None or value is False or (type(value) in (int, float) and value in (0, -1)) or value == "":
+        return True
+    if depth < 4 and isinstance(value, list | tuple | set | frozenset):
+        return all(_blank(v, depth + 1) for v in value)
+    if depth < 4 and isinstance(value, dict):
+        return all(_blank(v, depth + 1) for v in value.values())
+    return False
+
+
 def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[str], rng: random.Random,
-                   want: int, batches: int) -> list[str]:
+                   want: int, batches: int, function: str = "") -> list[str]:
     """Up to `want` variants of the bug's failing tests (see `task_variants`), drawn in batches: every candidate of a
     batch runs in one suite, so a batch costs five runs of the call runner, whatever its size. VARIANT_BATCHES
-    batches, or up to `batches` while none is found."""
+    batches, or up to `batches` while none is found. With `function` (the buggy module-level function), a variant
+    must also take the path of the test it was moved from through it (`paths.covers`)."""
+    from gymsmith.families.code.paths import covers, reference_path
     from gymsmith.families.code.repovariants import PREFIX, as_test, moved_statements
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
@@ -327,15 +346,20 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     tests = [t for t in compiled_suite(template).tests
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
     found: list[tuple[list[str], dict[int, Any]]] = []
+    reference_source = reference[module]
+    original = {t.name: reference_path(reference_source, function, header, t.statements) for t in tests} if function else {}
     for batch in range(batches):
         if not tests or len(found) >= want or (found and batch >= VARIANT_BATCHES):
             break
         probes: dict[str, list[str]] = {}
+        origin: dict[str, str] = {}
         for k in range(VARIANT_BATCH):
-            moved = moved_statements(rng.choice(tests).statements, hidden, rng, VARIANT_MOVES)
+            picked = rng.choice(tests)
+            moved = moved_statements(picked.statements, hidden, rng, VARIANT_MOVES)
             probe = None if moved is None else as_test(f"test_probe_{k}", moved, None)
             if moved is None or probe is None:
                 continue
+            origin[f"test_probe_{k}"] = picked.name
             try:
                 compile_suite(f"{header}\n\n{probe}", path)
             except UnsupportedTest:
@@ -348,10 +372,15 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         first = _records(reference, compile_suite(header + "".join(
             f"\n\n\n{as_test(n, st, None)}" for n, st in probes.items()), path), PROBE_DEADLINE_S * 4)
         candidates: dict[str, tuple[list[str], dict[int, Any]]] = {}
+        # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
+        # which a constant answers; a forty-second attacker was accepted so with the bug kept (paths.py)
+        shared = Counter(repr(r.slots) for n in probes if (r := first.get(f"{path}::{n}")) is not None and r.error is None)
         for name, statements in probes.items():
             record = first.get(f"{path}::{name}")
             if record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots):
                 continue
+            if shared[repr(record.slots)] > 1 or all(_blank(v) for v in record.slots):
+                continue  # a blank answer ([], '', 0, -1, None, or made only of them) is what a corner gives too
             expected = dict(enumerate(record.slots))
             source = as_test(name, statements, expected)
             if source is None:
@@ -362,7 +391,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 continue
             fn = ast.parse(source).body[0]
             if (len(test) == 1 and informative(test[0]) and not echoes_an_input(test[0])
-                    and isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public):
+                    and isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public
+                    and (not function or covers(reference_path(reference_source, function, header, statements),
+                                                original[origin[name]]))):
                 candidates[name] = (statements, expected)
         if not candidates:
             continue
@@ -410,7 +441,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [boxed] if boxed is not None else []
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins|paths-callees|unshared|swaps|signs|unblank")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
@@ -418,7 +449,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
         except ValueError:
             pass
     drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
-                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES)
+                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function)
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]
@@ -504,7 +535,10 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
             def provable(m: mutate.Mutation, fails: list[str], t: str = template) -> bool:
                 return bool(task_variants(seed, t, m, fails, keyed=False))
 
-            mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any", provable=provable)
+            try:
+                mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any", provable=provable)
+            except NoUsableMutation as exc:  # this seed's draws prove no bug of the template: the next seed is used
+                raise NoTaskForSeed(f"code seed {seed}: {exc}; the next seed is used") from None
             module_source = mutate.apply(source, [mutation])
             # the bug's hidden tests on this task's own inputs, drawn under the verifier's key (they do not change
             # what the agent is shown). Never the seeded one instead: anyone can compute it, and a table of it was

@@ -523,7 +523,16 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # never the seeded ones instead (anyone can compute them: a table of a template's seeded variant was accepted where
     # the keyed draw came out empty, attacker 39), nor small moves (integers a step from the public ones, words of the
     # test file: a table of them was accepted, attacker 40); such a seed makes no task under this key
-    hidden, bug_tests, pinned_here = assemble({path: _numbered(keyed.get(path, [])) for path in affected})
+    drawn = {path: _numbered(keyed.get(path, [])) for path in affected}
+    hidden, bug_tests, pinned_here = assemble(drawn)
+    # a variant another one's driver makes readable (its answer is a word swapped into the other's input, say) is no
+    # proof: every variant the task keeps must be pinned in the file as assembled
+    unpinned = {name for path, entries in drawn.items() for _, source in entries
+                if f"{path}::{(name := source.split('(', 1)[0].removeprefix('def '))}" not in pinned_here}
+    if unpinned:
+        drawn = {path: _numbered([e for e in entries if e[1].split("(", 1)[0].removeprefix("def ") not in unpinned])
+                 for path, entries in drawn.items()}
+        hidden, bug_tests, pinned_here = assemble(drawn)
     if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
         raise NoTaskForSeed(f"{repo.spec} seed {seed}: the verifier's key draws no hidden variant for some bug; the "
                             "next seed is used")

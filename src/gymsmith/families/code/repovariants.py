@@ -48,9 +48,10 @@ class Repo(Protocol):
     def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
 
 
-VERSION = 6  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
+VERSION = 8  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
                # own test files, with only the checks a computation alone passes; 4, text inputs moved too; 5, a
-               # shown answer with words swapped in is guessed (guessing.MAX_SWAPPED); 6, stand-ins rejected
+               # shown answer with words swapped in is guessed (guessing.MAX_SWAPPED); 6, stand-ins rejected; 7, a
+               # keyed text may get a word swapped in, one text of a variant always edited, a wide integer keeps its sign
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
 PREFIX = "test_gs_variant_"
@@ -173,9 +174,20 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
         return None
     # wide moves move two or three literals where there are: an input one literal away from a public one lies on a
     # line through it, and a thirty-eighth attacker tabled every such line (the points where the bug shows)
-    for node in rng.sample(spots, min(len(spots), rng.choice((2, 2, 3) if moves.wide else (1, 1, 2)))):
+    chosen = rng.sample(spots, min(len(spots), rng.choice((2, 2, 3) if moves.wide else (1, 1, 2))))
+    # with character edits, a text may instead get a word of its file swapped in (a kind 'OP' becoming 'NAME': an
+    # input the function handles otherwise, where an edited kind is one it ignores), but a variant with texts moved
+    # always has one edited: made only of the file's words, it would be made of a public vocabulary (attacker 40)
+    swapped = {id(n) for n in chosen if isinstance(n.value, str) and rng.random() < 0.5} if moves.char_edits else set()
+    texts = [n for n in chosen if isinstance(n.value, str)]
+    if texts and all(id(n) in swapped for n in texts):
+        swapped.discard(id(texts[-1]))
+    for node in chosen:
         if isinstance(node.value, str):
-            if moves.char_edits:
+            if moves.char_edits and id(node) in swapped:
+                moved = _moved_text(node.value, words_of(source), rng)
+                node.value = moved if moved != node.value else _edited_text(node.value, alphabet_of(source), rng)
+            elif moves.char_edits:
                 node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3))
             else:
                 for _ in range(rng.choice((2, 3)) if moves.wide else 1):
@@ -183,7 +195,9 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
         elif moves.wide:
             before = int(node.value)  # type: ignore[arg-type]  # an int: chosen above
             reach = max(WIDE_MIN, WIDE_FACTOR * abs(before))
-            drawn = rng.randint(-reach, reach)
+            # the sign kept: a test's width or count stays one (a negative width is a corner where justify_line
+            # joins the words, which a forty-second attacker answered alone)
+            drawn = rng.randint(1, reach) if before > 0 else rng.randint(-reach, -1) if before < 0 else rng.randint(-reach, reach)
             node.value = drawn if drawn != before else before + reach
         else:
             node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
