@@ -516,6 +516,25 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
     if not all(private_tests(t) for t in chosen[:n_bugs]):
         chosen = sorted(chosen, key=lambda t: not private_tests(t))
     buggy = chosen[:n_bugs]
+    # a bug only where variants can prove its fix: seeded ones must exist (a bug that shows on one public input
+    # alone, e.g. only at `percent == 100`, has none, and a table of public calls passes its tests); a template
+    # none of whose bugs this seed's draws prove (a `graphs` bug's variants are often all corners) gives its place
+    # to another one, in a seeded order
+    picked: dict[str, tuple[mutate.Mutation, list[str]]] = {}
+    spare = [t for t in rng.sample(TEMPLATES, len(TEMPLATES)) if t not in chosen and private_tests(t)]
+    for i in range(len(buggy)):
+        while buggy[i] not in picked:
+            template = buggy[i]
+
+            def provable(m: mutate.Mutation, fails: list[str], t: str = template) -> bool:
+                return bool(task_variants(seed, t, m, fails, keyed=False))
+
+            try:
+                picked[template] = pick_mutation(template, rng, knobs.get("operator") or "any", provable=provable)
+            except NoUsableMutation as exc:
+                if not spare:
+                    raise NoTaskForSeed(f"code seed {seed}: {exc}, nor of any other template; the next seed is used") from None
+                chosen[chosen.index(template)] = buggy[i] = spare.pop(0)
     files: dict[str, str] = {"pytest.ini": PYTEST_INI, "README.md": readme([f"{t}.py" for t in sorted(chosen)])}
     reference, hidden, canaries, f2p, p2p, visible_failing, records = {}, {}, [], [], [], [], []
     proving: list[str] = []  # the hidden tests that earn progress: the task's variants (`task_variants`)
@@ -530,15 +549,7 @@ def generate_code_task(seed: int, knobs: dict[str, Any]) -> CodeTask:
         module_source = source
         drawn: list[str] = []
         if template in buggy:
-            # a bug only where variants can prove its fix: seeded ones must exist (a bug that shows on one public
-            # input alone, e.g. only at `percent == 100`, has none, and a table of public calls passes its tests)
-            def provable(m: mutate.Mutation, fails: list[str], t: str = template) -> bool:
-                return bool(task_variants(seed, t, m, fails, keyed=False))
-
-            try:
-                mutation, failing = pick_mutation(template, rng, knobs.get("operator") or "any", provable=provable)
-            except NoUsableMutation as exc:  # this seed's draws prove no bug of the template: the next seed is used
-                raise NoTaskForSeed(f"code seed {seed}: {exc}; the next seed is used") from None
+            mutation, failing = picked[template]
             module_source = mutate.apply(source, [mutation])
             # the bug's hidden tests on this task's own inputs, drawn under the verifier's key (they do not change
             # what the agent is shown). Never the seeded one instead: anyone can compute it, and a table of it was
