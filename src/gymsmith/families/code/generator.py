@@ -418,7 +418,8 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     compute them, so no table of the template's hidden suite, nor of any suite computable from gymsmith's files,
     holds their answers). Each is a plain `==` test the reference passes twice, the bug fails in a value, checking
     more than one bit, calling nothing the hidden suite calls, and failed too by the bug with a table of the hidden
-    suite's calls appended and by every degenerate repair of the bug's function (`mutate.standins`). Sources of up to `repovariants.MAX_PER_BUG` test functions (none if no draw gave one).
+    suite's calls appended and by every degenerate repair of the bug's function (`mutate.standins`). Sources of up
+    to `repovariants.MAX_PER_BUG` test functions (none if no draw gave one).
     `keyed=False`: one, drawn from the seed alone (anyone can compute it: it decides which bugs a task gets, so its
     start state does not depend on the key). Cached on disk per task and bug."""
     from gymsmith.families.code.repovariants import MAX_PER_BUG
@@ -426,7 +427,8 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
 
     token = (draw_token("code-template-variants", FAMILY_VERSION, seed, template) if keyed
              else f"public|code-template-variants|{FAMILY_VERSION}|{seed}|{template}")
-    mutant = mutate.apply(template_source(template)[0], [mutation])
+    reference = template_source(template)[0]
+    mutant = mutate.apply(reference, [mutation])
     # the bug must show on a variant even with a table of every `==` call gymsmith's files determine appended: a
     # tabled helper call on the way (`days_in_month(2024, 1)` inside `add_days`) answered one before (the memorised
     # suite, rerun, was accepted on one task of twenty)
@@ -436,12 +438,16 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # a thirty-seventh attacker's `days_in_month` for years 1855-2076 answered every variant that left the year be)
     function = mutation.function.split(".")[-1] if "." not in mutation.function else ""
     calls = [(name, ast.literal_eval(args)) for name, args in public_calls(hidden_suite(template))]
-    publics = traced_calls(template_source(template)[0], function, calls) if function else []
-    boxed = boxed_source(mutant, template_source(template)[0], function, publics) if function else None
+    publics = traced_calls(reference, function, calls) if function else []
+    boxed = boxed_source(mutant, reference, function, publics) if function else None
     tabled += [boxed] if boxed is not None else []
+    # ... and with the bug's function repaired degenerately (`mutate.standins`: its input handed back, None): a hidden
+    # test such a repair passes never checks what the function does (a fortieth attacker's `return word` was accepted
+    # at 1.0 on a registered package; over 40 template stand-ins none was, but nothing made it so)
+    tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins|paths-callees|unshared|swaps|signs|unblank")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
@@ -453,33 +459,11 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]
-    drawn = _failed_by_standins(template, mutation, drawn)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(json.dumps(drawn))
     os.replace(tmp, path)
     return drawn
-
-
-def _failed_by_standins(template: str, mutation: mutate.Mutation, drawn: list[str]) -> list[str]:
-    """Those of `drawn` that every degenerate repair of the bug's function fails (`mutate.standins`: its input handed
-    back, None): a hidden test such a repair passes never checks what the function does (a fortieth attacker's
-    `return word` was accepted at 1.0 on a registered package; over 40 template stand-ins none was, but nothing made
-    it so)."""
-    reference = template_source(template)[0]
-    codes = [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
-    if not drawn or not codes:
-        return drawn
-    path, module = hidden_test_path(template), f"{template}.py"
-    suite = compile_suite(keep_tests(hidden_suite(template), set()) + "".join(f"\n\n\n{d.rstrip()}" for d in drawn), path)
-    theirs = _records({module: reference}, suite, PROBE_DEADLINE_S * 4)
-    runs = [_records({module: code}, suite, MUTANT_TIMEOUT_S) for code in codes]
-    kept = []
-    for d in drawn:
-        nodeid = f"{path}::{d.split('(', 1)[0].removeprefix('def ')}"
-        if nodeid in theirs and all(_differs(run.get(nodeid), theirs[nodeid]) for run in runs):
-            kept.append(d)
-    return kept
 
 
 def _finishes(template: str, module_source: str, drawn: list[str]) -> bool:
