@@ -248,3 +248,67 @@ def test_a_path_through_the_function_tells_its_corners_apart():
     unknown = reference_path(source, "distance", header, ["_gymsmith_observe(0, lambda: distance(G, 'ab', 'e'))"])
     assert found and unknown and not covers(unknown, found) and covers(found, found)
     assert reference_path(source, "distance", header, ["x = [0 for _ in range(10 ** 9)]"]) is None  # over budget
+
+
+# -- variants must leave the shapes of the public calls ------------------------------------------------------------
+def _shape_gated(reference: str, mutant: str, function: str, template: str) -> str:
+    """The mutant with `function` answered by the reference wherever its arguments have the shape of a call the public
+    hidden suite makes (`shapes.shape_of`), by the bug everywhere else: attacker 44's wrapper, written from its report."""
+    import inspect
+
+    from gymsmith.families.code import shapes
+    from gymsmith.families.code.paths import reference_trace
+    from gymsmith.families.code.realtests import keep_tests
+    from gymsmith.families.code.repovariants import alphabet_of
+
+    hidden = hidden_suite(template)
+    alphabet, header = alphabet_of(hidden), keep_tests(hidden, set())
+    public = set().union(*(reference_trace(reference, function, header, t.statements, alphabet).shapes
+                           for t in compiled_suite(template).tests))
+    return mutant + f"""
+
+
+_gs_shapes = {{}}
+exec({inspect.getsource(shapes)!r}, _gs_shapes)
+_gs_public = {sorted(repr(s) for s in public)!r}
+_gs_reference = {{"__name__": "_gs_reference"}}
+exec({reference!r}, _gs_reference)
+_gs_buggy = {function}
+
+
+def {function}(*args):
+    if repr(tuple(_gs_shapes["shape_of"](a, {alphabet!r}) for a in args)) in _gs_public:
+        return _gs_reference[{function!r}](*args)
+    return _gs_buggy(*args)
+"""
+
+
+def test_a_repair_right_only_on_the_shapes_of_the_public_calls_fails_a_hidden_variant():
+    """A forty-fourth independent attacker sent every call whose shape (types, list lengths, integer signs, a text's
+    characters all in the test file's) a public call has to a fixed copy, the rest to the bug: variants moved literals
+    in place, so all had public shapes and it was accepted on 39 of 39 template tasks. Variants now change shapes too
+    (a list made longer or shorter, a sign flipped, a character from outside the file) and those calling the buggy
+    function on a new shape come first: for each usable mutation of these functions, the wrapper passes every public
+    test and fails a variant drawn."""
+    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
+
+    checked = 0
+    for template, function in (("stats", "median"), ("stats", "percentile"), ("money", "split_evenly"),
+                               ("intervals", "merge_intervals")):
+        source = template_source(template)[0]
+        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
+            if not usable(outcome := mutant_outcome(template, m)):
+                continue
+            drawn = task_variants(11, template, m, list(outcome["failing"]))
+            if not drawn:
+                continue
+            gated = _shape_gated(source, mutate.apply(source, [m]), function, template)
+            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+            suite = compiled_suite(template, text)
+            run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
+            public = [n for n in suite.nodeids() if PREFIX not in n]
+            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix")
+            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
+            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
+            checked += 1
+    assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"

@@ -287,7 +287,7 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
 # an integer becomes any integer of a wide range and a text gets two to four character edits: a thirty-seventh
 # attacker tabled every input within 40 of the public ones (8-80 kB a function) and was accepted; our own
 # templates' code takes any input of its type
-VARIANT_MOVES = Moves(char_edits=True, wide=True)
+VARIANT_MOVES = Moves(char_edits=True, wide=True, shape=True)
 PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole hidden run has VERIFY_TIMEOUT_S
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
 VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...
@@ -329,13 +329,15 @@ def _blank(value: Any, depth: int = 0) -> bool:
 
 
 def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[str], rng: random.Random,
-                   want: int, batches: int, function: str = "") -> list[str]:
+                   want: int, batches: int, function: str = "", novel: bool = False) -> list[str]:
     """Up to `want` variants of the bug's failing tests (see `task_variants`), drawn in batches: every candidate of a
     batch runs in one suite, so a batch costs five runs of the call runner, whatever its size. VARIANT_BATCHES
     batches, or up to `batches` while none is found. With `function` (the buggy module-level function), a variant
-    must also take the path of the test it was moved from through it (`paths.covers`)."""
-    from gymsmith.families.code.paths import covers, reference_path
-    from gymsmith.families.code.repovariants import PREFIX, as_test, moved_statements
+    must also take the path of the test it was moved from through it (`paths.covers`), and with `novel` the variants
+    that call it on a shape no public call has (`shapes`) come first: drawing goes on (VARIANT_BATCHES batches at
+    most) until one is found."""
+    from gymsmith.families.code.paths import covers, reference_trace
+    from gymsmith.families.code.repovariants import PREFIX, alphabet_of, as_test, moved_statements
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
 
@@ -345,17 +347,27 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     public = public_calls(hidden)
     tests = [t for t in compiled_suite(template).tests
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
-    found: list[tuple[list[str], dict[int, Any]]] = []
+    found: list[tuple[list[str], dict[int, Any], bool]] = []  # statements, expected, whether of a new shape
     reference_source = reference[module]
-    original = {t.name: reference_path(reference_source, function, header, t.statements) for t in tests} if function else {}
+    alphabet = alphabet_of(hidden)
+    original = ({t.name: reference_trace(reference_source, function, header, t.statements).lines for t in tests}
+                if function else {})
+    public_shapes = (frozenset().union(*(reference_trace(reference_source, function, header, t.statements, alphabet).shapes
+                                         for t in compiled_suite(template).tests)) if function and novel else frozenset())
+
+    def enough(batch: int) -> bool:
+        if found and batch >= VARIANT_BATCHES:
+            return True
+        return len(found) >= want and (not public_shapes or any(new for _, _, new in found))
+
     for batch in range(batches):
-        if not tests or len(found) >= want or (found and batch >= VARIANT_BATCHES):
+        if not tests or enough(batch):
             break
         probes: dict[str, list[str]] = {}
         origin: dict[str, str] = {}
         for k in range(VARIANT_BATCH):
             picked = rng.choice(tests)
-            moved = moved_statements(picked.statements, hidden, rng, VARIANT_MOVES)
+            moved = moved_statements(picked.statements, hidden, rng, VARIANT_MOVES, alphabet_of(reference_source))
             probe = None if moved is None else as_test(f"test_probe_{k}", moved, None)
             if moved is None or probe is None:
                 continue
@@ -371,7 +383,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # with a table of every public call appended, in one run each
         first = _records(reference, compile_suite(header + "".join(
             f"\n\n\n{as_test(n, st, None)}" for n, st in probes.items()), path), PROBE_DEADLINE_S * 4)
-        candidates: dict[str, tuple[list[str], dict[int, Any]]] = {}
+        candidates: dict[str, tuple[list[str], dict[int, Any], bool]] = {}
         # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
         # which a constant answers; a forty-second attacker was accepted so with the bug kept (paths.py)
         shared = Counter(repr(r.slots) for n in probes if (r := first.get(f"{path}::{n}")) is not None and r.error is None)
@@ -390,24 +402,27 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             except UnsupportedTest:
                 continue
             fn = ast.parse(source).body[0]
-            if (len(test) == 1 and informative(test[0]) and not echoes_an_input(test[0])
-                    and isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public
-                    and (not function or covers(reference_path(reference_source, function, header, statements),
-                                                original[origin[name]]))):
-                candidates[name] = (statements, expected)
+            if not (len(test) == 1 and informative(test[0]) and not echoes_an_input(test[0])
+                    and isinstance(fn, ast.FunctionDef) and not _calls(fn, {}) & public):
+                continue
+            trace = reference_trace(reference_source, function, header, statements, alphabet) if function else None
+            if trace is None or covers(trace.lines, original[origin[name]]):
+                candidates[name] = (statements, expected, bool(trace and trace.shapes - public_shapes))
         if not candidates:
             continue
-        suite = compile_suite(header + "".join(f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex) in candidates.items()),
+        suite = compile_suite(header + "".join(f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex, _) in candidates.items()),
                               path)
         again = _records(reference, suite, PROBE_DEADLINE_S * 4)
         runs = [_records({module: code}, suite, MUTANT_TIMEOUT_S) for code in [mutant, *tabled]]
-        for name, (statements, expected) in candidates.items():
+        for name, (statements, expected, new) in candidates.items():
             nodeid = f"{path}::{name}"
             theirs = again.get(nodeid)
             if (theirs is not None and not _differs(theirs, first[nodeid])
-                    and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < want):
-                found.append((statements, expected))
-    return [source for k, (st, ex) in enumerate(found) if (source := as_test(f"{PREFIX}{k}", st, ex)) is not None]
+                    and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < 4 * want):
+                found.append((statements, expected, new))
+    # a new shape first (stable: otherwise in the order drawn): a repair right only on the public shapes fails it
+    kept = sorted(found, key=lambda f: not f[2])[:want]
+    return [source for k, (st, ex, _) in enumerate(kept) if (source := as_test(f"{PREFIX}{k}", st, ex)) is not None]
 
 
 def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str], *,
@@ -447,7 +462,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
@@ -455,7 +470,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
         except ValueError:
             pass
     drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
-                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function)
+                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed)
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]

@@ -21,7 +21,9 @@ import ast
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
+
+from gymsmith.families.code.shapes import Shape, shape_of
 
 TRACE_BUDGET = 200_000  # traced lines of one test's run; past it the path is unknown (the variant is not kept)
 _REFERENCE = "<gymsmith-reference>"
@@ -39,16 +41,31 @@ def _without_imports(source: str) -> str:
     return ast.unparse(tree)
 
 
+class Trace(NamedTuple):
+    """What the reference did inside `function` for a test: the lines it ran (None if the run could not be traced)
+    and the shapes (`shapes.shape_of`) of the arguments `function` was called with."""
+
+    lines: frozenset[int] | None
+    shapes: frozenset[Shape]
+
+
 def reference_path(reference: str, function: str, header: str, statements: Sequence[str]) -> frozenset[int] | None:
     """The line numbers of `reference` that run inside calls of its module-level `function` (the functions it calls
     included) while `statements` (a test's, after `header`: the test file's module-level names, imports dropped) run
     against it; None if the run could not be traced (over budget, or `function` is not a module-level function)."""
+    return reference_trace(reference, function, header, statements).lines
+
+
+def reference_trace(reference: str, function: str, header: str, statements: Sequence[str],
+                    alphabet: str = "") -> Trace:
+    """`reference_path`'s lines and the shapes of `function`'s arguments at each of its calls (a text's shape asks
+    whether `alphabet` holds all its characters)."""
     namespace: dict[str, Any] = {"__name__": "gymsmith_reference"}
     exec(compile(reference, _REFERENCE, "exec"), namespace)
     target = namespace.get(function)
     code = getattr(target, "__code__", None)
     if code is None:
-        return None
+        return Trace(None, frozenset())
     test_space: dict[str, Any] = {k: v for k, v in namespace.items() if not k.startswith("__")}
     test_space["_gymsmith_observe"] = lambda slot, thunk: thunk()
     try:
@@ -58,6 +75,8 @@ def reference_path(reference: str, function: str, header: str, statements: Seque
     except ImportError:  # pragma: no cover - pytest is installed wherever tasks are made
         pass
     lines: set[int] = set()
+    shapes: set[Shape] = set()
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     budget = [TRACE_BUDGET]
     depth = [0]  # calls of `function` on the stack: the lines of the reference run meanwhile are its path
 
@@ -75,6 +94,7 @@ def reference_path(reference: str, function: str, header: str, statements: Seque
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code is code:
             depth[0] += 1
+            shapes.add(tuple(shape_of(frame.f_locals.get(n), alphabet) for n in names))
         return local if frame.f_code.co_filename in (_REFERENCE, _TEST) else None
 
     previous = sys.gettrace()
@@ -89,10 +109,10 @@ def reference_path(reference: str, function: str, header: str, statements: Seque
             except Exception:  # noqa: BLE001 - a statement that raises still ran the lines it ran
                 pass
     except _OverBudget:
-        return None
+        return Trace(None, frozenset(shapes))
     finally:
         sys.settrace(previous)
-    return frozenset(lines)
+    return Trace(frozenset(lines), frozenset(shapes))
 
 
 def covers(variant: frozenset[int] | None, original: frozenset[int] | None) -> bool:

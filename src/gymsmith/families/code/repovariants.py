@@ -16,8 +16,10 @@ task gets the same tests.
 from __future__ import annotations
 
 import ast
+import copy
 import random
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -71,9 +73,18 @@ class Moves:
     char_edits: bool = False
     wide: bool = False  # an integer n becomes any integer within max(WIDE_MIN, WIDE_FACTOR * |n|) of 0, a text gets
                         # two to four edits: a table of the inputs near the public ones holds almost none of them
+    shape: bool = False  # moves that change an input's shape too (`_reshaped`): a list literal made longer or
+                         # shorter, an integer's sign flipped or drawn near its own size, a text given a character
+                         # from outside its file's strings. Without them every hidden input has the shape of a public
+                         # one, and a repair right only on those shapes was accepted (attacker 44: 39 of 39 tasks)
 
 
 WIDE_MIN, WIDE_FACTOR = 1000, 100
+# shape moves (`Moves.shape`): how often each kind of move is made (per variant for a list, per moved integer, per
+# edited character, per moved text), and the characters a text may get from outside its file's strings (besides a letter's case)
+RESIZE_P, FLIP_P, NEAR_P, FOREIGN_P, STRETCH_P = 0.6, 0.25, 0.3, 0.3, 0.25
+NEAR_SLACK = 12  # a near draw of n is within 2|n| + NEAR_SLACK of 0 (a month 12 becomes any month, a count any count)
+FOREIGN = string.ascii_letters + string.digits + string.punctuation + " \t" + "\u00e9\u00c5\u00df\u00f8\u03a9\u0436\u03bb\u4e2d\u20ac\u00fc"
 RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
 KEYED_MOVES = Moves(char_edits=True, wide=True)  # its draw under the verifier's key: integers anywhere in a wide
 # range, two to four character edits to a text. Not word swaps: a text made of the test file's words is made of a
@@ -148,27 +159,70 @@ def _moved_text(text: str, words: tuple[str, ...], rng: random.Random) -> str:
     return text if not others else text[:match.start()] + rng.choice(others) + text[match.end():]
 
 
-def _edited_text(text: str, alphabet: str, rng: random.Random, edits: tuple[int, ...] = (1, 1, 2, 3)) -> str:
+def _edited_text(text: str, alphabet: str, rng: random.Random, edits: tuple[int, ...] = (1, 1, 2, 3),
+                 foreign: str | None = None) -> str:
     """`text` with a number of characters (one of `edits`) replaced, inserted or deleted; a new character is one of
-    `text`'s own or one of `alphabet` (the characters of its file's strings), so an edit stays in its language."""
+    `text`'s own or one of `alphabet` (the characters of its file's strings), so an edit stays in its language, or
+    with `foreign` (the characters of the code's own strings), sometimes (FOREIGN_P) one from outside it
+    (`_foreign_char`)."""
     for _ in range(rng.choice(edits)):
         pool = (text if text and rng.random() < 0.5 else alphabet) or "a"
         i = rng.randrange(len(text) + 1)
         edit = rng.choice(("replace", "insert", "delete")) if text else "insert"
+        new = (_foreign_char(text, alphabet, foreign, rng) if foreign is not None and rng.random() < FOREIGN_P
+               else rng.choice(pool))
         if edit == "insert" or i == len(text):
-            text = text[:i] + rng.choice(pool) + text[i:]
+            text = text[:i] + new + text[i:]
         elif edit == "replace":
-            text = text[:i] + rng.choice(pool) + text[i + 1:]
+            text = text[:i] + new + text[i + 1:]
         else:
             text = text[:i] + text[i + 1:]
     return text
 
 
+def _foreign_char(text: str, alphabet: str, known: str, rng: random.Random) -> str:
+    """A character none of the file's strings holds: one the code's own strings hold (`known`: a numeral reader's 'D'
+    where the tests use none), a letter of `text` in the other case (a reader of 'mcmxc'), or one of FOREIGN (any of
+    them if the file holds every one)."""
+    unused = [ch for ch in known if ch not in alphabet and ch.isprintable()]
+    if unused and rng.random() < 0.4:
+        return rng.choice(unused)
+    cased = [ch.swapcase() for ch in text if ch.swapcase() != ch and ch.swapcase() not in alphabet]
+    if cased and rng.random() < 0.5:
+        return rng.choice(cased)
+    outside = [ch for ch in FOREIGN if ch not in alphabet]
+    return rng.choice(outside or FOREIGN)
+
+
+def _reshaped(trees: list[ast.Module], rng: random.Random) -> None:
+    """With probability RESIZE_P, one list or set literal of the statements (in place) made one to three elements
+    longer (copies of its own elements, whose literals may then be moved) or shorter (one element kept at least). A
+    tuple is left as it is: its length is usually its meaning (an interval, a call's arguments)."""
+    if rng.random() >= RESIZE_P:
+        return
+    containers = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Set) and n.elts
+                  and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    if not containers:
+        return
+    node = rng.choice(containers)
+    if len(node.elts) > 1 and rng.random() < 0.4:
+        for _ in range(rng.randint(1, len(node.elts) - 1)):
+            node.elts.pop(rng.randrange(len(node.elts)))
+    else:
+        for _ in range(rng.randint(1, 3)):
+            node.elts.insert(rng.randrange(len(node.elts) + 1), copy.deepcopy(rng.choice(node.elts)))
+
+
 def moved_statements(statements: tuple[str, ...], source: str, rng: random.Random,
-           moves: Moves = RELEASE_MOVES) -> list[str] | None:
+           moves: Moves = RELEASE_MOVES, code_alphabet: str = "") -> list[str] | None:
     """`statements` (a driver's, of the test file `source`) with one to two literals of its observed calls moved
-    (an integer by one of STEPS or widely, a text by `_edited_text` or `_moved_text`), or None if they have none."""
+    (an integer by one of STEPS or widely, a text by `_edited_text` or `_moved_text`), or None if they have none.
+    With `moves.shape`, shapes change too (`Moves.shape`); `code_alphabet` (the characters of the code's own strings)
+    is where a text's new characters are first looked for."""
     trees = [ast.parse(s) for s in statements]
+    foreign = code_alphabet if moves.shape else None
+    if moves.shape:
+        _reshaped(trees, rng)
     spots = _spots(trees, moves)
     if not spots:
         return None
@@ -186,9 +240,17 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
         if isinstance(node.value, str):
             if moves.char_edits and id(node) in swapped:
                 moved = _moved_text(node.value, words_of(source), rng)
-                node.value = moved if moved != node.value else _edited_text(node.value, alphabet_of(source), rng)
+                node.value = (moved if moved != node.value
+                              else _edited_text(node.value, alphabet_of(source), rng, foreign=foreign))
             elif moves.char_edits:
-                node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3))
+                node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3),
+                                          foreign=foreign)
+            if moves.shape and node.value and rng.random() < STRETCH_P:
+                text = str(node.value)  # a piece of it repeated: a length no public text has, in its own alphabet
+                i = rng.randrange(len(text))
+                piece = text[i:rng.randint(i + 1, len(text))]
+                at = rng.randrange(len(text) + 1)
+                node.value = text[:at] + piece * rng.randint(1, 3) + text[at:]
             else:
                 for _ in range(rng.choice((2, 3)) if moves.wide else 1):
                     node.value = _moved_text(node.value, words_of(source), rng)
@@ -197,7 +259,11 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
             reach = max(WIDE_MIN, WIDE_FACTOR * abs(before))
             # the sign kept: a test's width or count stays one (a negative width is a corner where justify_line
             # joins the words, which a forty-second attacker answered alone)
+            if moves.shape and rng.random() < NEAR_P:
+                reach = 2 * abs(before) + NEAR_SLACK  # a small domain (a month, a count) gets other valid values
             drawn = rng.randint(1, reach) if before > 0 else rng.randint(-reach, -1) if before < 0 else rng.randint(-reach, reach)
+            if moves.shape and before and rng.random() < FLIP_P:
+                drawn = -drawn  # a sign no public call has (checked for corners by the template's draw, `paths`)
             node.value = drawn if drawn != before else before + reach
         else:
             node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: chosen above
@@ -238,7 +304,9 @@ def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], show
     """One variant of `test` (a function named `name`), or None if this try gives none: on it the bug shows (the
     `mutant` fails) and so does each of `standins` (the sources with the bug's function replaced by a degenerate
     repair: its input handed back, None)."""
-    statements = moved_statements(test.statements, repo.call_sources[path], rng, moves)
+    statements = moved_statements(test.statements, repo.call_sources[path], rng, moves,
+                                  "".join(sorted(set().union(*map(alphabet_of, repo.sources.values())))) if moves.shape
+                                  else "")
     if statements is None or list(statements) == list(test.statements):
         return None
     header = keep_tests(repo.call_sources[path], set())
