@@ -232,6 +232,23 @@ def test_every_command_that_prints_a_table_has_pure_json(db, args):
     json.loads(result.stdout)  # the whole of stdout, nothing after it
 
 
+def test_replay_json_is_the_report_and_keeps_the_exit_code(db):
+    rollout = TrajectoryStore(db).rollout_rows(["r1"])[0]["rollout_id"]
+    result = cli("replay", rollout, "--store", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)  # the whole of stdout
+    assert report["rollout_id"] == rollout and report["identical"] is True and report["steps_compared"] >= 1
+
+
+def test_sandbox_exec_json_is_one_object_with_the_commands_output_and_code():
+    """A real bubblewrap sandbox; the command's own output goes into the object, not around it."""
+    result = cli("sandbox", "exec", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert result.exit_code == 3, result.output
+    done = json.loads(result.stdout)
+    assert (done["exit_code"], done["stdout"], done["stderr"], done["backend"]) == (3, "out\n", "err\n", "bwrap")
+    assert done["limits"] and done["killed"] is None and done["egress_refused"] == []
+
+
 def test_tasks_list_json_is_one_object_per_line():
     result = cli("tasks", "list", "ops", "--count", "2", "--json")
     assert result.exit_code == 0

@@ -76,3 +76,25 @@ def test_ops_tools_are_declared_through_the_toolbox():
     place = tools.TOOLS.specs["place_purchase_order"].parameters
     assert place["required"] == ["supplier_id", "warehouse_id", "quantity"]
     assert place["properties"]["quantity"] == {"type": "integer", "minimum": 1, "maximum": 1000}
+
+
+def test_every_family_declares_its_tools_through_the_toolbox():
+    """Code and web too (issue 19 item 2): the specs a task carries are the toolbox's, and every tool has a function."""
+    from gymsmith.families.code import tools as code_tools
+    from gymsmith.families.web import env as web_env
+
+    for module in (code_tools, web_env):
+        assert module.TOOL_SPECS == module.TOOLS.tool_specs()
+        assert set(module.TOOLS.functions) == {s.name for s in module.TOOL_SPECS}
+    assert code_tools.TOOLS.read_only == {"list_files", "read_file"}
+    assert web_env.TOOLS.specs["press"].parameters["properties"]["key"]["enum"] == list(web_env.KEYS)
+    assert all(key in web_env.TOOLS.specs["press"].description for key in web_env.KEYS)  # the docstring names them
+    assert code_tools.TOOLS.specs["list_files"].parameters["properties"]["path"]["default"] == "."
+
+
+def test_the_context_parameter_may_name_a_class_imported_only_for_type_checking():
+    namespace: dict[str, Any] = {}
+    exec("from __future__ import annotations\nfrom gymsmith.envs.toolkit import Toolbox\nTOOLS = Toolbox()\n\n"
+         "@TOOLS.tool\ndef ping(env: NotImportedHere, times: int = 1) -> str:\n    '''Ping.'''\n    return 'pong'\n",
+         namespace)
+    assert namespace["TOOLS"].specs["ping"].parameters["properties"] == {"times": {"type": "integer"}}

@@ -534,11 +534,17 @@ def check(families: list[str] = typer.Argument(..., help="Families to check, e.g
 
 @app.command("replay")
 @_guard
-def replay_(rollout_id: str, store: str = _STORE) -> None:
+def replay_(rollout_id: str, store: str = _STORE,
+            as_json: bool = typer.Option(False, "--json", help="Print the replay report as JSON (exit codes unchanged).")) -> None:
     """Re-execute a stored rollout in a fresh environment; diff observations and final state (exit 1 on a difference)."""
     from gymsmith.audit.replay import replay
 
     report = replay(open_store(store, create=False), rollout_id)
+    if as_json:
+        emit_json(report)
+        if not report.identical:
+            raise typer.Exit(1)
+        return
     if report.identical:
         console.print(f"[green]identical[/]: {report.steps_compared} steps and the final state "
                       f"({report.final_state_replayed}) replay exactly")
@@ -848,7 +854,9 @@ def sandbox_exec(ctx: typer.Context,
                  memory: int = typer.Option(1024, help="Memory limit in MiB."), pids: int = typer.Option(256, help="Process limit."),
                  cpu: int = typer.Option(120, help="CPU seconds per process."), timeout: float = typer.Option(60.0, help="Wall clock, seconds."),
                  file_size: int = typer.Option(64, help="Largest file in MiB."), tmp: int = typer.Option(64, help="/tmp size in MiB."),
-                 quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the limits and the result line.")) -> None:
+                 quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the limits and the result line."),
+                 as_json: bool = typer.Option(False, "--json", help="Print one JSON object (limits, exit code, output, "
+                                              "refused egress) on stdout instead of CMD's output and the table.")) -> None:
     """Run CMD in a sandbox: `gymsmith sandbox exec [OPTIONS] -- CMD...`. Prints which limits hold and how; exits with CMD's code."""
     import shutil
     import tempfile
@@ -865,6 +873,15 @@ def sandbox_exec(ctx: typer.Context,
     limits = Limits(memory_mb=memory, pids=pids, cpu_s=cpu, timeout_s=timeout, file_size_mb=file_size, tmp_mb=tmp)
     try:
         with open_sandbox(where, backend=backend, limits=limits, allow=allow) as sb:
+            if as_json:
+                result = sb.exec(cmd, timeout=timeout)
+                proxy = getattr(sb, "proxy", None)  # the bwrap backend's egress proxy
+                emit_json({"backend": sb.backend, "limits": sb.enforced(), "exit_code": result.exit_code,
+                           "killed": result.killed.value if result.killed else None, "duration_s": result.duration_s,
+                           "unsafe": result.unsafe, "stdout": result.stdout, "stderr": result.stderr,
+                           "stdout_truncated": result.stdout_truncated, "stderr_truncated": result.stderr_truncated,
+                           "egress_refused": [e.target for e in (proxy.refused() if proxy else [])]})
+                raise typer.Exit(result.exit_code)
             if not quiet:
                 table = Table("limit", "enforced by", title=f"sandbox ({sb.backend})")
                 for name, how in sb.enforced().items():

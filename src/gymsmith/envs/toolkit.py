@@ -8,8 +8,8 @@ its description from its docstring, so the schema the model reads and the functi
         '''One item by id.'''
         ...
 
-The first parameter is the family's context (a database connection, a workspace) and is not part of the
-schema. Every other parameter becomes a property: `int` an integer, `str` a string, `float` a number, `bool`
+The first parameter is the family's context (a database connection, an environment) and is not part of the
+schema (its annotation is not evaluated, so it may name a class imported only under TYPE_CHECKING). Every other parameter becomes a property: `int` an integer, `str` a string, `float` a number, `bool`
 a boolean, `dict` an object, `list[X]` an array of X, `Literal[...]` an enum; `X | None` is X. A parameter
 with a default is optional, one without is required (in signature order). `Param(...)` adds JSON-schema
 keywords to the property (bounds, an enum, a description), or (`schema=`) gives it whole. The schema allows
@@ -82,8 +82,13 @@ def tool_spec(fn: Callable[..., Any], name: str | None = None) -> ToolSpec:
     doc = inspect.getdoc(fn)
     if not doc:
         raise TypeError(f"tool {name}: a tool needs a docstring (its first paragraph is what the model reads)")
-    hints = typing.get_type_hints(fn, include_extras=True)
-    parameters = list(inspect.signature(fn).parameters.values())[1:]
+    parameters = list(inspect.signature(fn).parameters.values())
+    # the context's annotation is not read: it may name a class the tools' module imports only for type checking
+    # (the environment that imports the tools)
+    context = fn.__annotations__.get(parameters[0].name) if parameters else None
+    hints = typing.get_type_hints(fn, localns={context: object} if isinstance(context, str) and context.isidentifier()
+                                  else None, include_extras=True)
+    parameters = parameters[1:]
     properties, required = {}, []
     for p in parameters:
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):

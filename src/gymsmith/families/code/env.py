@@ -29,14 +29,13 @@ from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
 from gymsmith.envs.base import FinalState, ToolEnvironment, ToolRefusal, preview
 from gymsmith.families.code.generator import CodeTask, generate_code_task
 from gymsmith.families.code.repo import pristine_repo, state_digest
+from gymsmith.families.code.tools import TOOLS
 from gymsmith.sandbox import CowWorkspace, ExecResult, Limits, Sandbox, open_sandbox
 from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.sandbox.local import UNSAFE_LABEL
 
 AGENT_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, disk_mb=128, tmp_mb=64, timeout_s=30,
                       output_bytes=16384)
-MAX_READ_BYTES = 200_000  # read_file without a line range refuses a larger file
-MAX_READ_CHARS = 60_000  # read_file returns at most this much text per call, and says where to read on
 # the final state's bounded walk: past any of these the state is ungradable (docs/episodes.md)
 MAX_TREE_DEPTH = 32
 MAX_TREE_ENTRIES = 20_000
@@ -250,7 +249,7 @@ class CodeEnvironment(ToolEnvironment):
         self.sandbox: Sandbox | None = None
         self.task: TaskSpec | None = None
         self.start_tree: dict[str, str | None] = {}
-        self._command_env: dict[str, str] = {}
+        self.command_env: dict[str, str] = {}
 
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
         pristine, digest = pristine_repo(start_files(task))
@@ -272,17 +271,18 @@ class CodeEnvironment(ToolEnvironment):
             self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
         self.task, self.start_tree = task, _start_tree(pristine)
         # the commands' randomness (a seeded sandbox): the same task and seed see the same values (seeded_site.py)
-        self._command_env = {"SANDBOX_SEED": content_hash([task.id, seed], length=16)}
+        self.command_env = {"SANDBOX_SEED": content_hash([task.id, seed], length=16)}
         listing = "\n".join(self.sandbox.list_files())
         return Observation(text=f"{task.goal}\n\nRepository files:\n{listing}",
                            data={"goal": task.goal, "files": listing.splitlines()})
 
-    # -- tools ------------------------------------------------------------------------------------
+    # -- tools (`tools.py`) ----------------------------------------------------------------------
     def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
+        """Run tool `name` (`tools.TOOLS`); the file system's errors become refusals that name the path."""
         assert self.sandbox is not None, "reset() must be called before step()"
         path = preview(arguments.get("path", "."))
         try:
-            return getattr(self, f"_tool_{name}")(**arguments)
+            return TOOLS.functions[name](self, **arguments)
         except FileNotFoundError:
             raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"no such file: {path}") from None
         except (IsADirectoryError, NotADirectoryError):
@@ -302,7 +302,7 @@ class CodeEnvironment(ToolEnvironment):
             kind, why = _OS_ERRORS.get(exc.errno, (ActionErrorKind.RULE_VIOLATION, exc.strerror or "the file system refused it"))
             raise ToolRefusal(kind, f"{path}: {why}") from None
 
-    def _regular(self, path: str, *, may_be_missing: bool = False) -> Path:
+    def regular_file(self, path: str, *, may_be_missing: bool = False) -> Path:
         """The host path of `path`, refused unless it is a regular file (or absent, when allowed): a FIFO, socket
         or device is never opened, so no call can block on one."""
         target = cast(Sandbox, self.sandbox).resolve(path)
@@ -319,7 +319,9 @@ class CodeEnvironment(ToolEnvironment):
                                                               "only regular files can be read or written")
         return target
 
-    def _tool_list_files(self, path: str = ".") -> Observation:
+    def listing(self, path: str) -> tuple[list[str], list[str]]:
+        """The files under directory `path` (relative to the repository root, sorted) and why the listing is
+        incomplete, if it is (`walk_bounded`)."""
         base = cast(Sandbox, self.sandbox).resolve(path)
         if not base.is_dir():
             raise NotADirectoryError(path)
@@ -327,84 +329,10 @@ class CodeEnvironment(ToolEnvironment):
         rel_root = "" if str(base) == root else os.path.relpath(base, root)
         problems: list[str] = []
         files = sorted(rel for _, rel, st, _ in walk_bounded(base, problems, rel_root) if not stat.S_ISDIR(st.st_mode))
-        text = "\n".join(files) or "(no files)"
-        if problems:
-            text += f"\n[listing incomplete: {'; '.join(problems[:3])}]"
-        return Observation(text=text, data={"files": files})
+        return files, problems
 
-    def _tool_read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> Observation:
-        self._regular(path)
-        data = cast(Sandbox, self.sandbox).read_file(path)
-        if len(data) > MAX_READ_BYTES and start_line is None:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(path)} has {len(data)} bytes; read it in parts "
-                                                                 "with start_line/end_line")
-        lines = data.decode().splitlines()
-        lo = (start_line or 1) - 1
-        hi = min(end_line or len(lines), len(lines))
-        if lo >= max(1, len(lines)) and lines:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"start_line {start_line} is past the end of {preview(path)} "
-                                                                 f"({len(lines)} lines)")
-        out: list[str] = []
-        used, shown = 0, lo
-        for i in range(lo, hi):
-            row = f"{i + 1:>5}  {lines[i]}"
-            if used + len(row) > MAX_READ_CHARS and out:
-                break
-            out.append(row[:MAX_READ_CHARS])
-            used += len(row) + 1
-            shown = i + 1
-        text = "\n".join(out)
-        if shown < hi:
-            text += f"\n[... {hi - shown} more lines: read on with start_line={shown + 1}]"
-        return Observation(text=text or "(empty file)", data={"path": path, "lines": len(lines), "shown_to": shown})
-
-    def _tool_write_file(self, path: str, content: str) -> Observation:
-        self._regular(path, may_be_missing=True)
-        cast(Sandbox, self.sandbox).write_file(path, content)
-        return Observation(text=f"wrote {path} ({len(content.splitlines())} lines)", data={"path": path})
-
-    def _tool_replace_text(self, path: str, old: str, new: str) -> Observation:
-        self._regular(path)
-        text = cast(Sandbox, self.sandbox).read_file(path).decode()
-        count = text.count(old)
-        if count == 0:
-            raise ToolRefusal(ActionErrorKind.NOT_FOUND, f"the text to replace does not occur in {preview(path)}")
-        if count > 1:
-            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"the text to replace occurs {count} times in {preview(path)}; "
-                                                              "include more context so it occurs once")
-        cast(Sandbox, self.sandbox).write_file(path, text.replace(old, new, 1))
-        return Observation(text=f"replaced 1 occurrence in {path}", data={"path": path})
-
-    def _tool_apply_diff(self, diff: str) -> Observation:
-        result = cast(Sandbox, self.sandbox).exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(),
-                                                  timeout=30, env=self._command_env)
-        if not result.ok:
-            raise ToolRefusal(ActionErrorKind.RULE_VIOLATION, f"git apply failed: {result.stderr.strip() or result.stdout.strip()}")
-        return Observation(text="diff applied", data={"applied": True})
-
-    def _tool_run_command(self, command: str, timeout_s: int = 30) -> Observation:
-        if "\x00" in command:
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "a command cannot contain a NUL byte")
-        if not command.strip():
-            raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, "the command is empty")
-        return self._exec_observation(cast(Sandbox, self.sandbox).exec(command, timeout=timeout_s, env=self._command_env))
-
-    def _tool_run_tests(self, tests: list[str] | None = None) -> Observation:
-        for t in tests or []:
-            if t.startswith("-"):
-                raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: give test files or node ids, not options")
-            if "\x00" in t:
-                raise ToolRefusal(ActionErrorKind.INVALID_ARGUMENTS, f"{preview(t)}: a test id cannot contain a NUL byte")
-        interpreter = getattr(self.sandbox, "runtime", None)
-        python = interpreter.interpreter if interpreter else "python3"
-        result = cast(Sandbox, self.sandbox).exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(tests or [])],
-                                                  timeout=60, env=self._command_env)
-        return self._exec_observation(result, normalise=True)
-
-    def _tool_submit(self, note: str = "") -> Observation:
-        return Observation(text="submitted; your changes will be verified", data={"submitted": True})
-
-    def _exec_observation(self, r: ExecResult, *, normalise: bool = False) -> Observation:
+    def exec_observation(self, r: ExecResult, *, normalise: bool = False) -> Observation:
+        """What a command's result reads as: its exit code (and the limit that killed it), then its output."""
         out, err = r.stdout, r.stderr
         if normalise:  # pytest's report: keep what the tests did, drop run time and memory addresses
             out, err = (_ADDRESS.sub("0x…", _TIMING.sub("", text)) for text in (out, err))

@@ -20,15 +20,16 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 from playwright.sync_api import Browser, BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 
 from gymsmith.core.errors import StaleTaskError
-from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec, ToolSpec
-from gymsmith.envs.base import FinalState, ToolEnvironment, preview
+from gymsmith.core.types import ActionError, ActionErrorKind, Observation, TaskSpec
+from gymsmith.envs.base import FinalState, ToolEnvironment, ToolRefusal, preview
+from gymsmith.envs.toolkit import Param, Toolbox
 from gymsmith.families.web.browser import BlockedLog, BrowserUnavailable, acquire_browser, new_context, release_browser
 from gymsmith.families.web.schema import WORLD
 from gymsmith.families.web.server import SiteServer
@@ -38,36 +39,18 @@ log = logging.getLogger(__name__)
 QUIET_WINDOW_S = 0.2  # at the end, the page must have had no request in flight for this long (a form submitted by a
 # key press is sent 20-65 ms after the press returns)
 SNAPSHOT_JS = Path(__file__).with_name("snapshot.js").read_text()
-KEYS = ("Enter", "Tab", "Escape", "Backspace", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown",
-        "Home", "End", "Space")
+Key = Literal["Enter", "Tab", "Escape", "Backspace", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp",
+              "PageDown", "Home", "End", "Space"]
+KEYS: tuple[str, ...] = get_args(Key)
 TEXT_ROLES = ("textbox",)
-Problem = tuple[ActionErrorKind, str]  # why an action had no effect
 NOT_FOUND, INVALID, RULE = ActionErrorKind.NOT_FOUND, ActionErrorKind.INVALID_ARGUMENTS, ActionErrorKind.RULE_VIOLATION
-
-
-def _tool(name: str, description: str, properties: dict[str, Any] | None = None, required: tuple[str, ...] = ()) -> ToolSpec:
-    return ToolSpec(name=name, description=description,
-                    parameters={"type": "object", "properties": properties or {}, "required": list(required), "additionalProperties": False})
-
 
 MAX_ELEMENT = 100_000
 MAX_PATH_CHARS = 2_048
 MAX_TEXT_CHARS = 4_000
 MAX_OPTION_CHARS = 500
-ELEMENT = {"type": "integer", "minimum": 1, "maximum": MAX_ELEMENT, "description": "The element's number, as in [12] in the page text."}
-TOOL_SPECS = (
-    _tool("goto", "Open a page of the site by its path, e.g. /orders?page=2.",
-          {"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS}}, ("path",)),
-    _tool("click", "Click an element (link, button, checkbox).", {"element": ELEMENT}, ("element",)),
-    _tool("type", "Replace the text of a text field with `text`.",
-          {"element": ELEMENT, "text": {"type": "string", "maxLength": MAX_TEXT_CHARS}}, ("element", "text")),
-    _tool("select", "Choose an option of a drop-down by its visible text.",
-          {"element": ELEMENT, "option": {"type": "string", "maxLength": MAX_OPTION_CHARS}}, ("element", "option")),
-    _tool("press", f"Press a key in the focused element; one of {', '.join(KEYS)}.", {"key": {"type": "string", "enum": list(KEYS)}}, ("key",)),
-    _tool("scroll", "Scroll the page.", {"direction": {"type": "string", "enum": ["up", "down"]}}, ("direction",)),
-    _tool("back", "Go back to the previous page."),
-    _tool("submit", "Finish the task; say what you did.", {"note": {"type": "string", "maxLength": 2000}}),
-)
+Element = Annotated[int, Param(minimum=1, maximum=MAX_ELEMENT, description="The element's number, as in [12] in the page text.")]
+TOOLS = Toolbox()  # the tools below (after WebEnvironment), in the order the model reads them
 
 
 class WebEnvironment(ToolEnvironment):
@@ -160,7 +143,7 @@ class WebEnvironment(ToolEnvironment):
         parts = urlsplit(cast(Page, self.page).url)
         return parts.path + (f"?{parts.query}" if parts.query else "")
 
-    def _observe(self, problem: Problem | None = None) -> Observation:
+    def _observe(self, problem: tuple[ActionErrorKind, str] | None = None) -> Observation:
         page = cast(Page, self.page)
         try:
             page.wait_for_load_state("load")
@@ -183,24 +166,32 @@ class WebEnvironment(ToolEnvironment):
         kind, message = problem
         return Observation(text=f"ERROR ({kind.value}): {message}\n\n{text}", data=data, error=ActionError(kind=kind, message=message))
 
-    def _element(self, number: int, roles: tuple[str, ...], verb: str) -> tuple[Any, dict] | Problem:
-        """(locator, description) of element `number` of the last observation, or the problem with it."""
+    def _element(self, number: int, roles: tuple[str, ...], verb: str) -> Any:
+        """The locator of element `number` of the last observation; ToolRefusal if there is none or it is not one of
+        `roles`."""
         info = self.elements.get(number)
         if info is None:
             top = max(self.elements) if self.elements else 0
-            return NOT_FOUND, (f"element {number} does not exist on this page (its elements are numbered 1 to {top})" if top
-                               else f"element {number} does not exist: this page has no interactive elements")
+            raise ToolRefusal(NOT_FOUND, f"element {number} does not exist on this page (its elements are numbered 1 to "
+                                         f"{top})" if top else f"element {number} does not exist: this page has no "
+                                                              "interactive elements")
         if info["role"] not in roles:
-            return INVALID, f"element {number} is a {info['role']} ({info['label']!r}); {verb} works on {' or '.join(roles)} elements only"
-        return cast(Page, self.page).locator(f'[data-gsid="{number}"]'), info
+            raise ToolRefusal(INVALID, f"element {number} is a {info['role']} ({info['label']!r}); {verb} works on "
+                                       f"{' or '.join(roles)} elements only")
+        return cast(Page, self.page).locator(f'[data-gsid="{number}"]')
 
     # -- tools ------------------------------------------------------------------------------------
     def _call(self, name: str, arguments: dict[str, Any]) -> Observation:
+        """Run tool `name` (`TOOLS`); a refusal (`ToolRefusal`) or an action the page could not take is an error
+        observation showing the page as it is."""
         assert self.page is not None, "reset() must be called before step()"
-        if name == "submit":
-            return Observation(text="Submitted.", data={"note": arguments.get("note", "")})
         try:
-            problem = getattr(self, f"_tool_{name}")(**arguments)
+            result = TOOLS.functions[name](self, **arguments)
+            if isinstance(result, Observation):
+                return result
+            problem = None
+        except ToolRefusal as refusal:
+            problem = refusal.kind, refusal.message
         except PlaywrightError as exc:
             self._check_alive()
             problem = INVALID, f"{name} failed: {_first_line(exc)}"
@@ -213,59 +204,6 @@ class WebEnvironment(ToolEnvironment):
             raise BrowserUnavailable("the browser process died during the rollout")
         if self.page is None or self.page.is_closed() or self.crashed:
             raise BrowserUnavailable("the page crashed or was closed during the rollout")
-
-    def _tool_goto(self, path: str) -> Problem | None:
-        if "\\" in path or any(not ch.isprintable() for ch in path):  # URL parsers drop tabs and newlines anywhere
-            return INVALID, (f"goto takes a path such as /orders?page=2; {preview(path)} has a backslash or a control "
-                             "character (percent-encode them: %5C, %09, ...)")
-        parts = urlsplit(path)
-        if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
-            return RULE, f"goto takes a path on this site such as /orders; {preview(path)} is outside the site"
-        cast(Page, self.page).goto(path)
-        return None
-
-    def _tool_click(self, element: int) -> Problem | None:
-        found = self._element(element, ("link", "button", "checkbox", "radio"), "click")
-        if not isinstance(found[1], dict):
-            return found
-        # A click at the element's centre, as a person would; the snapshot numbered visible elements only, so
-        # Playwright's wait for the element to be still for two frames (~35 ms a click here) is skipped.
-        found[0].click(force=True)
-        return None
-
-    def _tool_type(self, element: int, text: str) -> Problem | None:
-        found = self._element(element, TEXT_ROLES, "type")
-        if not isinstance(found[1], dict):
-            return found
-        found[0].fill(text)
-        return None
-
-    def _tool_select(self, element: int, option: str) -> Problem | None:
-        found = self._element(element, ("select",), "select")
-        if not isinstance(found[1], dict):
-            return found
-        if option not in found[1]["options"]:
-            return INVALID, f"element {element} has no option {option!r}; its options are {found[1]['options']}"
-        found[0].select_option(label=option)
-        return None
-
-    def _tool_press(self, key: str) -> Problem | None:
-        cast(Page, self.page).keyboard.press(" " if key == "Space" else key)
-        return None
-
-    def _tool_scroll(self, direction: str) -> Problem | None:
-        cast(Page, self.page).mouse.wheel(0, 600 if direction == "down" else -600)
-        return None
-
-    def _tool_back(self) -> Problem | None:
-        page = cast(Page, self.page)
-        before = page.url
-        if page.go_back() is None and page.url == before:
-            return RULE, "there is no previous page to go back to"
-        if not page.url.startswith(cast(SiteServer, self.server).origin + "/"):  # before the first page: the blank start page
-            page.go_forward()
-            return RULE, "there is no previous page of the site to go back to"
-        return None
 
     # -- state ------------------------------------------------------------------------------------
     def settle(self) -> None:
@@ -294,6 +232,78 @@ class WebEnvironment(ToolEnvironment):
         path.write_bytes(image)
         os.chmod(path, 0o444)
         return FinalState(kind="sqlite", path=str(path), digest=_image_digest(image))
+
+
+# -- the tools (the first parameter is the environment; docstrings are what the model reads) ------------------------
+@TOOLS.tool
+def goto(env: WebEnvironment, path: Annotated[str, Param(minLength=1, maxLength=MAX_PATH_CHARS)]) -> None:
+    """Open a page of the site by its path, e.g. /orders?page=2."""
+    if "\\" in path or any(not ch.isprintable() for ch in path):  # URL parsers drop tabs and newlines anywhere
+        raise ToolRefusal(INVALID, f"goto takes a path such as /orders?page=2; {preview(path)} has a backslash or a "
+                                   "control character (percent-encode them: %5C, %09, ...)")
+    parts = urlsplit(path)
+    if parts.scheme or parts.netloc or not path.startswith("/") or path.startswith("//"):
+        raise ToolRefusal(RULE, f"goto takes a path on this site such as /orders; {preview(path)} is outside the site")
+    cast(Page, env.page).goto(path)
+
+
+@TOOLS.tool
+def click(env: WebEnvironment, element: Element) -> None:
+    """Click an element (link, button, checkbox)."""
+    # A click at the element's centre, as a person would; the snapshot numbered visible elements only, so
+    # Playwright's wait for the element to be still for two frames (~35 ms a click here) is skipped.
+    env._element(element, ("link", "button", "checkbox", "radio"), "click").click(force=True)
+
+
+@TOOLS.tool(name="type")
+def type_text(env: WebEnvironment, element: Element, text: Annotated[str, Param(maxLength=MAX_TEXT_CHARS)]) -> None:
+    """Replace the text of a text field with `text`."""
+    env._element(element, TEXT_ROLES, "type").fill(text)
+
+
+@TOOLS.tool
+def select(env: WebEnvironment, element: Element, option: Annotated[str, Param(maxLength=MAX_OPTION_CHARS)]) -> None:
+    """Choose an option of a drop-down by its visible text."""
+    locator = env._element(element, ("select",), "select")
+    options = env.elements[element]["options"]
+    if option not in options:
+        raise ToolRefusal(INVALID, f"element {element} has no option {option!r}; its options are {options}")
+    locator.select_option(label=option)
+
+
+@TOOLS.tool
+def press(env: WebEnvironment, key: Key) -> None:
+    """Press a key in the focused element; one of Enter, Tab, Escape, Backspace, ArrowUp, ArrowDown, ArrowLeft,
+    ArrowRight, PageUp, PageDown, Home, End, Space."""
+    cast(Page, env.page).keyboard.press(" " if key == "Space" else key)
+
+
+@TOOLS.tool
+def scroll(env: WebEnvironment, direction: Literal["up", "down"]) -> None:
+    """Scroll the page."""
+    cast(Page, env.page).mouse.wheel(0, 600 if direction == "down" else -600)
+
+
+@TOOLS.tool
+def back(env: WebEnvironment) -> None:
+    """Go back to the previous page."""
+    page = cast(Page, env.page)
+    before = page.url
+    if page.go_back() is None and page.url == before:
+        raise ToolRefusal(RULE, "there is no previous page to go back to")
+    if not page.url.startswith(cast(SiteServer, env.server).origin + "/"):  # before the first page: the blank start page
+        page.go_forward()
+        raise ToolRefusal(RULE, "there is no previous page of the site to go back to")
+
+
+@TOOLS.tool
+def submit(env: WebEnvironment, note: Annotated[str, Param(maxLength=2000)] = "") -> Observation:
+    """Finish the task; say what you did."""
+    return Observation(text="Submitted.", data={"note": note})
+
+
+TOOL_SPECS = TOOLS.tool_specs()
+
 
 
 def _first_line(exc: BaseException) -> str:
