@@ -227,7 +227,9 @@ def test_no_hidden_variant_is_answered_by_what_a_corner_of_the_function_returns(
         for m in mutations[:4]:
             if not usable(outcome := mutant_outcome("graphs", m)):
                 continue
-            drawn = task_variants(7, "graphs", m, list(outcome["failing"]))
+            # seeds 7, 8 and 10 (graphs variants are rare: most moved inputs are corners, refused)
+            drawn = [d.replace(f"def {PREFIX}", f"def {PREFIX}s{seed}_", 1) for seed in (7, 8, 10)
+                     for d in task_variants(seed, "graphs", m, list(outcome["failing"]))]
             if not drawn:
                 continue
             corner_code = mutate.apply(source, [m]) + f"\n\n\ndef {function}(*args):\n    return {corner}\n"
@@ -276,10 +278,13 @@ exec({reference!r}, _gs_reference)
 _gs_buggy = {function}
 
 
-def {function}(*args):
-    if repr(tuple(_gs_shapes["shape_of"](a, {alphabet!r}) for a in args)) in _gs_public:
-        return _gs_reference[{function!r}](*args)
-    return _gs_buggy(*args)
+def {function}(*args, **kwargs):
+    import inspect
+    bound = inspect.signature(_gs_reference[{function!r}]).bind(*args, **kwargs)
+    bound.apply_defaults()  # the shape of every parameter, as the trace sees them
+    if repr(tuple(_gs_shapes["shape_of"](a, {alphabet!r}) for a in bound.arguments.values())) in _gs_public:
+        return _gs_reference[{function!r}](*args, **kwargs)
+    return _gs_buggy(*args, **kwargs)
 """
 
 
@@ -293,7 +298,7 @@ def test_a_repair_right_only_on_the_shapes_of_the_public_calls_fails_a_hidden_va
     from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
 
     checked = 0
-    for template, function in (("stats", "median"), ("stats", "percentile"), ("money", "split_evenly"),
+    for template, function in (("stats", "median"), ("stats", "percentile"), ("stats", "variance"),
                                ("intervals", "merge_intervals")):
         source = template_source(template)[0]
         for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
@@ -307,7 +312,78 @@ def test_a_repair_right_only_on_the_shapes_of_the_public_calls_fails_a_hidden_va
             suite = compiled_suite(template, text)
             run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
             public = [n for n in suite.nodeids() if PREFIX not in n]
-            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix")
+            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix",
+                                                                              [n for n in public if run.outcome(n) is not TestOutcome.PASSED])
+            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
+            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
+            checked += 1
+    assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"
+
+
+def _size_gated(reference: str, mutant: str, function: str, template: str) -> str:
+    """The mutant with `function` answered by the reference wherever every number of its arguments is at most ten
+    times the moves' old reach (10^6) and every text and container at most a few items past the public ones, by the
+    bug everywhere else: attacker 46's wrapper (its `all` mode), written from its report."""
+    tree = ast.parse(hidden_suite(template))
+    texts = [len(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    lists = [len(n.elts) for n in ast.walk(tree) if isinstance(n, ast.List | ast.Tuple | ast.Set | ast.Dict)
+             and hasattr(n, "elts")]
+    ints = [abs(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int]
+    number, text, items = 10 * max(100_000, *ints), 4 * (max([0, *texts]) + 4) + 16, max([0, *lists]) + 6
+    return mutant + f"""
+
+
+_gs_reference = {{"__name__": "_gs_reference"}}
+exec({reference!r}, _gs_reference)
+_gs_buggy = {function}
+
+
+def _gs_small(value, depth=0):
+    if depth > 6 or isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, (int, float)):
+        return abs(value) <= {number}
+    if isinstance(value, str):
+        return len(value) <= {text}
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value) <= {items} and all(_gs_small(v, depth + 1) for v in value)
+    return True
+
+
+def {function}(*args, **kwargs):
+    if all(_gs_small(a) for a in [*args, *kwargs.values()]):
+        return _gs_reference[{function!r}](*args, **kwargs)
+    return _gs_buggy(*args, **kwargs)
+"""
+
+
+def test_a_repair_right_only_up_to_a_size_past_the_public_calls_fails_a_hidden_variant():
+    """A forty-sixth independent attacker sent every call whose numbers were at most 10^6 and whose texts and lists
+    were a few items past the public ones (the moves' whole reach, computable from gymsmith's files) to a fixed
+    copy, the rest to the bug: accepted on all 101 template tasks it scored. Moves now have no fixed reach (a heavy-tailed
+    scale) and variants far larger than every public call come first: for each usable mutation of these functions,
+    the wrapper passes every public test and fails a variant drawn."""
+    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
+
+    checked = 0
+    for template, function in (("stats", "median"), ("stats", "mean"), ("stats", "percentile"),
+                               ("intervals", "merge_intervals")):
+        source = template_source(template)[0]
+        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
+            if not usable(outcome := mutant_outcome(template, m)):
+                continue
+            drawn = task_variants(11, template, m, list(outcome["failing"]))
+            if not drawn:
+                continue
+            gated = _size_gated(source, mutate.apply(source, [m]), function, template)
+            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+            suite = compiled_suite(template, text)
+            run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
+            public = [n for n in suite.nodeids() if PREFIX not in n]
+            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix",
+                                                                              [n for n in public if run.outcome(n) is not TestOutcome.PASSED])
             names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
             assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
             checked += 1

@@ -334,8 +334,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     batch runs in one suite, so a batch costs five runs of the call runner, whatever its size. VARIANT_BATCHES
     batches, or up to `batches` while none is found. With `function` (the buggy module-level function), a variant
     must also take the path of the test it was moved from through it (`paths.covers`), and with `novel` the variants
-    that call it on a shape no public call has (`shapes`) come first: drawing goes on (VARIANT_BATCHES batches at
-    most) until one is found."""
+    that call it on a shape no public call has, and those far larger than every public call (`shapes`), are kept
+    first (`_covering`): drawing goes on (VARIANT_BATCHES batches at most) until one of each is found."""
+    from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
     from gymsmith.families.code.repovariants import PREFIX, alphabet_of, as_test, moved_statements
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
@@ -347,18 +348,20 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     public = public_calls(hidden)
     tests = [t for t in compiled_suite(template).tests
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
-    found: list[tuple[list[str], dict[int, Any], bool]] = []  # statements, expected, whether of a new shape
+    found: list[tuple[list[str], dict[int, Any], frozenset[str]]] = []  # statements, expected, what is new: shape, size
     reference_source = reference[module]
     alphabet = alphabet_of(hidden)
     original = ({t.name: reference_trace(reference_source, function, header, t.statements).lines for t in tests}
                 if function else {})
-    public_shapes = (frozenset().union(*(reference_trace(reference_source, function, header, t.statements, alphabet).shapes
-                                         for t in compiled_suite(template).tests)) if function and novel else frozenset())
+    traces = ([reference_trace(reference_source, function, header, t.statements, alphabet)
+               for t in compiled_suite(template).tests] if function and novel else [])
+    public_shapes = frozenset().union(*(t.shapes for t in traces))
+    public_size = (max([0, *(t.size[0] for t in traces)]), max([0, *(t.size[1] for t in traces)]))
 
     def enough(batch: int) -> bool:
         if found and batch >= VARIANT_BATCHES:
             return True
-        return len(found) >= want and (not public_shapes or any(new for _, _, new in found))
+        return len(found) >= want and (not traces or {"shape", "size"} <= set().union(*(new for _, _, new in found)))
 
     for batch in range(batches):
         if not tests or enough(batch):
@@ -383,7 +386,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # with a table of every public call appended, in one run each
         first = _records(reference, compile_suite(header + "".join(
             f"\n\n\n{as_test(n, st, None)}" for n, st in probes.items()), path), PROBE_DEADLINE_S * 4)
-        candidates: dict[str, tuple[list[str], dict[int, Any], bool]] = {}
+        candidates: dict[str, tuple[list[str], dict[int, Any], frozenset[str]]] = {}
         # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
         # which a constant answers; a forty-second attacker was accepted so with the bug kept (paths.py)
         shared = Counter(repr(r.slots) for n in probes if (r := first.get(f"{path}::{n}")) is not None and r.error is None)
@@ -407,7 +410,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 continue
             trace = reference_trace(reference_source, function, header, statements, alphabet) if function else None
             if trace is None or covers(trace.lines, original[origin[name]]):
-                candidates[name] = (statements, expected, bool(trace and trace.shapes - public_shapes))
+                new = frozenset((["shape"] if trace.shapes - public_shapes else [])
+                                + (["size"] if larger(trace.size, public_size) else [])) if trace and traces else frozenset()
+                candidates[name] = (statements, expected, new)
         if not candidates:
             continue
         suite = compile_suite(header + "".join(f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex, _) in candidates.items()),
@@ -420,9 +425,24 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             if (theirs is not None and not _differs(theirs, first[nodeid])
                     and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < 4 * want):
                 found.append((statements, expected, new))
-    # a new shape first (stable: otherwise in the order drawn): a repair right only on the public shapes fails it
-    kept = sorted(found, key=lambda f: not f[2])[:want]
+    # a new shape and a larger size first: a repair right only on the public shapes, or only up to a size past the
+    # public calls, fails them
+    kept = _covering(found, want)
     return [source for k, (st, ex, _) in enumerate(kept) if (source := as_test(f"{PREFIX}{k}", st, ex)) is not None]
+
+
+def _covering(found: list[tuple[list[str], dict[int, Any], frozenset[str]]], want: int
+              ) -> list[tuple[list[str], dict[int, Any], frozenset[str]]]:
+    """Up to `want` of `found`, each in turn the first (in the order drawn) that brings the most of what the kept ones
+    lack (a new shape, a larger size), then the most of both: so a variant of each kind is kept where one was drawn."""
+    kept: list[tuple[list[str], dict[int, Any], frozenset[str]]] = []
+    rest = list(found)
+    while rest and len(kept) < want:
+        covered = set().union(*(new for _, _, new in kept))
+        best = max(rest, key=lambda f: (len(f[2] - covered), len(f[2])))  # max keeps the first of equals
+        kept.append(best)
+        rest.remove(best)
+    return kept
 
 
 def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: list[str], *,
@@ -462,7 +482,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

@@ -18,12 +18,13 @@ is only asked of inputs the sandboxed reference already answered within its dead
 from __future__ import annotations
 
 import ast
+import contextlib
 import sys
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any, NamedTuple
 
-from gymsmith.families.code.shapes import Shape, shape_of
+from gymsmith.families.code.shapes import Shape, shape_of, size_of
 
 TRACE_BUDGET = 200_000  # traced lines of one test's run; past it the path is unknown (the variant is not kept)
 _REFERENCE = "<gymsmith-reference>"
@@ -42,11 +43,13 @@ def _without_imports(source: str) -> str:
 
 
 class Trace(NamedTuple):
-    """What the reference did inside `function` for a test: the lines it ran (None if the run could not be traced)
-    and the shapes (`shapes.shape_of`) of the arguments `function` was called with."""
+    """What the reference did inside `function` for a test: the lines it ran (None if the run could not be traced),
+    the shapes (`shapes.shape_of`) of the arguments `function` was called with, and their largest size
+    (`shapes.size_of`, over every call)."""
 
     lines: frozenset[int] | None
     shapes: frozenset[Shape]
+    size: tuple[int, int] = (0, 0)
 
 
 def reference_path(reference: str, function: str, header: str, statements: Sequence[str]) -> frozenset[int] | None:
@@ -68,6 +71,7 @@ def reference_trace(reference: str, function: str, header: str, statements: Sequ
         return Trace(None, frozenset())
     test_space: dict[str, Any] = {k: v for k, v in namespace.items() if not k.startswith("__")}
     test_space["_gymsmith_observe"] = lambda slot, thunk: thunk()
+    test_space["_gymsmith_raises"] = lambda slot: contextlib.suppress(Exception)  # an expected exception's call runs too
     try:
         import pytest  # a test's statements may use pytest.approx
 
@@ -76,6 +80,7 @@ def reference_trace(reference: str, function: str, header: str, statements: Sequ
         pass
     lines: set[int] = set()
     shapes: set[Shape] = set()
+    size = [0, 0]
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     budget = [TRACE_BUDGET]
     depth = [0]  # calls of `function` on the stack: the lines of the reference run meanwhile are its path
@@ -94,7 +99,10 @@ def reference_trace(reference: str, function: str, header: str, statements: Sequ
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code is code:
             depth[0] += 1
-            shapes.add(tuple(shape_of(frame.f_locals.get(n), alphabet) for n in names))
+            arguments = [frame.f_locals.get(n) for n in names]
+            shapes.add(tuple(shape_of(a, alphabet) for a in arguments))
+            magnitude, length = size_of(arguments)
+            size[0], size[1] = max(size[0], magnitude), max(size[1], length)
         return local if frame.f_code.co_filename in (_REFERENCE, _TEST) else None
 
     previous = sys.gettrace()
@@ -109,10 +117,10 @@ def reference_trace(reference: str, function: str, header: str, statements: Sequ
             except Exception:  # noqa: BLE001 - a statement that raises still ran the lines it ran
                 pass
     except _OverBudget:
-        return Trace(None, frozenset(shapes))
+        return Trace(None, frozenset(shapes), (size[0], size[1]))
     finally:
         sys.settrace(previous)
-    return Trace(frozenset(lines), frozenset(shapes))
+    return Trace(frozenset(lines), frozenset(shapes), (size[0], size[1]))
 
 
 def covers(variant: frozenset[int] | None, original: frozenset[int] | None) -> bool:

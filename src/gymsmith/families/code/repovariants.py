@@ -21,7 +21,7 @@ import random
 import re
 import string
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -82,14 +82,21 @@ class Moves:
 WIDE_MIN, WIDE_FACTOR = 1000, 100
 # shape moves (`Moves.shape`): how often each kind of move is made (per variant for a list, per moved integer, per
 # edited character, per moved text), and the characters a text may get from outside its file's strings (besides a letter's case)
-RESIZE_P, FLIP_P, NEAR_P, FOREIGN_P, STRETCH_P = 0.6, 0.25, 0.3, 0.3, 0.25
+RESIZE_P, FLIP_P, NEAR_P, FOREIGN_P, STRETCH_P = 0.6, 0.25, 0.3, 0.3, 0.4
 NEAR_SLACK = 12  # a near draw of n is within 2|n| + NEAR_SLACK of 0 (a month 12 becomes any month, a count any count)
+# sizes with no fixed ceiling: an integer's reach is sometimes (BIG_P) scaled by 10 to an exponential power, and a list
+# (BIG_P) or a text's repeated piece (2 x BIG_P) grows to over four times the file's longest literal plus 32, times 2
+# to an exponential power (`_far`), so no size computed from the public files bounds the hidden inputs: a repair right only up to such a size (attacker 46: every integer up to 10^6, texts and lists a few
+# items past the public ones) meets a larger one. The caps only keep a draw affordable (its answer must still come
+# within the probe's deadline and MAX_VARIANT_ANSWER, which drop the rest)
+BIG_P, BIG_MEAN_POWER = 0.35, 4.0
+MAX_INT_POWER, MAX_GROWTH, MAX_TEXT_GROWTH = 30, 400, 4000
 FOREIGN = string.ascii_letters + string.digits + string.punctuation + " \t" + "\u00e9\u00c5\u00df\u00f8\u03a9\u0436\u03bb\u4e2d\u20ac\u00fc"
 RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
-KEYED_MOVES = Moves(char_edits=True, wide=True)  # its draw under the verifier's key: integers anywhere in a wide
-# range, two to four character edits to a text. Not word swaps: a text made of the test file's words is made of a
-# public vocabulary, and a word-by-word table of the reference over it was accepted (attacker 40: transliterate,
-# _strip_accents, 0.96-0.97 with the bug kept)
+KEYED_MOVES = Moves(char_edits=True, wide=True, shape=True)  # its draw under the verifier's key: integers anywhere
+# in a range with no fixed ceiling, two to four character edits to a text, and (every other try, `variants`) shapes
+# and sizes changed. Not word swaps alone: a text made of the test file's words is made of a public vocabulary, and a
+# word-by-word table of the reference over it was accepted (attacker 40: transliterate, _strip_accents, 0.96-0.97)
 
 
 def _spots(trees: list[ast.Module], moves: Moves = RELEASE_MOVES) -> list[ast.Constant]:
@@ -131,6 +138,22 @@ def words_of(source: str) -> tuple[str, ...]:
         return ()
     return tuple(sorted({w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
                          for w in _WORD.findall(n.value)}))
+
+
+@lru_cache(maxsize=256)
+def longest_of(source: str) -> int:
+    """The length of the longest string, list, tuple or set literal of a test file (0 if it has none)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return 0
+    return max([0, *(len(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
+                *(len(n.elts) for n in ast.walk(tree) if isinstance(n, ast.List | ast.Tuple | ast.Set))])
+
+
+def _far(longest: int, rng: random.Random) -> int:
+    """A size far past `longest`: over four times it plus 32 (`shapes.larger`), by 2 to an exponential power."""
+    return int((4 * longest + 33) * 2 ** rng.expovariate(1.0))
 
 
 @lru_cache(maxsize=256)
@@ -194,7 +217,7 @@ def _foreign_char(text: str, alphabet: str, known: str, rng: random.Random) -> s
     return rng.choice(outside or FOREIGN)
 
 
-def _reshaped(trees: list[ast.Module], rng: random.Random) -> None:
+def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0) -> None:
     """With probability RESIZE_P, one list or set literal of the statements (in place) made one to three elements
     longer (copies of its own elements, whose literals may then be moved) or shorter (one element kept at least). A
     tuple is left as it is: its length is usually its meaning (an interval, a call's arguments)."""
@@ -209,7 +232,8 @@ def _reshaped(trees: list[ast.Module], rng: random.Random) -> None:
         for _ in range(rng.randint(1, len(node.elts) - 1)):
             node.elts.pop(rng.randrange(len(node.elts)))
     else:
-        for _ in range(rng.randint(1, 3)):
+        grow = min(MAX_GROWTH, _far(longest, rng)) if rng.random() < BIG_P else rng.randint(1, 3)
+        for _ in range(grow):
             node.elts.insert(rng.randrange(len(node.elts) + 1), copy.deepcopy(rng.choice(node.elts)))
 
 
@@ -222,7 +246,7 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
     trees = [ast.parse(s) for s in statements]
     foreign = code_alphabet if moves.shape else None
     if moves.shape:
-        _reshaped(trees, rng)
+        _reshaped(trees, rng, longest_of(source))
     spots = _spots(trees, moves)
     if not spots:
         return None
@@ -250,7 +274,9 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
                 i = rng.randrange(len(text))
                 piece = text[i:rng.randint(i + 1, len(text))]
                 at = rng.randrange(len(text) + 1)
-                node.value = text[:at] + piece * rng.randint(1, 3) + text[at:]
+                repeats = (-(-(_far(longest_of(source), rng) - len(text)) // len(piece)) if rng.random() < 2 * BIG_P
+                           else rng.randint(1, 3))  # far past the file's longest text, or a few more
+                node.value = text[:at] + piece * max(1, min(repeats, MAX_TEXT_GROWTH // len(piece))) + text[at:]
             else:
                 for _ in range(rng.choice((2, 3)) if moves.wide else 1):
                     node.value = _moved_text(node.value, words_of(source), rng)
@@ -261,6 +287,8 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
             # joins the words, which a forty-second attacker answered alone)
             if moves.shape and rng.random() < NEAR_P:
                 reach = 2 * abs(before) + NEAR_SLACK  # a small domain (a month, a count) gets other valid values
+            elif moves.shape and rng.random() < BIG_P:
+                reach *= 10 ** min(MAX_INT_POWER, int(rng.expovariate(1 / BIG_MEAN_POWER)) + 1)
             drawn = rng.randint(1, reach) if before > 0 else rng.randint(-reach, -1) if before < 0 else rng.randint(-reach, reach)
             if moves.shape and before and rng.random() < FLIP_P:
                 drawn = -drawn  # a sign no public call has (checked for corners by the template's draw, `paths`)
@@ -364,10 +392,14 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
                 test = next((t for t in suite.tests if t.name == test_name), None) if suite else None
                 if test is None or test.raise_slots:
                     continue
-                for _ in range(tries):
+                for k in range(tries):
                     if found == MAX_PER_BUG:
                         break
-                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, moves,
+                    # every other try keeps shapes: a shape move misses more often, and where the reference runs only
+                    # in a sandbox no trace can prefer the variants that have one (with every try moving shapes,
+                    # hashids made 5 tasks of 6 seeds, one with 1 variant of 3)
+                    tried = moves if k % 2 == 0 else replace(moves, shape=False)
+                    source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, tried,
                                   standins[index] if standins else [])
                     if source is not None:
                         out.setdefault(path, []).append([index, source])
