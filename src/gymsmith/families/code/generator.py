@@ -287,7 +287,7 @@ def pick_mutation(template: str, rng: random.Random, operator: str = "any",
 # an integer becomes any integer of a wide range and a text gets two to four character edits: a thirty-seventh
 # attacker tabled every input within 40 of the public ones (8-80 kB a function) and was accepted; our own
 # templates' code takes any input of its type
-VARIANT_MOVES = Moves(char_edits=True, wide=True, shape=True)
+VARIANT_MOVES = Moves(char_edits=True, wide=True, shape=True, big=True)
 PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole hidden run has VERIFY_TIMEOUT_S
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
 VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...

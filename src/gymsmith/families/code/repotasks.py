@@ -518,7 +518,7 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
     # can table their answers; a seed whose keyed draw gives some bug none makes no task (below).
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
-    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3|tails-alternate-3",
+    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3|alternate",
                      moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST, standins=stand)  # wide moves miss more often
     # never the seeded ones instead (anyone can compute them: a table of a template's seeded variant was accepted where
     # the keyed draw came out empty, attacker 39), nor small moves (integers a step from the public ones, words of the

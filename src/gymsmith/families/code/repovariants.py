@@ -77,6 +77,8 @@ class Moves:
                          # shorter, an integer's sign flipped or drawn near its own size, a text given a character
                          # from outside its file's strings. Without them every hidden input has the shape of a public
                          # one, and a repair right only on those shapes was accepted (attacker 44: 39 of 39 tasks)
+    big: bool = False  # with `shape`, sizes with no fixed ceiling too (BIG_P below): templates only, since a registered
+                       # package's reference runs in a sandbox, where large inputs made hashids' keyed draw 10-40x slower
 
 
 WIDE_MIN, WIDE_FACTOR = 1000, 100
@@ -94,8 +96,8 @@ MAX_INT_POWER, MAX_GROWTH, MAX_TEXT_GROWTH = 30, 400, 4000
 FOREIGN = string.ascii_letters + string.digits + string.punctuation + " \t" + "\u00e9\u00c5\u00df\u00f8\u03a9\u0436\u03bb\u4e2d\u20ac\u00fc"
 RELEASE_MOVES = Moves()  # a registered package's seeded draw (which decides its tasks): inputs stay close to its tests
 KEYED_MOVES = Moves(char_edits=True, wide=True, shape=True)  # its draw under the verifier's key: integers anywhere
-# in a range with no fixed ceiling, two to four character edits to a text, and (every other try, `variants`) shapes
-# and sizes changed. Not word swaps alone: a text made of the test file's words is made of a public vocabulary, and a
+# in a wide range, two to four character edits to a text, and (every other try, `variants`) shapes changed (not sizes:
+# `Moves.big`). Not word swaps alone: a text made of the test file's words is made of a public vocabulary, and a
 # word-by-word table of the reference over it was accepted (attacker 40: transliterate, _strip_accents, 0.96-0.97)
 
 
@@ -217,7 +219,7 @@ def _foreign_char(text: str, alphabet: str, known: str, rng: random.Random) -> s
     return rng.choice(outside or FOREIGN)
 
 
-def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0) -> None:
+def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0, big: bool = False) -> None:
     """With probability RESIZE_P, one list or set literal of the statements (in place) made one to three elements
     longer (copies of its own elements, whose literals may then be moved) or shorter (one element kept at least). A
     tuple is left as it is: its length is usually its meaning (an interval, a call's arguments)."""
@@ -232,7 +234,7 @@ def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0) -> 
         for _ in range(rng.randint(1, len(node.elts) - 1)):
             node.elts.pop(rng.randrange(len(node.elts)))
     else:
-        grow = min(MAX_GROWTH, _far(longest, rng)) if rng.random() < BIG_P else rng.randint(1, 3)
+        grow = min(MAX_GROWTH, _far(longest, rng)) if big and rng.random() < BIG_P else rng.randint(1, 3)
         for _ in range(grow):
             node.elts.insert(rng.randrange(len(node.elts) + 1), copy.deepcopy(rng.choice(node.elts)))
 
@@ -246,7 +248,7 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
     trees = [ast.parse(s) for s in statements]
     foreign = code_alphabet if moves.shape else None
     if moves.shape:
-        _reshaped(trees, rng, longest_of(source))
+        _reshaped(trees, rng, longest_of(source), moves.big)
     spots = _spots(trees, moves)
     if not spots:
         return None
@@ -274,7 +276,7 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
                 i = rng.randrange(len(text))
                 piece = text[i:rng.randint(i + 1, len(text))]
                 at = rng.randrange(len(text) + 1)
-                repeats = (-(-(_far(longest_of(source), rng) - len(text)) // len(piece)) if rng.random() < 2 * BIG_P
+                repeats = (-(-(_far(longest_of(source), rng) - len(text)) // len(piece)) if moves.big and rng.random() < 2 * BIG_P
                            else rng.randint(1, 3))  # far past the file's longest text, or a few more
                 node.value = text[:at] + piece * max(1, min(repeats, MAX_TEXT_GROWTH // len(piece))) + text[at:]
             else:
@@ -287,7 +289,7 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
             # joins the words, which a forty-second attacker answered alone)
             if moves.shape and rng.random() < NEAR_P:
                 reach = 2 * abs(before) + NEAR_SLACK  # a small domain (a month, a count) gets other valid values
-            elif moves.shape and rng.random() < BIG_P:
+            elif moves.big and rng.random() < BIG_P:
                 reach *= 10 ** min(MAX_INT_POWER, int(rng.expovariate(1 / BIG_MEAN_POWER)) + 1)
             drawn = rng.randint(1, reach) if before > 0 else rng.randint(-reach, -1) if before < 0 else rng.randint(-reach, reach)
             if moves.shape and before and rng.random() < FLIP_P:
