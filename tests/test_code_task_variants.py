@@ -388,3 +388,41 @@ def test_a_repair_right_only_up_to_a_size_past_the_public_calls_fails_a_hidden_v
             assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
             checked += 1
     assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"
+
+
+def test_a_repair_buggy_only_near_the_public_calls_fails_a_hidden_variant():
+    """A forty-seventh independent attacker: every variant had to beat the box table (the reference's answers near the
+    public calls), so no variant ever tested the box, a public region; the reference with the bug put back only in
+    the box (the public calls themselves kept right) was accepted on 22 of 40 template tasks with the bug kept. A
+    task now keeps a variant on each side of the box where one was drawn: for each usable mutation of these
+    functions, that repair passes every public test and fails a variant drawn."""
+    from gymsmith.families.code.boxtable import _NEAR_SOURCE, traced_calls
+    from gymsmith.families.code.generator import mutant_outcome, public_calls, task_variants, usable
+
+    checked = 0
+    for template, function in (("money", "split_evenly"), ("stats", "percentile"), ("stats", "median")):
+        source = template_source(template)[0]
+        calls = [(name, ast.literal_eval(args)) for name, args in public_calls(hidden_suite(template))]
+        publics = traced_calls(source, function, calls)
+        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
+            if not usable(outcome := mutant_outcome(template, m)):
+                continue
+            drawn = task_variants(11, template, m, list(outcome["failing"]))
+            if not drawn:
+                continue
+            buggy = mutate.apply(source, [m]).replace(f"def {function}(", f"def _gs_buggy_{function}(", 1)
+            inverse = (source + "\n\n\n" + _NEAR_SOURCE
+                       + f"\n\n_gs_reference = {function}\n_gs_publics = {publics!r}\n_gs_ns = {{}}\n"
+                       + f"exec({buggy!r}, _gs_ns)\n\n\ndef {function}(*args, **kwargs):\n"
+                       + "    if not kwargs and tuple(args) not in _gs_publics and _gs_box_near(args, _gs_publics):\n"
+                       + f"        return _gs_ns['_gs_buggy_{function}'](*args)\n"
+                       + "    return _gs_reference(*args, **kwargs)\n")
+            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+            suite = compiled_suite(template, text)
+            run = run_hidden_tests({f"{template}.py": inverse}, [suite], [template], deadline_s=10)
+            public = [n for n in suite.nodeids() if PREFIX not in n]
+            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the repair is no fix")
+            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
+            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
+            checked += 1
+    assert checked >= 4, f"only {checked} mutations kept a variant: too little was checked"
