@@ -292,6 +292,8 @@ PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
 VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...
 VARIANT_PATIENCE = 16  # ... and the keyed draw, while it has found none (a task never falls back to seeded ones)
+TEMPLATE_VARIANTS = 4  # keyed variants kept per template bug: room for one of each kind `_covering` looks for (a new
+# shape, a larger size, each side of the box; with three, a size variant was often crowded out)
 MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)
 
 
@@ -428,7 +430,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             nodeid = f"{path}::{name}"
             theirs = again.get(nodeid)
             if (theirs is not None and not _differs(theirs, first[nodeid])
-                    and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < 4 * want):
+                    and all(_differs(run.get(nodeid), theirs) for run in runs)):
                 # where the box's answers hide the bug the variant is "inside": a repair buggy only near the public
                 # calls fails it (attacker 47: with every variant outside, the box was a public region never tested)
                 side = [] if box_run is None else ["outside" if _differs(box_run.get(nodeid), theirs) else "inside"]
@@ -462,10 +464,9 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     holds their answers). Each is a plain `==` test the reference passes twice, the bug fails in a value, checking
     more than one bit, calling nothing the hidden suite calls, and failed too by the bug with a table of the hidden
     suite's calls appended and by every degenerate repair of the bug's function (`mutate.standins`). Sources of up
-    to `repovariants.MAX_PER_BUG` test functions (none if no draw gave one).
+    to TEMPLATE_VARIANTS test functions (none if no draw gave one).
     `keyed=False`: one, drawn from the seed alone (anyone can compute it: it decides which bugs a task gets, so its
     start state does not depend on the key). Cached on disk per task and bug."""
-    from gymsmith.families.code.repovariants import MAX_PER_BUG
     from gymsmith.verifier.drawkey import draw_token
 
     token = (draw_token("code-template-variants", FAMILY_VERSION, seed, template) if keyed
@@ -489,9 +490,9 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # test such a repair passes never checks what the function does (a fortieth attacker's `return word` was accepted
     # at 1.0 on a registered package; over 40 template stand-ins none was, but nothing made it so)
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
-    want = MAX_PER_BUG if keyed else 1
+    want = TEMPLATE_VARIANTS if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|box-both|one-edit")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|box-both|one-edit|uncapped")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
