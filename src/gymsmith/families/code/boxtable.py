@@ -1,16 +1,12 @@
 """The best table an attacker can fit: the reference's answers for every call of the buggy function near one the
-public suite makes, appended to the buggy code. A template task keeps a variant the bug still fails with it, and one
-it does not.
+public suite makes, appended to the buggy code. A template variant is kept only if the bug still shows with it.
 
 Near means a *line-box*: the call has the shape of a public one (direct, or made inside another public call) and
 every argument but at most one integer is within BOX_REACH of that public call's (an integer) or equal to it; the
-one may be anything, or instead one text may be one edit (a character replaced, inserted or deleted) from the
-public one's. The box is public, so variants are drawn on both sides of it (`generator._covering`): a table of it
-fails one outside, a repair buggy only inside it (attacker 47) fails one inside. A thirty-seventh attacker tabled
-`days_in_month` for years 1855-2076 and every month (a box) and a thirty-eighth every integer of every public call moved alone over its whole range (lines), keeping only the
+one may be anything. A thirty-seventh attacker tabled `days_in_month` for years 1855-2076 and every month (a box)
+and a thirty-eighth every integer of every public call moved alone over its whole range (lines), keeping only the
 points where the bug shows, compressed: both answered variants, the first through `add_days`'s own calls to the
-buggy function. A line through a string is not tabled (two to four edits reach too many strings); its one-edit
-neighbours are.
+buggy function. A line through a string is not tabled (two to four edits reach too many strings).
 """
 
 from __future__ import annotations
@@ -31,19 +27,6 @@ _NEAR_SOURCE = f"""def _gs_box_leaves(value, out):
     return out
 
 
-def _gs_box_one_edit(a, b):
-    if abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        return sum(x != y for x, y in zip(a, b)) == 1
-    if len(a) > len(b):
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    return a[i:] == b[i + 1:]
-
-
 def _gs_box_near(args, publics):
     mine = _gs_box_leaves(tuple(args), [])
     for public in publics:
@@ -54,8 +37,6 @@ def _gs_box_near(args, publics):
         for a, b in zip(mine, theirs):
             if isinstance(a, int) and not isinstance(a, bool) and isinstance(b, int) and not isinstance(b, bool):
                 far += abs(a - b) > {BOX_REACH}
-            elif isinstance(a, str) and isinstance(b, str) and _gs_box_one_edit(a, b):
-                far += 1  # a text one edit away: as many as a table of the public texts' neighbours holds
             elif type(a) is not type(b) or a != b:
                 far = 2
                 break

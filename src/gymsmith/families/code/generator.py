@@ -292,8 +292,6 @@ PROBE_DEADLINE_S = 1.0  # the reference must answer a variant quickly: the whole
 VARIANT_BATCH = 24  # candidates drawn and judged together (one suite per run)
 VARIANT_BATCHES = 4  # batches per bug: the seeded draw (one variant proves a bug can be placed) ...
 VARIANT_PATIENCE = 16  # ... and the keyed draw, while it has found none (a task never falls back to seeded ones)
-TEMPLATE_VARIANTS = 4  # keyed variants kept per template bug: room for one of each kind `_covering` looks for (a new
-# shape, a larger size, each side of the box; with three, a size variant was often crowded out)
 MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RLE bug's decode made megabytes)
 
 
@@ -331,16 +329,13 @@ def _blank(value: Any, depth: int = 0) -> bool:
 
 
 def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[str], rng: random.Random,
-                   want: int, batches: int, function: str = "", novel: bool = False, boxed: str | None = None
-                   ) -> list[str]:
+                   want: int, batches: int, function: str = "", novel: bool = False) -> list[str]:
     """Up to `want` variants of the bug's failing tests (see `task_variants`), drawn in batches: every candidate of a
     batch runs in one suite, so a batch costs five runs of the call runner, whatever its size. VARIANT_BATCHES
     batches, or up to `batches` while none is found. With `function` (the buggy module-level function), a variant
     must also take the path of the test it was moved from through it (`paths.covers`), and with `novel` the variants
     that call it on a shape no public call has, and those far larger than every public call (`shapes`), are kept
-    first (`_covering`), and with `boxed` (the bug with the reference answering every call near a public one,
-    `boxtable`) a variant the bug fails there too ("outside") and one it does not ("inside"): drawing goes on
-    (VARIANT_BATCHES batches at most) until one of each is found."""
+    first (`_covering`): drawing goes on (VARIANT_BATCHES batches at most) until one of each is found."""
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
     from gymsmith.families.code.repovariants import PREFIX, alphabet_of, as_test, moved_statements
@@ -366,8 +361,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     def enough(batch: int) -> bool:
         if found and batch >= VARIANT_BATCHES:
             return True
-        wanted = ({"shape", "size"} if traces else set()) | ({"outside", "inside"} if boxed is not None and novel else set())
-        return len(found) >= want and wanted <= set().union(*(new for _, _, new in found))
+        return len(found) >= want and (not traces or {"shape", "size"} <= set().union(*(new for _, _, new in found)))
 
     for batch in range(batches):
         if not tests or enough(batch):
@@ -425,18 +419,14 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                               path)
         again = _records(reference, suite, PROBE_DEADLINE_S * 4)
         runs = [_records({module: code}, suite, MUTANT_TIMEOUT_S) for code in [mutant, *tabled]]
-        box_run = _records({module: boxed}, suite, MUTANT_TIMEOUT_S) if boxed is not None else None
         for name, (statements, expected, new) in candidates.items():
             nodeid = f"{path}::{name}"
             theirs = again.get(nodeid)
             if (theirs is not None and not _differs(theirs, first[nodeid])
-                    and all(_differs(run.get(nodeid), theirs) for run in runs)):
-                # where the box's answers hide the bug the variant is "inside": a repair buggy only near the public
-                # calls fails it (attacker 47: with every variant outside, the box was a public region never tested)
-                side = [] if box_run is None else ["outside" if _differs(box_run.get(nodeid), theirs) else "inside"]
-                found.append((statements, expected, new | frozenset(side)))
-    # a new shape, a larger size, one on each side of the box first: a repair right only on the public shapes, only
-    # up to a size past the public calls, only near them (a table) or only away from them, fails one
+                    and all(_differs(run.get(nodeid), theirs) for run in runs) and len(found) < 4 * want):
+                found.append((statements, expected, new))
+    # a new shape and a larger size first: a repair right only on the public shapes, or only up to a size past the
+    # public calls, fails them
     kept = _covering(found, want)
     return [source for k, (st, ex, _) in enumerate(kept) if (source := as_test(f"{PREFIX}{k}", st, ex)) is not None]
 
@@ -464,9 +454,10 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     holds their answers). Each is a plain `==` test the reference passes twice, the bug fails in a value, checking
     more than one bit, calling nothing the hidden suite calls, and failed too by the bug with a table of the hidden
     suite's calls appended and by every degenerate repair of the bug's function (`mutate.standins`). Sources of up
-    to TEMPLATE_VARIANTS test functions (none if no draw gave one).
+    to `repovariants.MAX_PER_BUG` test functions (none if no draw gave one).
     `keyed=False`: one, drawn from the seed alone (anyone can compute it: it decides which bugs a task gets, so its
     start state does not depend on the key). Cached on disk per task and bug."""
+    from gymsmith.families.code.repovariants import MAX_PER_BUG
     from gymsmith.verifier.drawkey import draw_token
 
     token = (draw_token("code-template-variants", FAMILY_VERSION, seed, template) if keyed
@@ -478,21 +469,20 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # suite, rerun, was accepted on one task of twenty)
     defined = {n.name for n in ast.parse(mutant).body if isinstance(n, ast.FunctionDef)}
     tabled = [mutant + table_of(hidden_suite(template), defined)]
-    # ... and a variant the bug fails with the reference's answers for every call of the buggy function near a public
-    # one appended (`boxtable`: a thirty-seventh attacker's `days_in_month` for years 1855-2076 answered every variant
-    # that left the year be) is kept first, but so is one it passes: with every variant such, the box was a region no
-    # variant tested, and a repair buggy only there was accepted on 22 of 40 tasks (attacker 47)
+    # ... and with the reference's answers for every call of the buggy function near a public one (`boxtable`:
+    # a thirty-seventh attacker's `days_in_month` for years 1855-2076 answered every variant that left the year be)
     function = mutation.function.split(".")[-1] if "." not in mutation.function else ""
     calls = [(name, ast.literal_eval(args)) for name, args in public_calls(hidden_suite(template))]
     publics = traced_calls(reference, function, calls) if function else []
     boxed = boxed_source(mutant, reference, function, publics) if function else None
+    tabled += [boxed] if boxed is not None else []
     # ... and with the bug's function repaired degenerately (`mutate.standins`: its input handed back, None): a hidden
     # test such a repair passes never checks what the function does (a fortieth attacker's `return word` was accepted
     # at 1.0 on a registered package; over 40 template stand-ins none was, but nothing made it so)
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
-    want = TEMPLATE_VARIANTS if keyed else 1
+    want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|box-both|one-edit|uncapped")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
@@ -500,7 +490,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
         except ValueError:
             pass
     drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
-                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed, boxed=boxed)
+                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed)
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]

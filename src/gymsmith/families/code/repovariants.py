@@ -269,8 +269,8 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
                 node.value = (moved if moved != node.value
                               else _edited_text(node.value, alphabet_of(source), rng, foreign=foreign))
             elif moves.char_edits:
-                edits = ((1, 2, 3, 4) if moves.big else (2, 3, 4)) if moves.wide else (1, 1, 2, 3)  # one edit: inside
-                node.value = _edited_text(node.value, alphabet_of(source), rng, edits, foreign=foreign)  # the box too
+                node.value = _edited_text(node.value, alphabet_of(source), rng, (2, 3, 4) if moves.wide else (1, 1, 2, 3),
+                                          foreign=foreign)
             if moves.shape and node.value and rng.random() < STRETCH_P:
                 text = str(node.value)  # a piece of it repeated: a length no public text has, in its own alphabet
                 i = rng.randrange(len(text))
