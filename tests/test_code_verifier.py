@@ -17,10 +17,11 @@ from gymsmith.families.code.repo import Tree
 from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.verifier.pytest_runner import LEAN_ARGS, RunStatus, TestOutcome, WarmPytest, fresh_pytest
 
-# 50 tasks (was 100, and 200 before): thousands of passing and hundreds of failing test outcomes compared one by one,
+# 24 tasks (was 50, 100 and 200 before; since variants draw until they have a new shape and a larger size, generation
+# costs more): thousands of passing and hundreds of failing test outcomes compared one by one,
 # a third each on buggy, fixed and half-fixed code; each fresh pytest is a real process, and since hidden variants
-# are drawn per task (about 2 s a task the first time on a machine) generation is the fixture's other bulk.
-N_TASKS = 50
+# are drawn per task (seconds a task the first time on a machine) generation is the fixture's other bulk.
+N_TASKS = 24
 
 
 def jobs_for(tasks):

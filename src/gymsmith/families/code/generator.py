@@ -394,6 +394,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             record = first.get(f"{path}::{name}")
             if record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots):
                 continue
+            if any(len(repr(v)) > MAX_VARIANT_ANSWER for v in record.slots):
+                continue  # an expected answer this long (a text grown far) made the reference's run of a task's variants
+                # miss its deadline at verification (a VerifierError on every rollout of the task)
             if shared[repr(record.slots)] > 1 or all(_blank(v) for v in record.slots):
                 continue  # a blank answer ([], '', 0, -1, None, or made only of them) is what a corner gives too
             expected = dict(enumerate(record.slots))
@@ -482,7 +485,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far")
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers")
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
