@@ -4,15 +4,27 @@ is a `ToolRefusal`, and the environment turns the file system's errors into refu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, cast
+from pathlib import Path
+from typing import Annotated, Protocol, cast
 
 from gymsmith.core.types import ActionErrorKind, Observation
 from gymsmith.envs.base import ToolRefusal, preview
 from gymsmith.envs.toolkit import Param, Toolbox
-from gymsmith.sandbox import Sandbox
+from gymsmith.sandbox import ExecResult, Sandbox
 
-if TYPE_CHECKING:
-    from gymsmith.families.code.env import CodeEnvironment
+
+class CodeEnvironment(Protocol):
+    """What the tools use of `env.CodeEnvironment` (a protocol, so this module does not import the environment that
+    imports it)."""
+
+    sandbox: Sandbox | None
+    command_env: dict[str, str]
+
+    def regular_file(self, path: str, *, may_be_missing: bool = False) -> Path: ...
+
+    def listing(self, path: str) -> tuple[list[str], list[str]]: ...
+
+    def exec_observation(self, r: ExecResult, *, normalise: bool = False) -> Observation: ...
 
 # Every argument is bounded (docs/episodes.md); the caps are far above what a fix needs.
 MAX_PATH_CHARS = 1024
