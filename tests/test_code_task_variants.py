@@ -253,6 +253,34 @@ def test_a_path_through_the_function_tells_its_corners_apart():
 
 
 # -- variants must leave the shapes of the public calls ------------------------------------------------------------
+def _wrapper_fails_a_variant_of_every_bug(functions: tuple[tuple[str, str], ...], wrap) -> None:
+    """For each usable mutation (the first six) of each (template, function): the wrapper `wrap(reference, mutant,
+    function, template)` passes every public test of the hidden suite and fails a variant drawn for seed 11; at least
+    six mutations are checked."""
+    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
+
+    checked = 0
+    for template, function in functions:
+        source = template_source(template)[0]
+        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
+            if not usable(outcome := mutant_outcome(template, m)):
+                continue
+            drawn = task_variants(11, template, m, list(outcome["failing"]))
+            if not drawn:
+                continue
+            gated = wrap(source, mutate.apply(source, [m]), function, template)
+            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
+            suite = compiled_suite(template, text)
+            run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
+            public = [n for n in suite.nodeids() if PREFIX not in n]
+            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix",
+                                                                              [n for n in public if run.outcome(n) is not TestOutcome.PASSED])
+            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
+            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
+            checked += 1
+    assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"
+
+
 def _shape_gated(reference: str, mutant: str, function: str, template: str) -> str:
     """The mutant with `function` answered by the reference wherever its arguments have the shape of a call the public
     hidden suite makes (`shapes.shape_of`), by the bug everywhere else: attacker 44's wrapper, written from its report."""
@@ -295,29 +323,8 @@ def test_a_repair_right_only_on_the_shapes_of_the_public_calls_fails_a_hidden_va
     (a list made longer or shorter, a sign flipped, a character from outside the file) and those calling the buggy
     function on a new shape come first: for each usable mutation of these functions, the wrapper passes every public
     test and fails a variant drawn."""
-    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
-
-    checked = 0
-    for template, function in (("stats", "median"), ("stats", "percentile"), ("stats", "variance"),
-                               ("intervals", "merge_intervals")):
-        source = template_source(template)[0]
-        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
-            if not usable(outcome := mutant_outcome(template, m)):
-                continue
-            drawn = task_variants(11, template, m, list(outcome["failing"]))
-            if not drawn:
-                continue
-            gated = _shape_gated(source, mutate.apply(source, [m]), function, template)
-            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
-            suite = compiled_suite(template, text)
-            run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
-            public = [n for n in suite.nodeids() if PREFIX not in n]
-            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix",
-                                                                              [n for n in public if run.outcome(n) is not TestOutcome.PASSED])
-            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
-            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
-            checked += 1
-    assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("stats", "percentile"), ("stats", "variance"),
+                                           ("intervals", "merge_intervals")), _shape_gated)
 
 
 def _size_gated(reference: str, mutant: str, function: str, template: str) -> str:
@@ -365,26 +372,5 @@ def test_a_repair_right_only_up_to_a_size_past_the_public_calls_fails_a_hidden_v
     copy, the rest to the bug: accepted on all 101 template tasks it scored. Moves now have no fixed reach (a heavy-tailed
     scale) and variants far larger than every public call come first: for each usable mutation of these functions,
     the wrapper passes every public test and fails a variant drawn."""
-    from gymsmith.families.code.generator import mutant_outcome, task_variants, usable
-
-    checked = 0
-    for template, function in (("stats", "median"), ("stats", "mean"), ("stats", "percentile"),
-                               ("intervals", "merge_intervals")):
-        source = template_source(template)[0]
-        for m in [m for m in mutate.candidates(source) if m.function == function][:6]:
-            if not usable(outcome := mutant_outcome(template, m)):
-                continue
-            drawn = task_variants(11, template, m, list(outcome["failing"]))
-            if not drawn:
-                continue
-            gated = _size_gated(source, mutate.apply(source, [m]), function, template)
-            text = hidden_suite(template).rstrip() + "".join(f"\n\n\n{d.rstrip()}" for d in drawn) + "\n"
-            suite = compiled_suite(template, text)
-            run = run_hidden_tests({f"{template}.py": gated}, [suite], [template], deadline_s=10)
-            public = [n for n in suite.nodeids() if PREFIX not in n]
-            assert all(run.outcome(n) is TestOutcome.PASSED for n in public), (m.description, "the wrapper is no fix",
-                                                                              [n for n in public if run.outcome(n) is not TestOutcome.PASSED])
-            names = [f"tests/test_{template}.py::{d.split('(', 1)[0].removeprefix('def ')}" for d in drawn]
-            assert any(run.outcome(n) is not TestOutcome.PASSED for n in names), (m.description, drawn)
-            checked += 1
-    assert checked >= 6, f"only {checked} mutations kept a variant: too little was checked"
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("stats", "mean"), ("stats", "percentile"),
+                                           ("intervals", "merge_intervals")), _size_gated)
