@@ -350,11 +350,13 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
     found: list[tuple[list[str], dict[int, Any], frozenset[str]]] = []  # statements, expected, what is new: shape, size
     reference_source = reference[module]
-    alphabet = alphabet_of(hidden)
-    original = ({t.name: reference_trace(reference_source, function, header, t.statements).lines for t in tests}
-                if function else {})
-    traces = ([reference_trace(reference_source, function, header, t.statements, alphabet)
-               for t in compiled_suite(template).tests] if function and novel else [])
+    alphabet, code_alphabet = alphabet_of(hidden), alphabet_of(reference_source)
+    # one trace of every test of the suite: the failing ones' lines are the paths variants must keep, and (`novel`)
+    # all of them give the shapes and sizes the public calls have
+    traced = ({t.name: reference_trace(reference_source, function, header, t.statements, alphabet)
+               for t in compiled_suite(template).tests} if function else {})
+    original = {t.name: traced[t.name].lines for t in tests} if function else {}
+    traces = list(traced.values()) if novel else []
     public_shapes = frozenset().union(*(t.shapes for t in traces))
     public_size = (max([0, *(t.size[0] for t in traces)]), max([0, *(t.size[1] for t in traces)]))
 
@@ -370,7 +372,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         origin: dict[str, str] = {}
         for k in range(VARIANT_BATCH):
             picked = rng.choice(tests)
-            moved = moved_statements(picked.statements, hidden, rng, VARIANT_MOVES, alphabet_of(reference_source))
+            moved = moved_statements(picked.statements, hidden, rng, VARIANT_MOVES, code_alphabet)
             probe = None if moved is None else as_test(f"test_probe_{k}", moved, None)
             if moved is None or probe is None:
                 continue

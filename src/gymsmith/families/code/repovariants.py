@@ -88,9 +88,10 @@ RESIZE_P, FLIP_P, NEAR_P, FOREIGN_P, STRETCH_P = 0.6, 0.25, 0.3, 0.3, 0.4
 NEAR_SLACK = 12  # a near draw of n is within 2|n| + NEAR_SLACK of 0 (a month 12 becomes any month, a count any count)
 # sizes with no fixed ceiling: an integer's reach is sometimes (BIG_P) scaled by 10 to an exponential power, and a list
 # (BIG_P) or a text's repeated piece (2 x BIG_P) grows to over four times the file's longest literal plus 32, times 2
-# to an exponential power (`_far`), so no size computed from the public files bounds the hidden inputs: a repair right only up to such a size (attacker 46: every integer up to 10^6, texts and lists a few
-# items past the public ones) meets a larger one. The caps only keep a draw affordable (its answer must still come
-# within the probe's deadline and MAX_VARIANT_ANSWER, which drop the rest)
+# to an exponential power (`_far`), so no size computed from the public files bounds the hidden inputs: a repair
+# right only up to such a size (attacker 46: every integer up to 10^6, texts and lists a few items past the public
+# ones) meets a larger one. The caps only keep a draw affordable (its answer must still come within the probe's
+# deadline and MAX_VARIANT_ANSWER, which drop the rest)
 BIG_P, BIG_MEAN_POWER = 0.35, 4.0
 MAX_INT_POWER, MAX_GROWTH, MAX_TEXT_GROWTH = 30, 400, 4000
 FOREIGN = string.ascii_letters + string.digits + string.punctuation + " \t" + "\u00e9\u00c5\u00df\u00f8\u03a9\u0436\u03bb\u4e2d\u20ac\u00fc"
@@ -285,8 +286,8 @@ def moved_statements(statements: tuple[str, ...], source: str, rng: random.Rando
         elif moves.wide:
             before = int(node.value)  # type: ignore[arg-type]  # an int: chosen above
             reach = max(WIDE_MIN, WIDE_FACTOR * abs(before))
-            # the sign kept: a test's width or count stays one (a negative width is a corner where justify_line
-            # joins the words, which a forty-second attacker answered alone)
+            # the sign kept, unless a shape move flips it below: a negative width is a corner where justify_line joins
+            # the words (a forty-second attacker answered it alone), which the template draw's path check now refuses
             if moves.shape and rng.random() < NEAR_P:
                 reach = 2 * abs(before) + NEAR_SLACK  # a small domain (a month, a count) gets other valid values
             elif moves.big and rng.random() < BIG_P:
@@ -330,13 +331,13 @@ def as_test(name: str, statements: list[str], expected: dict[int, Any] | None) -
 
 
 def _one(repo: Repo, path: str, test: CompiledTest, mutant: dict[str, str], shown: Candidates, name: str,
-         rng: random.Random, moves: Moves = RELEASE_MOVES, standins: Sequence[dict[str, str]] = ()) -> str | None:
+         rng: random.Random, moves: Moves = RELEASE_MOVES, standins: Sequence[dict[str, str]] = (),
+         code_alphabet: str = "") -> str | None:
     """One variant of `test` (a function named `name`), or None if this try gives none: on it the bug shows (the
     `mutant` fails) and so does each of `standins` (the sources with the bug's function replaced by a degenerate
-    repair: its input handed back, None)."""
-    statements = moved_statements(test.statements, repo.call_sources[path], rng, moves,
-                                  "".join(sorted(set().union(*map(alphabet_of, repo.sources.values())))) if moves.shape
-                                  else "")
+    repair: its input handed back, None). `code_alphabet`: the characters of the package's own strings (shape moves
+    draw new characters from them first)."""
+    statements = moved_statements(test.statements, repo.call_sources[path], rng, moves, code_alphabet)
     if statements is None or list(statements) == list(test.statements):
         return None
     header = keep_tests(repo.call_sources[path], set())
@@ -385,6 +386,7 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
     def compute() -> dict[str, list[list[Any]]]:
         out: dict[str, list[list[Any]]] = {}
         count = 0
+        code_alphabet = "".join(sorted(set().union(*map(alphabet_of, repo.sources.values())))) if moves.shape else ""
         for index, fails in enumerate(per_bug):
             rng = random.Random(f"variants:{repo.spec}:{seed}:{index}")
             found = 0
@@ -402,7 +404,7 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
                     # hashids made 5 tasks of 6 seeds, one with 1 variant of 3)
                     tried = moves if k % 2 == 0 else replace(moves, shape=False)
                     source = _one(repo, path, test, mutant, shown, f"{PREFIX}{count}", rng, tried,
-                                  standins[index] if standins else [])
+                                  standins[index] if standins else [], code_alphabet)
                     if source is not None:
                         out.setdefault(path, []).append([index, source])
                         count += 1

@@ -1,6 +1,7 @@
 """The coding tools, as the model sees them: each docstring is the tool's documentation, each signature its schema
-(`envs.toolkit`). The first parameter is the `CodeEnvironment` whose sandbox and workspace they act on; a refusal
-is a `ToolRefusal`, and the environment turns the file system's errors into refusals that name the path."""
+(`envs.toolkit`). The first parameter is the `CodeEnvironment` whose sandbox and workspace they act on (typed as
+`ToolHost`, what the tools use of it); a refusal is a `ToolRefusal`, and the environment turns the file system's
+errors into refusals that name the path."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from gymsmith.envs.toolkit import Param, Toolbox
 from gymsmith.sandbox import ExecResult, Sandbox
 
 
-class CodeEnvironment(Protocol):
+class ToolHost(Protocol):
     """What the tools use of `env.CodeEnvironment` (a protocol, so this module does not import the environment that
     imports it)."""
 
@@ -43,7 +44,7 @@ TOOLS = Toolbox()  # every tool below, in the order the model reads them
 
 
 @TOOLS.tool(read_only=True)
-def list_files(env: CodeEnvironment,
+def list_files(env: ToolHost,
                path: Annotated[str, Param(minLength=1, maxLength=MAX_PATH_CHARS, description=_PATH_HELP,
                                           default=".")] = ".") -> Observation:
     """List the files of the repository (or of one directory in it), one path per line."""
@@ -55,7 +56,7 @@ def list_files(env: CodeEnvironment,
 
 
 @TOOLS.tool(read_only=True)
-def read_file(env: CodeEnvironment, path: RepoPath, start_line: Line = None, end_line: Line = None) -> Observation:
+def read_file(env: ToolHost, path: RepoPath, start_line: Line = None, end_line: Line = None) -> Observation:
     """Read a text file, with line numbers. Optionally only lines start_line..end_line (1-based, inclusive)."""
     env.regular_file(path)
     data = cast(Sandbox, env.sandbox).read_file(path)
@@ -84,7 +85,7 @@ def read_file(env: CodeEnvironment, path: RepoPath, start_line: Line = None, end
 
 
 @TOOLS.tool
-def write_file(env: CodeEnvironment, path: RepoPath, content: Annotated[str, Param(maxLength=MAX_FILE_CHARS)]) -> Observation:
+def write_file(env: ToolHost, path: RepoPath, content: Annotated[str, Param(maxLength=MAX_FILE_CHARS)]) -> Observation:
     """Create or overwrite a text file with the given content."""
     env.regular_file(path, may_be_missing=True)
     cast(Sandbox, env.sandbox).write_file(path, content)
@@ -92,7 +93,7 @@ def write_file(env: CodeEnvironment, path: RepoPath, content: Annotated[str, Par
 
 
 @TOOLS.tool
-def replace_text(env: CodeEnvironment, path: RepoPath,
+def replace_text(env: ToolHost, path: RepoPath,
                  old: Annotated[str, Param(minLength=1, maxLength=MAX_EDIT_CHARS)],
                  new: Annotated[str, Param(maxLength=MAX_EDIT_CHARS)]) -> Observation:
     """Replace an exact piece of text in a file. `old` must occur exactly once (include surrounding lines to make it
@@ -111,7 +112,7 @@ def replace_text(env: CodeEnvironment, path: RepoPath,
 
 
 @TOOLS.tool
-def apply_diff(env: CodeEnvironment, diff: Annotated[str, Param(minLength=1, maxLength=MAX_FILE_CHARS)]) -> Observation:
+def apply_diff(env: ToolHost, diff: Annotated[str, Param(minLength=1, maxLength=MAX_FILE_CHARS)]) -> Observation:
     """Apply a unified diff (as produced by `git diff` or `diff -u`, paths a/... b/...) to the repository with
     `git apply`."""
     result = cast(Sandbox, env.sandbox).exec(["git", "apply", "--whitespace=nowarn", "-"], input=diff.encode(),
@@ -122,7 +123,7 @@ def apply_diff(env: CodeEnvironment, diff: Annotated[str, Param(minLength=1, max
 
 
 @TOOLS.tool
-def run_command(env: CodeEnvironment, command: Annotated[str, Param(minLength=1, maxLength=MAX_COMMAND_CHARS)],
+def run_command(env: ToolHost, command: Annotated[str, Param(minLength=1, maxLength=MAX_COMMAND_CHARS)],
                 timeout_s: Annotated[int, Param(minimum=1, maximum=MAX_COMMAND_TIMEOUT_S, default=30)] = 30) -> Observation:
     """Run a shell command in the repository, in a sandbox without network. Returns the exit code and output (each
     stream capped). /tmp is emptied after each command."""
@@ -134,7 +135,7 @@ def run_command(env: CodeEnvironment, command: Annotated[str, Param(minLength=1,
 
 
 @TOOLS.tool
-def run_tests(env: CodeEnvironment,
+def run_tests(env: ToolHost,
               tests: Annotated[list[Annotated[str, Param(minLength=1, maxLength=MAX_PATH_CHARS)]] | None,
                                Param(maxItems=50)] = None) -> Observation:
     """Run the repository's visible tests with pytest (all of them, or the given test files / node ids) and return
@@ -152,7 +153,7 @@ def run_tests(env: CodeEnvironment,
 
 
 @TOOLS.tool
-def submit(env: CodeEnvironment, note: Annotated[str, Param(maxLength=MAX_NOTE_CHARS,
+def submit(env: ToolHost, note: Annotated[str, Param(maxLength=MAX_NOTE_CHARS,
                                                            description="Optional summary of the fix.")] = "") -> Observation:
     """Finish: your changes to the repository are verified by hidden tests."""
     return Observation(text="submitted; your changes will be verified", data={"submitted": True})
