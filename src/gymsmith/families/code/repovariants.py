@@ -240,6 +240,52 @@ def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0, big
             node.elts.insert(rng.randrange(len(node.elts) + 1), copy.deepcopy(rng.choice(node.elts)))
 
 
+def nudged_statements(statements: tuple[str, ...], source: str, rng: random.Random) -> list[str] | None:
+    """`statements` with one literal of its observed calls nudged: an integer by one of STEPS, a text by one edit (a
+    character of its own or of its file's strings replaced, inserted or deleted), or one element of a list dropped or
+    doubled. The calls next to the public ones, which a table of them beside the bug answers (a box, a text one edit
+    away); the template draw keeps a candidate there as a side only (`generator.SIDES`). None if it has none."""
+    trees = [ast.parse(s) for s in statements]
+    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
+    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List) and n.elts
+              and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    if not spots:
+        return None
+    node = rng.choice(spots)
+    if isinstance(node, ast.List):
+        i = rng.randrange(len(node.elts))
+        if len(node.elts) > 1 and rng.random() < 0.5:
+            node.elts.pop(i)
+        else:
+            node.elts.insert(i, copy.deepcopy(node.elts[i]))
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        node.value = _edited_text(node.value, alphabet_of(source), rng, (1,))
+    elif isinstance(node, ast.Constant):
+        node.value = int(node.value) + rng.choice(STEPS)  # type: ignore[arg-type]  # an int: a spot
+    return [ast.unparse(tree) for tree in trees]
+
+
+def cornered_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+    """`statements` with one to three literals of its observed calls (or list or set literals) put at a corner of
+    their type: an integer 0, 1 or -1, a text empty or one of its characters, a list or set empty or one of its
+    elements. Corners are where a function's blank answers are (nothing, zero, -1), which no variant may prove a fix
+    on; the template draw keeps a candidate there as a side only (`generator.SIDES`). None if it has no such literal."""
+    trees = [ast.parse(s) for s in statements]
+    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
+    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Set) and n.elts
+              and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    if not spots:
+        return None
+    for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2, 3)))):
+        if isinstance(node, ast.List | ast.Set):
+            node.elts = [] if isinstance(node, ast.List) and rng.random() < 0.5 else [rng.choice(node.elts)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = rng.choice(["", *node.value])
+        elif isinstance(node, ast.Constant):
+            node.value = rng.choice([0, 1, -1])
+    return [ast.unparse(tree) for tree in trees]
+
+
 def moved_statements(statements: tuple[str, ...], source: str, rng: random.Random,
            moves: Moves = RELEASE_MOVES, code_alphabet: str = "") -> list[str] | None:
     """`statements` (a driver's, of the test file `source`) with one to two literals of its observed calls moved
