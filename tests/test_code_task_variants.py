@@ -444,6 +444,23 @@ def _near_the_public_calls(publics: list[tuple]):
             yield from (tuple(public[:i]) + (m,) + tuple(public[i + 1:]) for m in moved)
 
 
+def _retyped_calls(publics: list[tuple]):
+    """The public calls with one argument of another type: an integer a float, a tuple a list (or its tuples lists),
+    a list a tuple, a text with a newline or an ideographic space in it."""
+    for public in publics:
+        for i, a in enumerate(public):
+            moved: list = []
+            if type(a) is int:
+                moved = [float(a), a + 0.5]
+            elif isinstance(a, tuple):
+                moved = [list(a)]
+            elif isinstance(a, list):
+                moved = [tuple(a), [list(x) if isinstance(x, tuple) else x for x in a]]
+            elif isinstance(a, str):
+                moved = [a + "\n", a.replace(" ", "\u3000")]
+            yield from (tuple(public[:i]) + (m,) + tuple(public[i + 1:]) for m in moved)
+
+
 def _keeps_the_bug(gate: str):
     """`shows` for `_wrapper_fails_a_variant_of_every_bug`: whether a call next to a public one (not one) passes
     `gate` and tells the bug from the reference, i.e. whether the gated wrapper keeps the bug there."""
@@ -456,7 +473,7 @@ def _keeps_the_bug(gate: str):
         wrong_code: dict = {}
         exec(reference, right_code)
         exec(mutant, wrong_code)
-        for args in _near_the_public_calls(space["_gs_publics"]):
+        for args in [*_near_the_public_calls(space["_gs_publics"]), *_retyped_calls(space["_gs_publics"])]:
             if args in space["_gs_publics"]:
                 continue
             try:
@@ -536,4 +553,42 @@ def test_a_repair_buggy_only_where_the_draw_filters_refuse_variants_fails_a_hidd
     _wrapper_fails_a_variant_of_every_bug((("money", "apply_discount"), ("money", "split_evenly"),
                                            ("intervals", "merge_intervals"), ("textwrap2", "center")),
                                           lambda r, m, f, t: _gated(r, m, f, t, _FILTER_GATE), _keeps_the_bug(_FILTER_GATE),
+                                          share=0.75)
+
+
+_TYPE_GATE = """def _gs_kind(value, depth=0):
+    if depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
+        return (type(value).__name__, tuple(sorted({repr(_gs_kind(v, depth + 1)) for v in value})))
+    if depth < 4 and isinstance(value, dict):
+        return ("dict", tuple(sorted({repr((_gs_kind(k, depth + 1), _gs_kind(v, depth + 1))) for k, v in value.items()})))
+    return type(value).__name__
+
+
+def _gs_texts(value, depth=0):
+    if isinstance(value, str):
+        yield value
+    elif depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from _gs_texts(v, depth + 1)
+
+
+_gs_public_kinds = {tuple(_gs_kind(a) for a in public) for public in _gs_publics}
+
+
+def _gs_gate(args, right, wrong):
+    plain = all(ch.isprintable() and not ch.isspace() or ch == " " for text in _gs_texts(args) for ch in text)
+    return not (plain and tuple(_gs_kind(a) for a in args) in _gs_public_kinds)"""
+
+
+def test_a_repair_right_only_on_the_types_of_the_public_calls_fails_a_hidden_side():
+    """A forty-ninth independent attacker: no move of a hidden input changed a type (an integer stayed an integer, a
+    tuple a tuple) nor put whitespace but a space in a text, so the reference answering only calls whose arguments'
+    types a public call has (texts printable, no whitespace but spaces), the bug the rest, was accepted on 40 of 41
+    and 41 of 41 template tasks under two host keys, the bug kept (`median((4, 1, 3, 2))`, `wrap('aaa\\nbbb', 7)`).
+    Probes with a type changed (`repovariants.retyped_statements`) are now kept as sides: the wrapper passes every
+    public test, and fails a hidden test drawn on at least three in four of the usable mutations of these functions
+    whose bug shows on such a call."""
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("textwrap2", "wrap"), ("intervals", "merge_intervals"),
+                                           ("money", "total_with_tax"), ("money", "parse_amount")),
+                                          lambda r, m, f, t: _gated(r, m, f, t, _TYPE_GATE), _keeps_the_bug(_TYPE_GATE),
                                           share=0.75)

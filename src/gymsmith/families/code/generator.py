@@ -298,13 +298,15 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # variant must pass marks out a region no variant tests: attackers 47 and 48 kept the bug only there and were
 # accepted. So a candidate a filter refuses, that the reference answers stably and the bug fails, is kept beside the
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
-SIDES = {"tabled": 2, "near": 3, "blank": 3, "shared": 1, "echo": 1, "bit": 1, "path": 1, "long": 1}
+SIDES = {"tabled": 2, "near": 3, "typed": 3, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
+         "long": 1}
 SIDE = "side_"  # in a side's name, after repovariants.PREFIX
-# probes for sides only, per batch: a third nudged next to the public calls (`repovariants.nudged_statements`: an
+# probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
-# kept the bug there), the rest put at corners (`repovariants.cornered_statements`: where the blank answers are,
-# attacker 48's)
-SIDE_PROBES = 36
+# kept the bug there), a quarter with a type changed (`retyped_statements`: a float for an integer, a list for a
+# tuple, a newline in a text: attacker 49 kept the bug on every type no public call has), half put at corners
+# (`cornered_statements`: where the blank answers are, attacker 48's)
+SIDE_PROBES = 48
 SIDE_PROBE = "test_side_probe_"
 DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them)
 MAX_SIDE_ANSWER = 20_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
@@ -357,7 +359,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
     from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, cornered_statements, moved_statements,
-                                                       nudged_statements)
+                                                       nudged_statements, retyped_statements)
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
 
@@ -394,12 +396,14 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # the draw's own probes, then (with `sides`) probes near the public calls and at corners, from a stream of
         # their own (the variants drawn stay those of the draw without sides); those make sides only
         drawing = [(f"test_probe_{k}", rng, "move") for k in range(VARIANT_BATCH)]
-        drawing += [(f"{SIDE_PROBE}{k}", side_rng, "corner" if k % 3 else "nudge")
+        drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", "typed", "corner", "corner")[k % 4])
                     for k in range(SIDE_PROBES if sides is not None else 0)]
+        kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
             moved = (moved_statements(picked.statements, hidden, stream, VARIANT_MOVES, code_alphabet) if how == "move"
                      else nudged_statements(picked.statements, hidden, stream) if how == "nudge"
+                     else retyped_statements(picked.statements, stream) if how == "typed"
                      else cornered_statements(picked.statements, stream))
             probe = None if moved is None else as_test(name, moved, None)
             if moved is None or probe is None:
@@ -420,9 +424,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         refused: dict[str, tuple[list[str], dict[int, Any], str]] = {}  # the filters' catch, by name: a side of which
         # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
         # which a constant answers; a forty-second attacker was accepted so with the bug kept (paths.py)
-        answers = {n: repr(r.slots) for n in probes if (r := first.get(f"{path}::{n}")) is not None and r.error is None}
-        shared = Counter(a for n, a in answers.items() if not n.startswith(SIDE_PROBE))  # the draw's own, as without sides
-        shared_too = Counter(answers.values())
+        shared = Counter(repr(r.slots) for n in probes if not n.startswith(SIDE_PROBE)  # the draw's own, as without sides
+                         and (r := first.get(f"{path}::{n}")) is not None and r.error is None)
         for name, statements in probes.items():
             record = first.get(f"{path}::{name}")
             if record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots):
@@ -442,6 +445,12 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             fn = ast.parse(source).body[0]
             if len(test) != 1 or not isinstance(fn, ast.FunctionDef) or _calls(fn, {}) & public:
                 continue  # a public call's answer is in the file: a test of it proves nothing a shown test does not
+            if name.startswith(SIDE_PROBE):  # a side whatever the filters say (they guard proof), classed by its answer
+                # where a filter keys on that (a gate on blank or echoed answers is attacker 48's), else by its move
+                kind = ("blank" if all(_blank(v) for v in record.slots) else "echo" if echoes_an_input(test[0])
+                        else "bit" if not informative(test[0]) else kinds[name])
+                refused[name] = (statements, expected, kind)
+                continue
             # the filters below keep a region out of what *proves* a fix (a constant, an echo or a one-bit guess
             # passes there); a candidate they refuse is kept as a side (`SIDES`), which only gates
             if long:
@@ -450,7 +459,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             if all(_blank(v) for v in record.slots):
                 refused[name] = (statements, expected, "blank")  # [], '', 0, -1, None, or only them: a corner's answer
                 continue
-            if (shared_too if name.startswith(SIDE_PROBE) else shared)[repr(record.slots)] > 1:
+            if shared[repr(record.slots)] > 1:
                 refused[name] = (statements, expected, "shared")
                 continue
             if echoes_an_input(test[0]) or not informative(test[0]):
@@ -476,9 +485,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                                                                                    limit=MAX_SIDE_ANSWER):
                 continue
             if all(_differs(run.get(nodeid), theirs) for run in runs):
-                if sides is not None and name.startswith(SIDE_PROBE):
-                    sides.append((statements, expected, "near"))
-                elif len(found) < 4 * want and not name.startswith(SIDE_PROBE):
+                if len(found) < 4 * want:
                     found.append((statements, expected, new))
             elif sides is not None:  # the bug shows, but a table (the box's, the public calls') or a stand-in passes
                 sides.append((statements, expected, "tabled" if _differs(runs[0].get(nodeid), theirs) else "long"))
@@ -558,7 +565,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-4" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-7" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
@@ -569,7 +576,12 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
                            VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed,
                            sides=sides if keyed else None)
-    drawn += _sides(sides) if drawn else []  # no side without a variant that proves the fix: the bug is not placed
+    kept = _sides(sides) if drawn else []  # no side without a variant that proves the fix: the bug is not placed
+    # the reference (an honest fix) must run the whole suite with them in a deadline well inside the verifier's: a
+    # side calling `add_days` with 667 million days kept the reference busy past it (attacker 49: the fix rejected)
+    if kept and not _finishes(template, reference, drawn + kept):
+        kept = [d for d in kept if _finishes(template, reference, drawn + [d])]
+    drawn += kept
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
         drawn = [d for d in drawn if _finishes(template, mutant, [d])]

@@ -265,6 +265,45 @@ def nudged_statements(statements: tuple[str, ...], source: str, rng: random.Rand
     return [ast.unparse(tree) for tree in trees]
 
 
+RETYPE_CHARS = "\n\t\r\u3000\u00a0"  # whitespace no move ever puts in a text (attacker 49's gate kept the bug there)
+
+
+def retyped_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+    """`statements` with one or two literals of its observed calls given another type, or a kind of character no
+    other move gives a text: an integer made a float (itself or half more), a tuple literal made a list or a list a
+    tuple, a text given a newline, tab, carriage return or a non-ASCII space (RETYPE_CHARS). No other move changes a
+    type, so a repair right only on the types of the public calls passed every variant (attacker 49); the template
+    draw keeps a candidate here as a side only (`generator.SIDES`). None if it has no such literal."""
+    trees = [ast.parse(s) for s in statements]
+    starred = {id(n.value) for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Starred)}
+    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
+    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Tuple)
+              and id(n) not in starred and not any(isinstance(e, ast.Starred) for e in n.elts)
+              and isinstance(n.ctx, ast.Load)]
+    if not spots:
+        return None
+    flipped: set[int] = set()
+    for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
+        if isinstance(node, ast.List | ast.Tuple):
+            flipped.add(id(node))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            i = rng.randrange(len(node.value) + 1)
+            node.value = node.value[:i] + rng.choice(RETYPE_CHARS) + node.value[i:]
+        elif isinstance(node, ast.Constant):
+            node.value = float(node.value) + rng.choice((0.0, 0.5))  # type: ignore[arg-type]  # an int: a spot
+
+    class Flip(ast.NodeTransformer):
+        def visit_List(self, node: ast.List) -> ast.AST:
+            self.generic_visit(node)
+            return ast.Tuple(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node
+
+        def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
+            self.generic_visit(node)
+            return ast.List(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node
+
+    return [ast.unparse(Flip().visit(tree)) for tree in trees]
+
+
 def cornered_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
     """`statements` with one to three literals of its observed calls (or list or set literals) put at a corner of
     their type: an integer 0, 1 or -1, a text empty or one of its characters, a list or set empty or one of its
