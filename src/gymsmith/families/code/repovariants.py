@@ -220,14 +220,26 @@ def _foreign_char(text: str, alphabet: str, known: str, rng: random.Random) -> s
     return rng.choice(outside or FOREIGN)
 
 
+def _containers(trees: list[ast.Module], kinds: type | tuple[type, ...]) -> list[ast.List | ast.Set]:
+    """The list or set literals of `kinds` (ast.List, ast.Set or both) in the statements that hold elements, none of
+    them starred, in the order `ast.walk` meets them."""
+    return [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Set) and isinstance(n, kinds)
+            and n.elts and not any(isinstance(e, ast.Starred) for e in n.elts)]
+
+
+def _probe_spots(trees: list[ast.Module], kinds: type | tuple[type, ...]) -> list[ast.AST]:
+    """What a probe for sides may change: the literals any text may be edited at (`_spots` with character edits),
+    then the container literals of `kinds` (`_containers`)."""
+    return [*_spots(trees, Moves(char_edits=True)), *_containers(trees, kinds)]
+
+
 def _reshaped(trees: list[ast.Module], rng: random.Random, longest: int = 0, big: bool = False) -> None:
     """With probability RESIZE_P, one list or set literal of the statements (in place) made one to three elements
     longer (copies of its own elements, whose literals may then be moved) or shorter (one element kept at least). A
     tuple is left as it is: its length is usually its meaning (an interval, a call's arguments)."""
     if rng.random() >= RESIZE_P:
         return
-    containers = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Set) and n.elts
-                  and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    containers = _containers(trees, (ast.List, ast.Set))
     if not containers:
         return
     node = rng.choice(containers)
@@ -246,9 +258,7 @@ def nudged_statements(statements: tuple[str, ...], source: str, rng: random.Rand
     doubled. The calls next to the public ones, which a table of them beside the bug answers (a box, a text one edit
     away); the template draw keeps a candidate there as a side only (`generator.SIDES`). None if it has none."""
     trees = [ast.parse(s) for s in statements]
-    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
-    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List) and n.elts
-              and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    spots = _probe_spots(trees, ast.List)
     if not spots:
         return None
     node = rng.choice(spots)
@@ -310,9 +320,7 @@ def cornered_statements(statements: tuple[str, ...], rng: random.Random) -> list
     elements. Corners are where a function's blank answers are (nothing, zero, -1), which no variant may prove a fix
     on; the template draw keeps a candidate there as a side only (`generator.SIDES`). None if it has no such literal."""
     trees = [ast.parse(s) for s in statements]
-    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
-    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Set) and n.elts
-              and not any(isinstance(e, ast.Starred) for e in n.elts)]
+    spots = _probe_spots(trees, (ast.List, ast.Set))
     if not spots:
         return None
     for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2, 3)))):
