@@ -461,9 +461,27 @@ def _retyped_calls(publics: list[tuple]):
             yield from (tuple(public[:i]) + (m,) + tuple(public[i + 1:]) for m in moved)
 
 
-def _keeps_the_bug(gate: str):
+def _wild_calls(publics: list[tuple]):
+    """The public calls with one argument given a value no shipped move emits: a number a float with a fraction
+    (not a half), a text a character of a script none of gymsmith's strings holds, a list one such element."""
+    def wild(a):
+        if type(a) in (int, float):
+            return [a + 0.37, a * 1.618 + 0.01]
+        if isinstance(a, str):
+            return [a + "\u0b95", "\u16a0" + a[1:]]
+        if isinstance(a, list) and a:
+            return [[moved, *a[1:]] for moved in wild(a[0])]
+        return []
+
+    for public in publics:
+        for i, a in enumerate(public):
+            yield from (tuple(public[:i]) + (m,) + tuple(public[i + 1:]) for m in wild(a))
+
+
+def _keeps_the_bug(gate: str, calls=None):
     """`shows` for `_wrapper_fails_a_variant_of_every_bug`: whether a call next to a public one (not one) passes
-    `gate` and tells the bug from the reference, i.e. whether the gated wrapper keeps the bug there."""
+    `gate` and tells the bug from the reference, i.e. whether the gated wrapper keeps the bug there. `calls(publics)`
+    gives the calls to try (default: near and retyped ones)."""
     from gymsmith.families.code.boxtable import _NEAR_SOURCE
 
     def shows(reference: str, mutant: str, function: str, template: str) -> bool:
@@ -473,7 +491,9 @@ def _keeps_the_bug(gate: str):
         wrong_code: dict = {}
         exec(reference, right_code)
         exec(mutant, wrong_code)
-        for args in [*_near_the_public_calls(space["_gs_publics"]), *_retyped_calls(space["_gs_publics"])]:
+        tried = (calls(space["_gs_publics"]) if calls is not None
+                 else [*_near_the_public_calls(space["_gs_publics"]), *_retyped_calls(space["_gs_publics"])])
+        for args in tried:
             if args in space["_gs_publics"]:
                 continue
             try:
@@ -591,4 +611,63 @@ def test_a_repair_right_only_on_the_types_of_the_public_calls_fails_a_hidden_sid
     _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("textwrap2", "wrap"), ("intervals", "merge_intervals"),
                                            ("money", "total_with_tax"), ("money", "parse_amount")),
                                           lambda r, m, f, t: _gated(r, m, f, t, _TYPE_GATE), _keeps_the_bug(_TYPE_GATE),
+                                          share=0.75)
+
+
+def _shipped_values() -> tuple[str, list[float]]:
+    """What attacker 50 computed from gymsmith's files: every character a move can put in a text (the templates' and
+    the move code's sources, `FOREIGN`, `RETYPE_CHARS`, printable ASCII, their other case) and the float literals of the
+    templates."""
+    import string
+    from pathlib import Path
+
+    from gymsmith.families.code import repovariants
+
+    code = Path(repovariants.__file__).parent
+    files = [*(code / "templates").glob("*.py"), code / "repovariants.py", code / "generator.py", code / "differential.py"]
+    chars = set(string.printable) | set(repovariants.FOREIGN) | set(repovariants.RETYPE_CHARS)
+    for f in files:
+        chars |= set(f.read_text())
+    chars |= {c.swapcase() for c in list(chars) if len(c.swapcase()) == 1}
+    floats = sorted({n.value for f in (code / "templates").glob("*.py") for n in ast.walk(ast.parse(f.read_text()))
+                     if isinstance(n, ast.Constant) and type(n.value) is float})
+    return "".join(sorted(chars)), floats
+
+
+def _domain_gate() -> str:
+    chars, floats = _shipped_values()
+    return f"""_gs_chars = frozenset({chars!r})
+_gs_floats = frozenset({floats!r})
+
+
+def _gs_emitted(value, depth=0):
+    if type(value) in (int, bool) or value is None:
+        return True
+    if type(value) is float:
+        return (value * 2).is_integer() or value in _gs_floats
+    if type(value) is str:
+        return all(ch in _gs_chars for ch in value)
+    if type(value) in (list, tuple, set, frozenset):
+        return depth > 20 or all(_gs_emitted(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return depth > 20 or all(_gs_emitted(k, depth + 1) and _gs_emitted(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _gs_gate(args, right, wrong):
+    return not _gs_emitted(args)"""
+
+
+def test_a_repair_right_only_on_what_the_moves_can_emit_fails_a_hidden_side():
+    """A fiftieth independent attacker: every hidden input came from a public call by shipped moves, so the set of
+    values they can produce is computable (floats whole or halves, texts of characters gymsmith's files hold); the
+    reference on that set, the bug everywhere else, was accepted on 41 of 41 template tasks under two host keys, the
+    bug kept (`mean([1.25, 2, 3, 4])`, `tokenize('привет + 1')`). Probes with wild values (a float of any fraction, a
+    character of any script: `repovariants.wild_statements`) are now kept as sides: the wrapper passes every public
+    test, and fails a hidden test drawn on at least three in four of the usable mutations of these functions whose bug
+    shows on such a call."""
+    gate = _domain_gate()
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("stats", "mean"), ("tokenizer", "tokenize"),
+                                           ("intervals", "merge_intervals"), ("money", "split_evenly")),
+                                          lambda r, m, f, t: _gated(r, m, f, t, gate), _keeps_the_bug(gate, _wild_calls),
                                           share=0.75)

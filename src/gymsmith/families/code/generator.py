@@ -21,7 +21,7 @@ import random
 import threading
 from collections import Counter
 from functools import lru_cache
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -299,7 +299,7 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # accepted. So a candidate a filter refuses, that the reference answers stably and the bug fails, is kept beside the
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
 SIDES = {"tabled": 2, "near": 3, "typed": 3, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
-         "long": 1}
+         "long": 1, "wild": 4}
 SIDE = "side_"  # in a side's name, after repovariants.PREFIX
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
@@ -307,8 +307,12 @@ SIDE = "side_"  # in a side's name, after repovariants.PREFIX
 # tuple, a newline in a text: attacker 49 kept the bug on every type no public call has), half put at corners
 # (`cornered_statements`: where the blank answers are, attacker 48's)
 SIDE_PROBES = 48
+# ... and probes with wild values (`repovariants.wild_statements`: floats of any fraction, characters of any script),
+# from a third stream: every other move emits a set computable from gymsmith's files, and a repair right only on it
+# was accepted on every template task (attacker 50). A wild probe's side is of kind `wild` whatever its answer
+WILD_PROBES = 16
 SIDE_PROBE = "test_side_probe_"
-DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them)
+DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them, 1.6.0 wild ones)
 MAX_SIDE_ANSWER = 20_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
 # MAX_VARIANT_ANSWER: a repair buggy only where answers are longer was accepted, attacker 48)
 
@@ -359,18 +363,17 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
     from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, cornered_statements, moved_statements,
-                                                       nudged_statements, retyped_statements)
+                                                       nudged_statements, retyped_statements, wild_statements)
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
 
     path, module, hidden = hidden_test_path(template), f"{template}.py", hidden_suite(template)
-    reference = {module: template_source(template)[0]}
     header = keep_tests(hidden, set())
     public = public_calls(hidden)
     tests = [t for t in compiled_suite(template).tests
              if f"{path}::{t.name}" in failing and t.checks and not t.raise_slots]
     found: list[tuple[list[str], dict[int, Any], frozenset[str]]] = []  # statements, expected, what is new: shape, size
-    reference_source = reference[module]
+    reference_source = template_source(template)[0]
     alphabet, code_alphabet = alphabet_of(hidden), alphabet_of(reference_source)
     # one trace of every test of the suite: the failing ones' lines are the paths variants must keep, and (`novel`)
     # all of them give the shapes and sizes the public calls have
@@ -388,6 +391,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
 
     # seeded by the draw's stream without drawing from it
     side_rng = random.Random("sides:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    wild_rng = random.Random("wild:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
     for batch in range(batches):
         if not tests or enough(batch):
             break
@@ -398,12 +402,14 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         drawing = [(f"test_probe_{k}", rng, "move") for k in range(VARIANT_BATCH)]
         drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", "typed", "corner", "corner")[k % 4])
                     for k in range(SIDE_PROBES if sides is not None else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if sides is not None else 0)]
         kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
             moved = (moved_statements(picked.statements, hidden, stream, VARIANT_MOVES, code_alphabet) if how == "move"
                      else nudged_statements(picked.statements, hidden, stream) if how == "nudge"
                      else retyped_statements(picked.statements, stream) if how == "typed"
+                     else wild_statements(picked.statements, stream) if how == "wild"
                      else cornered_statements(picked.statements, stream))
             probe = None if moved is None else as_test(name, moved, None)
             if moved is None or probe is None:
@@ -417,9 +423,18 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         if not probes:
             continue
         # the reference's answers; the candidates that check them; then stable, failed by the bug, failed by the bug
-        # with a table of every public call appended, in one run each
-        first = _records(reference, compile_suite(header + "".join(
-            f"\n\n\n{as_test(n, st, None)}" for n, st in probes.items()), path), PROBE_DEADLINE_S * 4)
+        # with a table of every public call appended, in one run each. The probes for sides run apart from the draw's:
+        # a probe the reference is slow on ends its run, and every probe after it with it (a split_evenly of a billion
+        # parts left seeds 2 and 4 without a side, and attacker 49 kept the bug there)
+        def run(code: str, tests: Mapping[str, tuple[list[str], dict[int, Any] | None]], deadline_s: float
+                ) -> dict[str, TestRecord]:
+            return _records({module: code}, compile_suite(header + "".join(
+                f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex) in tests.items()), path), deadline_s) if tests else {}
+
+        first = run(reference_source, {n: (st, None) for n, st in probes.items() if not n.startswith(SIDE_PROBE)},
+                    PROBE_DEADLINE_S * 4)
+        first |= run(reference_source, {n: (st, None) for n, st in probes.items() if n.startswith(SIDE_PROBE)},
+                     PROBE_DEADLINE_S * 4)
         candidates: dict[str, tuple[list[str], dict[int, Any], frozenset[str]]] = {}
         refused: dict[str, tuple[list[str], dict[int, Any], str]] = {}  # the filters' catch, by name: a side of which
         # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
@@ -447,8 +462,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 continue  # a public call's answer is in the file: a test of it proves nothing a shown test does not
             if name.startswith(SIDE_PROBE):  # a side whatever the filters say (they guard proof), classed by its answer
                 # where a filter keys on that (a gate on blank or echoed answers is attacker 48's), else by its move
-                kind = ("blank" if all(_blank(v) for v in record.slots) else "echo" if echoes_an_input(test[0])
-                        else "bit" if not informative(test[0]) else kinds[name])
+                kind = ("wild" if kinds[name] == "wild" else "blank" if all(_blank(v) for v in record.slots)
+                        else "echo" if echoes_an_input(test[0]) else "bit" if not informative(test[0]) else kinds[name])
                 refused[name] = (statements, expected, kind)
                 continue
             # the filters below keep a region out of what *proves* a fix (a constant, an echo or a one-bit guess
@@ -474,10 +489,14 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 refused[name] = (statements, expected, "path")
         if not candidates and not (sides is not None and refused):
             continue
-        suite = compile_suite(header + "".join(f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex, _) in
-                                               [*candidates.items(), *refused.items()]), path)
-        again = _records(reference, suite, PROBE_DEADLINE_S * 4)
-        runs = [_records({module: code}, suite, MUTANT_TIMEOUT_S) for code in [mutant, *tabled]]
+        proving = {n: (st, ex) for n, (st, ex, _) in candidates.items()}
+        again = run(reference_source, proving, PROBE_DEADLINE_S * 4)
+        runs = [run(code, proving, MUTANT_TIMEOUT_S) for code in [mutant, *tabled]]
+        # the refused apart too (a candidate the bug hangs on ends the bug's run), and only the bug's run: a side
+        # needs only the bug to fail it
+        refusing = {n: (st, ex) for n, (st, ex, _) in refused.items()} if sides is not None else {}
+        side_again = run(reference_source, refusing, PROBE_DEADLINE_S * 4)
+        side_bug = run(mutant, refusing, MUTANT_TIMEOUT_S)
         for name, (statements, expected, new) in candidates.items():
             nodeid = f"{path}::{name}"
             theirs = again.get(nodeid)
@@ -491,9 +510,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 sides.append((statements, expected, "tabled" if _differs(runs[0].get(nodeid), theirs) else "long"))
         for name, (statements, expected, kind) in refused.items():
             nodeid = f"{path}::{name}"
-            theirs = again.get(nodeid)
+            theirs = side_again.get(nodeid)
             if (sides is not None and theirs is not None and not _differs(theirs, first[nodeid], limit=MAX_SIDE_ANSWER)
-                    and _differs(runs[0].get(nodeid), theirs, limit=MAX_SIDE_ANSWER)):
+                    and _differs(side_bug.get(nodeid), theirs, limit=MAX_SIDE_ANSWER)):
                 sides.append((statements, expected, kind))
     # a new shape and a larger size first: a repair right only on the public shapes, or only up to a size past the
     # public calls, fails them
@@ -565,7 +584,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-7" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-7-wild-1" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

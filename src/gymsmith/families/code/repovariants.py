@@ -106,16 +106,20 @@ def _spots(trees: list[ast.Module], moves: Moves = RELEASE_MOVES) -> list[ast.Co
     """The literals of a driver's statements that a variant may move: integers with |n| <= 1000 that are not slot
     numbers, and strings holding a digit or a word (any string with `moves.char_edits`; a docstring or a string
     over MAX_TEXT characters is not one)."""
-    spots = []
+    return [n for n in _literals(trees) if (type(n.value) is int and abs(n.value) <= 1000)
+            or (type(n.value) is str and len(n.value) <= MAX_TEXT and (moves.char_edits or _TEXT_SPOT.search(n.value)))]
+
+
+def _literals(trees: list[ast.Module]) -> list[ast.Constant]:
+    """The constants of a driver's statements that are inputs of its calls (not a slot number, not a bare string), in
+    the order `ast.walk` meets them."""
+    found = []
     for tree in trees:
         skip = {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Name) and n.func.id == OBSERVE and n.args}
         skip |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # a bare string does nothing
-        spots += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in skip
-                  and ((type(n.value) is int and abs(n.value) <= 1000)
-                       or (type(n.value) is str and len(n.value) <= MAX_TEXT
-                           and (moves.char_edits or _TEXT_SPOT.search(n.value))))]
-    return spots
+        found += [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in skip]
+    return found
 
 
 def can_vary(test: CompiledTest) -> bool:
@@ -312,6 +316,72 @@ def retyped_statements(statements: tuple[str, ...], rng: random.Random) -> list[
             return ast.List(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node
 
     return [ast.unparse(Flip().visit(tree)) for tree in trees]
+
+
+# wild values (`wild_statements`): the moves above emit a computable set (floats whole or halves, the characters of
+# shipped strings), and a repair right only there was accepted on every template task (attacker 50). A wild value
+# comes from a distribution with no such hole: a float of any fraction, size and number of decimals; a character of
+# any script, block or category (surrogates aside: no UTF-8 text holds one). Nothing computable from gymsmith's files
+# marks a region of the stated domain (docs/verifier.md, "the domain") these never reach.
+WILD_SURROGATES = range(0xD800, 0xE000)
+
+
+def _wild_number(value: float, rng: random.Random) -> float:
+    """A float drawn around `value`: next to it by under one, scaled by a random factor, or anywhere from 10^-6 to
+    10^9 either sign; kept to a random number of decimals (1 to 15) or to every bit."""
+    how = rng.random()
+    if how < 0.4:
+        x = value + rng.uniform(-1.0, 1.0)
+    elif how < 0.75:
+        x = value * rng.lognormvariate(0.0, 0.7) * rng.choice((1, 1, 1, -1))
+    else:
+        x = rng.choice((1, -1)) * 10 ** rng.uniform(-6.0, 9.0)
+    return x if rng.random() < 0.3 else round(x, rng.randint(1, 15))
+
+
+def _wild_char(rng: random.Random, near: int | None = None) -> str:
+    """A character of any script: within 128 code points of `near` (a word of one script), else from one of the
+    planes in proportion weighted toward the ones with letters; never a surrogate."""
+    while True:
+        if near is not None and rng.random() < 0.7:
+            cp = max(0, near + rng.randrange(-64, 64))
+        else:
+            r = rng.random()
+            cp = (rng.randrange(0, 0x20) if r < 0.02 else rng.randrange(0x20, 0x7F) if r < 0.15
+                  else rng.randrange(0x7F, 0x3000) if r < 0.6 else rng.randrange(0x3000, 0x10000) if r < 0.9
+                  else rng.randrange(0x10000, 0x110000))
+        if cp not in WILD_SURROGATES and cp < 0x110000:
+            return chr(cp)
+
+
+def _wild_text(text: str, rng: random.Random) -> str:
+    """`text` with one, a few or every character replaced or joined by characters of any script (`_wild_char`), runs
+    of one script more often than not."""
+    near = rng.randrange(0x80, 0x30000) if rng.random() < 0.6 else None
+    for _ in range(rng.choice((1, 1, 2, 3, max(1, len(text))))):
+        i = rng.randrange(len(text) + 1)
+        new = _wild_char(rng, near)
+        text = text[:i] + new + (text[i + 1:] if i < len(text) and rng.random() < 0.5 else text[i:])
+    return text
+
+
+def wild_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+    """`statements` with one, some or every number and text literal of its observed calls made wild: a number a float
+    of any fraction, size and precision (`_wild_number`), a text given characters of any script (`_wild_text`). The
+    other moves emit a set anyone can compute from gymsmith's files, so a repair right only on that set and buggy
+    everywhere else in the domain passed all of them (attacker 50); the template draw keeps a candidate here as a
+    side only (`generator.SIDES`). None if it has no such literal."""
+    trees = [ast.parse(s) for s in statements]
+    spots = [n for n in _literals(trees) if type(n.value) in (int, float) or
+             (type(n.value) is str and len(n.value) <= MAX_TEXT)]
+    if not spots:
+        return None
+    share = rng.choice((0.0, 0.34, 0.67, 1.0))  # 0: exactly one
+    chosen = [n for n in spots if rng.random() < share] or [rng.choice(spots)]
+    for node in chosen:
+        node.value = (_wild_text(node.value, rng) if isinstance(node.value, str)
+                      else _wild_number(node.value, rng))  # type: ignore[arg-type]  # an int or a float
+    return [ast.unparse(tree) for tree in trees]
 
 
 def cornered_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
