@@ -297,17 +297,112 @@ def test_every_bug_keeps_a_pinned_hidden_failing_test(repos):
     assert repo.suites  # loaded
 
 
+def test_every_bug_keeps_hidden_sides_the_reference_passes_and_the_bug_fails(repos):
+    """Sides (`repovariants.sides`): hidden tests on a bug's failing calls given wild values, other types, corners or
+    calls next to the public ones, where no proving variant goes; a repair right only where the proving moves reach
+    passed every variant (attacker 50, on templates). Each side gates (it is among its bug's FAIL_TO_PASS tests),
+    earns nothing (not pinned), passes on the reference and fails on the start state (the bugs), in the real sandbox;
+    most bugs keep some, and some are wild (ledgerkit takes numbers, which wild values make floats)."""
+    from gymsmith.families.code.repotasks import repo_run_hidden
+    from gymsmith.families.code.repovariants import PREFIX, SIDE
+    from gymsmith.verifier.pytest_runner import TestOutcome
+
+    family = get_family("code")
+    bugs = with_sides = 0
+    kinds: set[str] = set()
+    for seed in range(4):
+        ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 4))
+        side_ids = {n for tests in ct.bug_tests for n in tests if f"::{PREFIX}{SIDE}" in n}
+        assert not side_ids & set(ct.pinned_tests) and side_ids <= set(ct.fail_to_pass), seed
+        bugs += len(ct.bug_tests)
+        with_sides += sum(bool(set(tests) & side_ids) for tests in ct.bug_tests)
+        kinds |= {n.split(SIDE)[1].rsplit("_", 1)[0] for n in side_ids}
+        right, _ = repo_run_hidden(PACKAGE, ct.reference, ct.hidden_tests)
+        start, _ = repo_run_hidden(PACKAGE, {p: ct.files[p] for p in ct.reference}, ct.hidden_tests)
+        assert all(right.outcome(n) is TestOutcome.PASSED for n in side_ids), (seed, sorted(side_ids))
+        assert all(start.outcome(n) is TestOutcome.FAILED for n in side_ids), (seed, sorted(side_ids))
+    assert with_sides >= bugs * 3 // 4 and "wild" in kinds, (with_sides, bugs, kinds)
+
+
+def _emitted_only(reference: str, buggy: str, chars: str) -> str:
+    """Attacker 50's repair, for a package module: the reference, with each function the bug changed answered by the
+    reference only when every argument is a value the proving moves can emit (ints, floats whole or halves, texts of
+    `chars`, containers of those), by the buggy function otherwise."""
+    import ast
+
+    fixed = {n.name: ast.dump(n) for n in ast.parse(reference).body if isinstance(n, ast.FunctionDef)}
+    out = reference.rstrip() + f"""
+
+
+_gs_chars = frozenset({chars!r})
+
+
+def _gs_emitted(value, depth=0):
+    if type(value) in (int, bool) or value is None:
+        return True
+    if type(value) is float:
+        return (value * 2).is_integer()
+    if type(value) is str:
+        return all(ch in _gs_chars for ch in value)
+    if type(value) in (list, tuple, set, frozenset):
+        return depth > 20 or all(_gs_emitted(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return depth > 20 or all(_gs_emitted(k, depth + 1) and _gs_emitted(v, depth + 1) for k, v in value.items())
+    return False
+"""
+    for node in ast.parse(buggy).body:
+        if isinstance(node, ast.FunctionDef) and node.name in fixed and ast.dump(node) != fixed[node.name]:
+            name = node.name
+            node.name = f"_gs_bug_{name}"
+            out += (f"\n\n{ast.unparse(node)}\n\n\n_gs_ref_{name} = {name}\n\n\ndef {name}(*args, **kwargs):\n"
+                    f"    chosen = _gs_ref_{name} if _gs_emitted(args) and _gs_emitted(kwargs) else _gs_bug_{name}\n"
+                    f"    return chosen(*args, **kwargs)\n")
+    return out
+
+
+def test_a_repair_right_only_on_what_the_moves_emit_fails_a_side_of_a_package(repos):
+    """Attacker 50's class on a registered package: the reference wherever every argument is a value the proving
+    moves can emit, the bug elsewhere. It passes every public test and every proving variant of the task (its
+    repair is right wherever they go: before sides it was accepted), and fails a side on at least two in three of
+    the tasks (4 of 6 under the suite's key when written, 0 of 6 with sides off: a bug that shows on no value a side
+    draws, ledgerkit's text parser under a float, say, is not caught)."""
+    import string
+
+    from gymsmith.families.code.repotasks import repo_run_hidden
+    from gymsmith.families.code.repovariants import FOREIGN, PREFIX, RETYPE_CHARS, SIDE
+    from gymsmith.verifier.pytest_runner import TestOutcome
+
+    repo = load_repo(PACKAGE)
+    chars = set(string.printable) | set(FOREIGN) | set(RETYPE_CHARS) | set("".join(repo.call_sources.values()))
+    chars |= {c.swapcase() for c in list(chars) if len(c.swapcase()) == 1}
+    family = get_family("code")
+    caught = shown = 0
+    for seed in range(6):
+        ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 6))
+        sources = {p: _emitted_only(ct.reference[p], ct.files[p], "".join(sorted(chars))) if ct.files[p] != ct.reference[p]
+                   else ct.reference[p] for p in ct.reference}
+        run, _ = repo_run_hidden(PACKAGE, sources, ct.hidden_tests)
+        proving = [n for n in [*ct.fail_to_pass, *ct.pass_to_pass] if f"::{PREFIX}{SIDE}" not in n]
+        assert all(run.outcome(n) is TestOutcome.PASSED for n in proving), (seed, "the wrapper is no repair here")
+        sides = [n for n in ct.fail_to_pass if f"::{PREFIX}{SIDE}" in n]
+        if any(run.outcome(n) is not TestOutcome.PASSED for n in sides):
+            caught += 1
+        shown += 1
+    assert shown == 6 and caught * 3 >= shown * 2, (caught, shown)
+
+
 def test_each_task_asks_the_bugs_tests_on_inputs_of_its_own(repos):
     """The hidden tests a bug keeps recur in every task of its package; variant tests (repovariants) move the
     integers a failing test's calls are given, seeded by the task, with expected values from the reference. Each is
-    a hidden FAIL_TO_PASS test of its bug, pinned, absent from the start state, and the tasks do not share them."""
-    from gymsmith.families.code.repovariants import PREFIX
+    a hidden FAIL_TO_PASS test of its bug, pinned, absent from the start state, and the tasks do not share them
+    (sides, which gate only, are checked by the test above)."""
+    from gymsmith.families.code.repovariants import PREFIX, SIDE
 
     family = get_family("code")
     bodies = []
     for seed in range(6):
         ct = code_task(_generate(family, seed, source=PACKAGE, difficulty=seed / 6))
-        mine = [n for n in ct.fail_to_pass if n.split("::")[1].startswith(PREFIX)]
+        mine = [n for n in ct.fail_to_pass if n.split("::")[1].startswith(PREFIX) and SIDE not in n]
         assert set(mine) <= set(ct.pinned_tests) and set(mine) <= set().union(*map(set, ct.bug_tests))
         assert not set(mine) & set(ct.visible_failing)
         assert not any(PREFIX in text for text in ct.files.values())

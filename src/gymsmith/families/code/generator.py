@@ -28,7 +28,7 @@ from typing import Any
 from gymsmith.core.errors import NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.realtests import keep_tests, literal_constants
-from gymsmith.families.code.repovariants import Moves
+from gymsmith.families.code.repovariants import SIDE, Moves
 from gymsmith.families.code.boxtable import BOX_REACH, boxed_source, traced_calls
 from gymsmith.families.code.tables import table_of
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
@@ -300,7 +300,6 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
 SIDES = {"tabled": 2, "near": 3, "typed": 3, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
          "long": 1, "wild": 4}
-SIDE = "side_"  # in a side's name, after repovariants.PREFIX
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
 # kept the bug there), a quarter with a type changed (`retyped_statements`: a float for an integer, a list for a

@@ -31,7 +31,7 @@ from gymsmith.core.errors import KnobError, NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
-from gymsmith.families.code.repovariants import KEYED_MOVES, TRIES_PER_TEST, can_vary, variants
+from gymsmith.families.code.repovariants import KEYED_MOVES, PREFIX, SIDE, TRIES_PER_TEST, can_vary, sides, variants
 from gymsmith.families.code.repo import is_test_path
 from gymsmith.repos.manifest import RepoError, RepoManifest, find_repo
 from gymsmith.sandbox.runtime import PythonRuntime, cache_root, layer_runtime
@@ -509,7 +509,8 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
                 tests[index] = sorted([*tests[index], f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"])
             hidden[path] = (repo.call_sources[path].rstrip() + "".join(f"\n\n\n{source.rstrip()}" for _, source in mine)
                             + f"\n\n\ndef {canary_of[path]}():\n    assert 0\n")
-        return hidden, tests, hidden_pinned_tests(hidden, seen)
+        return hidden, tests, [n for n in hidden_pinned_tests(hidden, seen) if f"::{PREFIX}{SIDE}" not in n]  # a side
+        # gates only
 
     hidden, bug_tests, pinned_here = assemble(added)
     if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
@@ -536,6 +537,12 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     if not all(set(fails) & set(pinned_here) - set(visible_failing) for fails in bug_tests):
         raise NoTaskForSeed(f"{repo.spec} seed {seed}: the verifier's key draws no hidden variant for some bug; the "
                             "next seed is used")
+    # ... and the bugs' sides, under the key too: hidden tests where no proving variant goes (wild values, other
+    # types, corners, next to the public calls), which gate and earn nothing (repovariants.sides)
+    for path, entries in sides(repo, token, per_bug, mutant, f"keyed|{token}|{key}").items():
+        if path in drawn:
+            drawn[path] = drawn[path] + entries
+    hidden, bug_tests, pinned_here = assemble(drawn)
     failing = sorted(set().union(*bug_tests))
     return CodeTask(files=files, modules=sorted(repo.sources), buggy_modules=sorted(buggy), reference=dict(repo.sources),
                     hidden_tests=hidden, canaries=canaries, fail_to_pass=failing, pass_to_pass=sorted(p2p),

@@ -30,6 +30,7 @@ from gymsmith.verifier.calltests import CompiledSuite, Observation, compile_suit
 from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
 from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import Raised, TestRecord
+from gymsmith.verifier.pytest_runner import TestOutcome, TestRun
 
 
 class Repo(Protocol):
@@ -49,6 +50,8 @@ class Repo(Protocol):
 
     def catalog_entry(self, key: str, compute: Callable[[], Any]) -> Any: ...
 
+    def run(self, sources: dict[str, str], suites: list[CompiledSuite], deadline_s: float) -> TestRun: ...
+
 
 VERSION = 8  # what a variant is (catalog entries of other versions are not used): 3, pinned against the release's
                # own test files, with only the checks a computation alone passes; 4, text inputs moved too; 5, a
@@ -57,6 +60,7 @@ VERSION = 8  # what a variant is (catalog entries of other versions are not used
 TRIES_PER_TEST = 6      # perturbations tried per failing test
 MAX_PER_BUG = 3         # variants kept per bug
 PREFIX = "test_gs_variant_"
+SIDE = "side_"  # in a side's name, after PREFIX: a hidden test that gates but earns no progress (not pinned)
 STEPS = (1, -1, 2, 3, -2, 7)
 MAX_TEXT = 200          # longer strings are data a test reads, not an input to move
 _TEXT_SPOT = re.compile(r"[0-9]|[^\W\d_]{2}")
@@ -578,3 +582,97 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
 
     cached = repo.catalog_entry(f"variants{VERSION}|{key}", compute)
     return {path: [(int(i), str(s)) for i, s in entries] for path, entries in cached.items()}
+
+
+# Sides of a registered package's bugs (`sides`): per bug, probes of each move for sides in turn; at most
+# MAX_SIDES_PER_BUG kept; the reference must run each file's sides within SIDE_DEADLINE_S (an honest fix must not
+# be rejected by a slow hidden test, attacker 49), and their answers be at most MAX_SIDE_ANSWER characters
+SIDE_PROBES_PER_BUG, MAX_SIDES_PER_BUG, SIDE_DEADLINE_S, MAX_SIDE_ANSWER = 16, 6, 2.0, 20_000
+SIDE_MOVES = ("wild", "typed", "corner", "near")
+
+
+def side_statements(how: str, statements: tuple[str, ...], source: str, rng: random.Random) -> list[str] | None:
+    """`statements` moved for a side by `how` (one of SIDE_MOVES): `wild_statements`, `retyped_statements`,
+    `cornered_statements` or `nudged_statements` (`source`: the test file)."""
+    if how == "wild":
+        return wild_statements(statements, rng)
+    if how == "typed":
+        return retyped_statements(statements, rng)
+    if how == "corner":
+        return cornered_statements(statements, rng)
+    return nudged_statements(statements, source, rng)
+
+
+def sides(repo: Repo, seed: int | str, per_bug: list[list[str]], mutant: dict[str, str], key: str,
+          probes: int = SIDE_PROBES_PER_BUG) -> dict[str, list[tuple[int, str]]]:
+    """Test path -> [(bug index, side function source)]: for each bug, hidden tests on its failing tests' calls moved
+    where no proving variant goes (`side_statements`: wild values, other types, corners, next to the public calls),
+    each kept where the reference answers the same twice within SIDE_DEADLINE_S and the bug's answer differs (in
+    value or type, or it raises). A proving variant's moves emit a set computable from gymsmith's files and the
+    release, so a repair right only on that set passed every variant (attacker 50, on templates, which have had
+    sides since family 1.5.0); a side gates acceptance and earns no progress. Named `PREFIX + SIDE + move_k`. Seeded
+    by `seed` (the task's token under the verifier's key); cached in the catalog under `key`."""
+
+    def compute() -> dict[str, list[list[Any]]]:
+        out: dict[str, list[list[Any]]] = {}
+        count = 0
+        for index, fails in enumerate(per_bug):
+            rng = random.Random(f"sides:{repo.spec}:{seed}:{index}")
+            tests = [(path, test) for path, name in sorted(tuple(n.split("::", 1)) for n in fails)
+                     if (suite := repo.suites.get(path)) is not None
+                     for test in suite.tests if test.name == name and test.checks and not test.raise_slots]
+            drawn: dict[str, dict[str, list[str]]] = {}
+            for k in range(probes if tests else 0):
+                path, test = rng.choice(tests)
+                statements = side_statements(SIDE_MOVES[k % len(SIDE_MOVES)], test.statements, repo.call_sources[path], rng)
+                if statements is None or list(statements) == list(test.statements):
+                    continue
+                drawn.setdefault(path, {})[f"{PREFIX}{SIDE}{SIDE_MOVES[k % len(SIDE_MOVES)]}_{count}"] = statements
+                count += 1
+            kept = 0
+            for path, probed in drawn.items():
+                for source in _kept_sides(repo, path, probed, mutant):
+                    if kept < MAX_SIDES_PER_BUG:
+                        out.setdefault(path, []).append([index, source])
+                        kept += 1
+        return out
+
+    cached = repo.catalog_entry(f"sides{VERSION}|{key}", compute)
+    return {path: [(int(i), str(s)) for i, s in entries] for path, entries in cached.items()}
+
+
+def _compiled(header: str, tests: dict[str, str], path: str) -> CompiledSuite | None:
+    """One suite of the `tests` (name -> source) that compile beside `header`, or None if none does."""
+    fine = {}
+    for name, source in tests.items():
+        try:
+            compile_suite(f"{header}\n\n{source}", path)
+        except UnsupportedTest:
+            continue
+        fine[name] = source
+    return compile_suite(header + "".join(f"\n\n\n{s}" for s in fine.values()), path) if fine else None
+
+
+def _kept_sides(repo: Repo, path: str, probed: dict[str, list[str]], mutant: dict[str, str]) -> list[str]:
+    """The sides of `probed` (name -> statements of the test file `path`) the reference answers stably and in time
+    and the bug fails, as test sources, in order."""
+    header = keep_tests(repo.call_sources[path], set())
+    first = _compiled(header, {n: t for n, st in probed.items() if (t := as_test(n, st, None)) is not None}, path)
+    if first is None:
+        return []
+    records = records_by_nodeid([first], repo.observe_reference([first]))
+    answered = {}
+    for name, statements in probed.items():
+        record = records.get(f"{path}::{name}")
+        if (record is None or record.error is not None or any(isinstance(v, Raised) for v in record.slots)
+                or any(len(repr(v)) > MAX_SIDE_ANSWER for v in record.slots)):
+            continue
+        if (source := as_test(name, statements, dict(enumerate(record.slots)))) is not None:
+            answered[name] = source
+    suite = _compiled(header, answered, path)
+    if suite is None:
+        return []
+    again = repo.run(repo.sources, [suite], SIDE_DEADLINE_S)  # against the reference's own first run of it
+    buggy = repo.run(mutant, [suite], SIDE_DEADLINE_S)
+    return [answered[t.name] for t, nodeid in zip(suite.tests, suite.nodeids())
+            if again.outcome(nodeid) is TestOutcome.PASSED and buggy.outcome(nodeid) is TestOutcome.FAILED]
