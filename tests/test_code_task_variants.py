@@ -671,3 +671,86 @@ def test_a_repair_right_only_on_what_the_moves_can_emit_fails_a_hidden_side():
                                            ("intervals", "merge_intervals"), ("money", "split_evenly")),
                                           lambda r, m, f, t: _gated(r, m, f, t, gate), _keeps_the_bug(gate, _wild_calls),
                                           share=0.75)
+
+
+def _public_forms(template: str, function: str) -> set[tuple[int, tuple[str, ...]]]:
+    """(positional count, keyword names) of every call of `function` the template's hidden suite writes (a starred
+    literal tuple counted as its elements)."""
+    forms = set()
+    for node in ast.walk(ast.parse(hidden_suite(template))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function:
+            args = node.args
+            if len(args) == 1 and isinstance(args[0], ast.Starred) and isinstance(args[0].value, ast.Tuple | ast.List):
+                args = args[0].value.elts
+            forms.add((len(args), tuple(sorted(k.arg for k in node.keywords if k.arg))))
+    return forms
+
+
+def _form_gated(reference: str, mutant: str, function: str, template: str) -> str:
+    """Attacker 51's wrapper, from its report: the reference for a call written as a public call of the function is
+    written (as many positional arguments, the same keyword names) whose arguments hold no set, frozenset or bool
+    inside a container, the bug for every other call."""
+    return mutant + f"""
+
+
+_gs_reference = {{"__name__": "_gs_reference"}}
+exec({reference!r}, _gs_reference)
+_gs_buggy = {function}
+_gs_forms = {_public_forms(template, function)!r}
+
+
+def _gs_plain(value, depth=0):
+    if type(value) in (set, frozenset) or (depth and type(value) is bool):
+        return False
+    if type(value) in (list, tuple):
+        return all(_gs_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(_gs_plain(v, depth + 1) for v in value.values())
+    return True
+
+
+def {function}(*args, **kwargs):
+    public = (len(args), tuple(sorted(kwargs))) in _gs_forms and _gs_plain(args) and _gs_plain(kwargs)
+    return (_gs_reference[{function!r}] if public else _gs_buggy)(*args, **kwargs)
+"""
+
+
+def _formed_shows(reference: str, mutant: str, function: str, template: str) -> bool:
+    """Whether the bug and the reference differ on a public call of `function` written another way (every argument
+    by keyword, or a list argument a set), i.e. whether `_form_gated` keeps the bug there."""
+    import inspect
+
+    right_code: dict = {}
+    wrong_code: dict = {}
+    exec(reference, right_code)
+    exec(mutant, wrong_code)
+    names = list(inspect.signature(right_code[function]).parameters)
+    for public in _public_traced(reference, function, template):
+        tries = [((), dict(zip(names, public)))]
+        tries += [(tuple(set(a) if i == j and isinstance(a, list) else a for j, a in enumerate(public)), {})
+                  for i in range(len(public))]
+        for args, kwargs in tries:
+            try:
+                right = right_code[function](*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a call the reference refuses is not a bug kept
+                continue
+            try:
+                wrong = wrong_code[function](*args, **kwargs)
+            except Exception:  # noqa: BLE001 - the bug raising where the reference answers
+                return True
+            if type(wrong) is not type(right) or wrong != right:
+                return True
+    return False
+
+
+def test_a_repair_right_only_on_the_call_forms_of_the_public_calls_fails_a_hidden_side():
+    """A fifty-first independent attacker: no move of a hidden input changed how a call is written (arguments by
+    position or keyword, defaults given or left out) nor made a list a set or an int a bool, so the reference for calls
+    written as the public ones are, the bug for the rest, was accepted on 40 of 40 and 41 of 41 template tasks under
+    two host keys (`median(values=[4, 1, 3, 2])`, `wrap(text)` with the default width, `median({1, 2, 3, 4})`).
+    Probes written another way (`repovariants.formed_statements`), retyped to sets and bools, and mixed (two or three
+    moves for sides at once) are now kept as sides: the wrapper passes every public test, and fails a hidden test
+    drawn on at least three in four of the usable mutations of these functions whose bug shows on such a call."""
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("textwrap2", "wrap"), ("money", "split_evenly"),
+                                           ("intervals", "merge_intervals"), ("rle", "encode")),
+                                          _form_gated, _formed_shows, share=0.75)

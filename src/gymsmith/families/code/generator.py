@@ -299,7 +299,7 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # accepted. So a candidate a filter refuses, that the reference answers stably and the bug fails, is kept beside the
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
 SIDES = {"tabled": 2, "near": 3, "typed": 3, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
-         "long": 1, "wild": 4}
+         "long": 1, "wild": 4, "formed": 3, "mixed": 3}
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
 # kept the bug there), a quarter with a type changed (`retyped_statements`: a float for an integer, a list for a
@@ -310,6 +310,13 @@ SIDE_PROBES = 48
 # from a third stream: every other move emits a set computable from gymsmith's files, and a repair right only on it
 # was accepted on every template task (attacker 50). A wild probe's side is of kind `wild` whatever its answer
 WILD_PROBES = 16
+# ... and probes with a call written another way (`repovariants.formed_statements`: arguments by keyword, a default
+# given or left out), from a fourth: no other move changes a call's form, and a repair right only on the public calls'
+# forms was accepted on every template task (attacker 51). A formed probe's side is of kind `formed`
+FORMED_PROBES = 16
+# ... and probes moved by two or three of those moves at once (`repovariants.mixed_statements`), from a fifth: a repair
+# wrong only where two kinds of region meet passes each kind's sides alone. Of kind `mixed`
+MIXED_PROBES = 16
 SIDE_PROBE = "test_side_probe_"
 DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them, 1.6.0 wild ones)
 MAX_SIDE_ANSWER = 20_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
@@ -362,7 +369,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
     from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, cornered_statements, moved_statements,
-                                                       nudged_statements, retyped_statements, wild_statements)
+                                                       formed_statements, mixed_statements, nudged_statements,
+                                                       retyped_statements, signatures, wild_statements)
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
 
@@ -391,6 +399,9 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     # seeded by the draw's stream without drawing from it
     side_rng = random.Random("sides:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
     wild_rng = random.Random("wild:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    formed_rng = random.Random("formed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    mixed_rng = random.Random("mixed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    known = signatures([reference_source])
     for batch in range(batches):
         if not tests or enough(batch):
             break
@@ -402,6 +413,10 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", "typed", "corner", "corner")[k % 4])
                     for k in range(SIDE_PROBES if sides is not None else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if sides is not None else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + k}", formed_rng, "formed")
+                    for k in range(FORMED_PROBES if sides is not None else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + k}", mixed_rng, "mixed")
+                    for k in range(MIXED_PROBES if sides is not None else 0)]
         kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
@@ -409,6 +424,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                      else nudged_statements(picked.statements, hidden, stream) if how == "nudge"
                      else retyped_statements(picked.statements, stream) if how == "typed"
                      else wild_statements(picked.statements, stream) if how == "wild"
+                     else formed_statements(picked.statements, stream, known) if how == "formed"
+                     else mixed_statements(picked.statements, hidden, stream, known) if how == "mixed"
                      else cornered_statements(picked.statements, stream))
             probe = None if moved is None else as_test(name, moved, None)
             if moved is None or probe is None:
@@ -461,7 +478,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 continue  # a public call's answer is in the file: a test of it proves nothing a shown test does not
             if name.startswith(SIDE_PROBE):  # a side whatever the filters say (they guard proof), classed by its answer
                 # where a filter keys on that (a gate on blank or echoed answers is attacker 48's), else by its move
-                kind = ("wild" if kinds[name] == "wild" else "blank" if all(_blank(v) for v in record.slots)
+                kind = (kinds[name] if kinds[name] in ("wild", "formed", "mixed") else "blank" if all(_blank(v) for v in record.slots)
                         else "echo" if echoes_an_input(test[0]) else "bit" if not informative(test[0]) else kinds[name])
                 refused[name] = (statements, expected, kind)
                 continue
@@ -583,7 +600,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-7-wild-1" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-8-wild-1-formed-1-mixed-1" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

@@ -283,13 +283,16 @@ def nudged_statements(statements: tuple[str, ...], source: str, rng: random.Rand
     return [ast.unparse(tree) for tree in trees]
 
 
+SET_P, FROZEN_P, BOOL_P = 0.35, 0.3, 0.2  # how often a retyped list or tuple becomes a set (and that a frozenset),
+# and a retyped integer a bool
 RETYPE_CHARS = "\n\t\r\u3000\u00a0"  # whitespace no move ever puts in a text (attacker 49's gate kept the bug there)
 
 
 def retyped_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
     """`statements` with one or two literals of its observed calls given another type, or a kind of character no
-    other move gives a text: an integer made a float (itself or half more), a tuple literal made a list or a list a
-    tuple, a text given a newline, tab, carriage return or a non-ASCII space (RETYPE_CHARS). No other move changes a
+    other move gives a text: an integer made a float (itself or half more) or a bool, a tuple literal made a list or a
+    list a tuple, either a set or frozenset (of literal elements), a text given a newline, tab, carriage return or a non-ASCII space
+    (RETYPE_CHARS). No other move changes a
     type, so a repair right only on the types of the public calls passed every variant (attacker 49); the template
     draw keeps a candidate here as a side only (`generator.SIDES`). None if it has no such literal."""
     trees = [ast.parse(s) for s in statements]
@@ -301,23 +304,39 @@ def retyped_statements(statements: tuple[str, ...], rng: random.Random) -> list[
     if not spots:
         return None
     flipped: set[int] = set()
+    made_sets: dict[int, bool] = {}  # id -> a frozenset (else a set)
     for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
         if isinstance(node, ast.List | ast.Tuple):
-            flipped.add(id(node))
+            # a set where the elements are literals a set can hold (attacker 51 kept the bug on sets: `median({1, 2,
+            # 3, 4})`), else the other sequence
+            hashable = node.elts and all(isinstance(e, ast.Constant) or (isinstance(e, ast.Tuple) and all(
+                isinstance(x, ast.Constant) for x in e.elts)) for e in node.elts)
+            if hashable and rng.random() < SET_P:
+                made_sets[id(node)] = rng.random() < FROZEN_P
+            else:
+                flipped.add(id(node))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             i = rng.randrange(len(node.value) + 1)
             node.value = node.value[:i] + rng.choice(RETYPE_CHARS) + node.value[i:]
-        elif isinstance(node, ast.Constant):
-            node.value = float(node.value) + rng.choice((0.0, 0.5))  # type: ignore[arg-type]  # an int: a spot
+        elif isinstance(node, ast.Constant):  # an int: a spot
+            node.value = (rng.random() < 0.5 if rng.random() < BOOL_P  # a bool where an int was (attacker 51: `mean((1,
+                          # 2, 3, True))`)
+                          else float(node.value) + rng.choice((0.0, 0.5)))  # type: ignore[arg-type]
+
+    def as_set(node: ast.List | ast.Tuple) -> ast.expr:
+        made: ast.expr = ast.Set(elts=node.elts)
+        return ast.Call(func=ast.Name(id="frozenset", ctx=ast.Load()), args=[made], keywords=[]) if made_sets[id(node)] else made
 
     class Flip(ast.NodeTransformer):
         def visit_List(self, node: ast.List) -> ast.AST:
             self.generic_visit(node)
-            return ast.Tuple(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node
+            return (as_set(node) if id(node) in made_sets
+                    else ast.Tuple(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node)
 
         def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
             self.generic_visit(node)
-            return ast.List(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node
+            return (as_set(node) if id(node) in made_sets
+                    else ast.List(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node)
 
     return [ast.unparse(Flip().visit(tree)) for tree in trees]
 
@@ -386,6 +405,122 @@ def wild_statements(statements: tuple[str, ...], rng: random.Random) -> list[str
         node.value = (_wild_text(node.value, rng) if isinstance(node.value, str)
                       else _wild_number(node.value, rng))  # type: ignore[arg-type]  # an int or a float
     return [ast.unparse(tree) for tree in trees]
+
+
+Signature = tuple[tuple[str, ...], dict[str, Any]]  # a function's parameter names in order, its literal defaults
+
+
+def signatures(sources: Sequence[str]) -> dict[str, Signature]:
+    """The module-level functions of `sources` that take plain parameters only (no `*args`, `**kwargs`, keyword-only
+    or positional-only ones), by name: (parameter names, defaults that are literals). A name two sources define
+    differently is left out (a call of it could be either)."""
+    found: dict[str, Signature | None] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            a = node.args
+            if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+                found[node.name] = None
+                continue
+            names = tuple(p.arg for p in a.args)
+            defaults: dict[str, Any] = {}
+            for name, default in zip(names[len(names) - len(a.defaults):], a.defaults):
+                try:
+                    defaults[name] = ast.literal_eval(default)
+                except ValueError:
+                    continue
+            sig = (names, defaults)
+            found[node.name] = sig if found.get(node.name, sig) == sig else None
+    return {name: sig for name, sig in found.items() if sig is not None}
+
+
+def formed_statements(statements: tuple[str, ...], rng: random.Random, known: dict[str, Signature]
+                      ) -> list[str] | None:
+    """`statements` with one call of a function of `known` (`signatures`) bound another way, its values unchanged:
+    some or all of its positional arguments given by keyword (in any order), a default given explicitly (by position
+    or keyword), or an argument equal to its default left out. No other move changes how a call is written, so a
+    repair right only on the public calls' call forms (positions, defaults as the tests give them) passed every
+    variant (attacker 51); the template draw keeps a candidate here as a side only (`generator.SIDES`). None if no
+    call can be bound another way."""
+    trees = [ast.parse(s) for s in statements]
+    calls: list[tuple[ast.Call, str]] = []
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in known):
+                continue
+            if len(node.args) == 1 and isinstance(node.args[0], ast.Starred) and isinstance(node.args[0].value,
+                                                                                            ast.Tuple | ast.List):
+                node.args = list(node.args[0].value.elts)  # f(*(a, b)) is f(a, b)
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                continue
+            if len(node.args) <= len(known[node.func.id][0]):
+                calls.append((node, node.func.id))
+    rng.shuffle(calls)
+    for node, function in calls:
+        names, defaults = known[function]
+        given = {k.arg for k in node.keywords} | set(names[:len(node.args)])
+
+        def is_default(name: str | None, value: ast.expr) -> bool:
+            return name in defaults and type(v := _literal(value)) is type(defaults[name]) and v == defaults[name]
+
+        last = names[len(node.args) - 1] if node.args else None
+        omittable: list[tuple[str, ast.keyword | None]] = ([("arg", None)] if last is not None and is_default(last, node.args[-1])
+                     and not node.keywords else [])  # a positional one only when none follows it by keyword
+        omittable += [("keyword", k) for k in node.keywords if is_default(k.arg, k.value)]
+        options = (["keywords"] if node.args else []) + (["explicit"] if any(
+            n in defaults and n not in given for n in names) else []) + (["omit"] if omittable else [])
+        if not options:
+            continue
+        how = rng.choice(options)
+        if how == "keywords":
+            k = rng.randint(1, len(node.args))  # the last k positional ones, by name, in a shuffled order
+            moved = [ast.keyword(arg=names[i], value=node.args[i]) for i in range(len(node.args) - k, len(node.args))]
+            node.args = node.args[:len(node.args) - k]
+            node.keywords = rng.sample(moved + node.keywords, len(moved) + len(node.keywords))
+        elif how == "explicit":
+            name = rng.choice([n for n in names if n in defaults and n not in given])
+            value = ast.parse(repr(defaults[name]), mode="eval").body
+            if not node.keywords and names.index(name) == len(node.args) and rng.random() < 0.5:
+                node.args.append(value)
+            else:
+                node.keywords.append(ast.keyword(arg=name, value=value))
+        else:
+            where, keyword = rng.choice(omittable)
+            if where == "arg":
+                node.args.pop()
+            else:
+                node.keywords = [k for k in node.keywords if k is not keyword]
+        return [ast.unparse(tree) for tree in trees]
+    return None
+
+
+def mixed_statements(statements: tuple[str, ...], source: str, rng: random.Random, known: dict[str, Signature]
+                     ) -> list[str] | None:
+    """`statements` moved by two or three of the other moves for sides in turn (`side_statements` but `mixed`): each
+    kind of side catches a repair wrong only off the public calls in its own way (a wild value, another type or call
+    form), so a repair wrong only where two of them meet (a keyword call *with* a wild value) passed every side of one
+    kind; mixed ones reach there. None if no move applied."""
+    moved: list[str] | None = None
+    for how in rng.sample(SIDE_MOVES[:-1], rng.choice((2, 2, 3))):
+        again = side_statements(how, tuple(moved or statements), source, rng, known)
+        moved = again if again is not None else moved
+    return moved
+
+
+def _literal(node: ast.expr) -> Any:
+    """The value of a literal expression, or a marker equal to nothing if it is not one."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_LITERAL
+
+
+_NOT_LITERAL = object()
 
 
 def cornered_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
@@ -587,15 +722,21 @@ def variants(repo: Repo, seed: int | str, bugs: list[tuple[str, Any]], per_bug: 
 # Sides of a registered package's bugs (`sides`): per bug, probes of each move for sides in turn; at most
 # MAX_SIDES_PER_BUG kept; the reference must run each file's sides within SIDE_DEADLINE_S (an honest fix must not
 # be rejected by a slow hidden test, attacker 49), and their answers be at most MAX_SIDE_ANSWER characters
-SIDE_PROBES_PER_BUG, MAX_SIDES_PER_BUG, SIDE_DEADLINE_S, MAX_SIDE_ANSWER = 16, 6, 2.0, 20_000
-SIDE_MOVES = ("wild", "typed", "corner", "near")
+SIDE_PROBES_PER_BUG, MAX_SIDES_PER_BUG, SIDE_DEADLINE_S, MAX_SIDE_ANSWER = 24, 8, 2.0, 20_000
+SIDE_MOVES = ("wild", "typed", "corner", "near", "formed", "mixed")
 
 
-def side_statements(how: str, statements: tuple[str, ...], source: str, rng: random.Random) -> list[str] | None:
+def side_statements(how: str, statements: tuple[str, ...], source: str, rng: random.Random,
+                    known: dict[str, Signature]) -> list[str] | None:
     """`statements` moved for a side by `how` (one of SIDE_MOVES): `wild_statements`, `retyped_statements`,
-    `cornered_statements` or `nudged_statements` (`source`: the test file)."""
+    `cornered_statements`, `nudged_statements` (`source`: the test file) or `formed_statements` (`known`: the
+    package's functions' signatures)."""
     if how == "wild":
         return wild_statements(statements, rng)
+    if how == "formed":
+        return formed_statements(statements, rng, known)
+    if how == "mixed":
+        return mixed_statements(statements, source, rng, known)
     if how == "typed":
         return retyped_statements(statements, rng)
     if how == "corner":
@@ -606,7 +747,8 @@ def side_statements(how: str, statements: tuple[str, ...], source: str, rng: ran
 def sides(repo: Repo, seed: int | str, per_bug: list[list[str]], mutant: dict[str, str], key: str,
           probes: int = SIDE_PROBES_PER_BUG) -> dict[str, list[tuple[int, str]]]:
     """Test path -> [(bug index, side function source)]: for each bug, hidden tests on its failing tests' calls moved
-    where no proving variant goes (`side_statements`: wild values, other types, corners, next to the public calls),
+    where no proving variant goes (`side_statements`: wild values, other types, corners, next to the public calls,
+    another call form),
     each kept where the reference answers the same twice within SIDE_DEADLINE_S and the bug's answer differs (in
     value or type, or it raises). A proving variant's moves emit a set computable from gymsmith's files and the
     release, so a repair right only on that set passed every variant (attacker 50, on templates, which have had
@@ -616,6 +758,7 @@ def sides(repo: Repo, seed: int | str, per_bug: list[list[str]], mutant: dict[st
     def compute() -> dict[str, list[list[Any]]]:
         out: dict[str, list[list[Any]]] = {}
         count = 0
+        known = signatures(list(repo.sources.values()))
         for index, fails in enumerate(per_bug):
             rng = random.Random(f"sides:{repo.spec}:{seed}:{index}")
             tests = [(path, test) for path, name in sorted(tuple(n.split("::", 1)) for n in fails)
@@ -624,7 +767,8 @@ def sides(repo: Repo, seed: int | str, per_bug: list[list[str]], mutant: dict[st
             drawn: dict[str, dict[str, list[str]]] = {}
             for k in range(probes if tests else 0):
                 path, test = rng.choice(tests)
-                statements = side_statements(SIDE_MOVES[k % len(SIDE_MOVES)], test.statements, repo.call_sources[path], rng)
+                statements = side_statements(SIDE_MOVES[k % len(SIDE_MOVES)], test.statements, repo.call_sources[path],
+                                             rng, known)
                 if statements is None or list(statements) == list(test.statements):
                     continue
                 drawn.setdefault(path, {})[f"{PREFIX}{SIDE}{SIDE_MOVES[k % len(SIDE_MOVES)]}_{count}"] = statements
