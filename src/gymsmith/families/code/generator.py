@@ -368,9 +368,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     candidates the filters refuse but the bug fails (statements, expected, kind) are appended to it (`SIDES`)."""
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
-    from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, cornered_statements, moved_statements,
-                                                       formed_statements, mixed_statements, nudged_statements,
-                                                       retyped_statements, signatures, wild_statements)
+    from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, moved_statements,
+                                                       side_statements, signatures)
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
 
@@ -421,12 +420,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         for name, stream, how in drawing:
             picked = stream.choice(tests)
             moved = (moved_statements(picked.statements, hidden, stream, VARIANT_MOVES, code_alphabet) if how == "move"
-                     else nudged_statements(picked.statements, hidden, stream) if how == "nudge"
-                     else retyped_statements(picked.statements, stream) if how == "typed"
-                     else wild_statements(picked.statements, stream) if how == "wild"
-                     else formed_statements(picked.statements, stream, known) if how == "formed"
-                     else mixed_statements(picked.statements, hidden, stream, known) if how == "mixed"
-                     else cornered_statements(picked.statements, stream))
+                     else side_statements({"nudge": "near"}.get(how, how), picked.statements, hidden, stream, known))
             probe = None if moved is None else as_test(name, moved, None)
             if moved is None or probe is None:
                 continue
@@ -600,7 +594,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-8-wild-1-formed-1-mixed-1" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-9-wild-1-formed-1-mixed-1-inlined-1" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
-from gymsmith.families.code.realtests import keep_tests
+from gymsmith.families.code.realtests import keep_tests, literal_constants
 from gymsmith.verifier.calltests import CompiledSuite, Observation, compile_suite, records_by_nodeid
 from gymsmith.verifier.calltests.compiler import OBSERVE, CompiledTest, UnsupportedTest
 from gymsmith.verifier.calltests.guessing import Candidates, pinned
@@ -499,6 +499,32 @@ def formed_statements(statements: tuple[str, ...], rng: random.Random, known: di
     return None
 
 
+INLINE_P = 0.5  # how often a probe for sides first writes out the file's constants its statements name
+
+
+def inlined_statements(statements: tuple[str, ...], source: str) -> tuple[str, ...]:
+    """`statements` with every name of a module constant of the test file `source` (`NAME = <literal>`, a graph `G`)
+    replaced by its literal, so the moves for sides reach inside it: no other move changes a constant a test passes
+    by name, and a repair right only on that value would pass every hidden test that passes it (attacker 51)."""
+    constants = _constants_of(source)
+    if not constants:
+        return statements
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return copy.deepcopy(constants[node.id]) if node.id in constants and isinstance(node.ctx, ast.Load) else node
+
+    return tuple(ast.unparse(Inline().visit(ast.parse(s))) for s in statements)
+
+
+@lru_cache(maxsize=256)
+def _constants_of(source: str) -> dict[str, ast.expr]:
+    try:
+        return literal_constants(ast.parse(source))
+    except SyntaxError:
+        return {}
+
+
 def mixed_statements(statements: tuple[str, ...], source: str, rng: random.Random, known: dict[str, Signature]
                      ) -> list[str] | None:
     """`statements` moved by two or three of the other moves for sides in turn (`side_statements` but `mixed`): each
@@ -731,6 +757,8 @@ def side_statements(how: str, statements: tuple[str, ...], source: str, rng: ran
     """`statements` moved for a side by `how` (one of SIDE_MOVES): `wild_statements`, `retyped_statements`,
     `cornered_statements`, `nudged_statements` (`source`: the test file) or `formed_statements` (`known`: the
     package's functions' signatures)."""
+    if _constants_of(source) and rng.random() < INLINE_P:
+        statements = inlined_statements(statements, source)
     if how == "wild":
         return wild_statements(statements, rng)
     if how == "formed":
