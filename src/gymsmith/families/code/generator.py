@@ -298,13 +298,15 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # variant must pass marks out a region no variant tests: attackers 47 and 48 kept the bug only there and were
 # accepted. So a candidate a filter refuses, that the reference answers stably and the bug fails, is kept beside the
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
-SIDES = {"tabled": 2, "near": 3, "typed": 3, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
+SIDES = {"tabled": 2, "near": 3, "typed_float": 1, "typed_bool": 1, "typed_sequence": 1, "typed_set": 2,
+         "typed_space": 1, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
          "long": 1, "wild": 4, "formed": 3, "mixed": 3}
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
-# kept the bug there), a quarter with a type changed (`retyped_statements`: a float for an integer, a list for a
-# tuple, a newline in a text: attacker 49 kept the bug on every type no public call has), half put at corners
-# (`cornered_statements`: where the blank answers are, attacker 48's)
+# kept the bug there), a quarter with a type changed (`retyped_statements`: a float or a bool for an integer, a list
+# for a tuple, a set for either, a newline in a text: attacker 49 kept the bug on every type no public call has, 51 on
+# sets and bools; one retype per probe, in turn, and a side kind per retype, so the first floats drawn do not crowd
+# out the sets), half put at corners (`cornered_statements`: where the blank answers are, attacker 48's)
 SIDE_PROBES = 48
 # ... and probes with wild values (`repovariants.wild_statements`: floats of any fraction, characters of any script),
 # from a third stream: every other move emits a set computable from gymsmith's files, and a repair right only on it
@@ -368,7 +370,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     candidates the filters refuse but the bug fails (statements, expected, kind) are appended to it (`SIDES`)."""
     from gymsmith.families.code.shapes import larger
     from gymsmith.families.code.paths import covers, reference_trace
-    from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, as_test, moved_statements,
+    from gymsmith.families.code.repovariants import (PREFIX, alphabet_of, RETYPES, as_test, moved_statements,
                                                        side_statements, signatures)
     from gymsmith.verifier.calltests.compiler import UnsupportedTest, informative
     from gymsmith.verifier.calltests.guessing import echoes_an_input
@@ -409,8 +411,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # the draw's own probes, then (with `sides`) probes near the public calls and at corners, from a stream of
         # their own (the variants drawn stay those of the draw without sides); those make sides only
         drawing = [(f"test_probe_{k}", rng, "move") for k in range(VARIANT_BATCH)]
-        drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", "typed", "corner", "corner")[k % 4])
-                    for k in range(SIDE_PROBES if sides is not None else 0)]
+        drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", f"typed_{RETYPES[k // 4 % len(RETYPES)]}", "corner",
+                                                    "corner")[k % 4]) for k in range(SIDE_PROBES if sides is not None else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if sides is not None else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + k}", formed_rng, "formed")
                     for k in range(FORMED_PROBES if sides is not None else 0)]
@@ -594,7 +596,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-9-wild-1-formed-1-mixed-1-inlined-1" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-10-wild-1-formed-1-mixed-1-inlined-1" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

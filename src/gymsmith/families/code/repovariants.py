@@ -283,62 +283,65 @@ def nudged_statements(statements: tuple[str, ...], source: str, rng: random.Rand
     return [ast.unparse(tree) for tree in trees]
 
 
-SET_P, FROZEN_P, BOOL_P = 0.35, 0.3, 0.2  # how often a retyped list or tuple becomes a set (and that a frozenset),
-# and a retyped integer a bool
+FROZEN_P = 0.3  # how often a list or tuple retyped to a set is a frozenset
 RETYPE_CHARS = "\n\t\r\u3000\u00a0"  # whitespace no move ever puts in a text (attacker 49's gate kept the bug there)
 
 
-def retyped_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+RETYPES = ("float", "bool", "sequence", "set", "space")  # what `retyped_statements` changes, one kind per probe
+
+
+def retyped_statements(statements: tuple[str, ...], rng: random.Random, only: str | None = None) -> list[str] | None:
     """`statements` with one or two literals of its observed calls given another type, or a kind of character no
-    other move gives a text: an integer made a float (itself or half more) or a bool, a tuple literal made a list or a
-    list a tuple, either a set or frozenset (of literal elements), a text given a newline, tab, carriage return or a non-ASCII space
-    (RETYPE_CHARS). No other move changes a
-    type, so a repair right only on the types of the public calls passed every variant (attacker 49); the template
-    draw keeps a candidate here as a side only (`generator.SIDES`). None if it has no such literal."""
+    other move gives a text, all of one of RETYPES (`only`, else one drawn among those the statements allow): an
+    integer made a float (itself or half more) or a bool; a tuple literal made a list or a list a tuple; either made
+    a set or a frozenset (of literal elements); a text given a newline, tab, carriage return or a non-ASCII space
+    (RETYPE_CHARS). No other move changes a type, so a repair right only on the types of the public calls passed
+    every variant (attacker 49; attacker 51 kept the bug on sets and bools: `median({1, 2, 3, 4})`,
+    `mean((1, 2, 3, True))`); the template draw keeps a candidate here as a side only, one kind per retype
+    (`generator.SIDES`). None if it has no such literal."""
     trees = [ast.parse(s) for s in statements]
     starred = {id(n.value) for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Starred)}
-    spots: list[ast.AST] = [*_spots(trees, Moves(char_edits=True))]
-    spots += [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Tuple)
-              and id(n) not in starred and not any(isinstance(e, ast.Starred) for e in n.elts)
-              and isinstance(n.ctx, ast.Load)]
-    if not spots:
+    literals = _spots(trees, Moves(char_edits=True))
+    sequences = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.List | ast.Tuple)
+                 and id(n) not in starred and not any(isinstance(e, ast.Starred) for e in n.elts)
+                 and isinstance(n.ctx, ast.Load)]
+    ints = [n for n in literals if type(n.value) is int]
+    spots: dict[str, list[Any]] = {
+        "float": ints, "bool": ints, "sequence": sequences,
+        "set": [n for n in sequences if n.elts and all(isinstance(e, ast.Constant) or (isinstance(e, ast.Tuple) and all(
+            isinstance(x, ast.Constant) for x in e.elts)) for e in n.elts)],
+        "space": [n for n in literals if type(n.value) is str]}
+    kinds = [k for k in RETYPES if spots[k] and (only is None or k == only)]
+    if not kinds:
         return None
-    flipped: set[int] = set()
-    made_sets: dict[int, bool] = {}  # id -> a frozenset (else a set)
-    for node in rng.sample(spots, min(len(spots), rng.choice((1, 1, 2)))):
-        if isinstance(node, ast.List | ast.Tuple):
-            # a set where the elements are literals a set can hold (attacker 51 kept the bug on sets: `median({1, 2,
-            # 3, 4})`), else the other sequence
-            hashable = node.elts and all(isinstance(e, ast.Constant) or (isinstance(e, ast.Tuple) and all(
-                isinstance(x, ast.Constant) for x in e.elts)) for e in node.elts)
-            if hashable and rng.random() < SET_P:
-                made_sets[id(node)] = rng.random() < FROZEN_P
-            else:
-                flipped.add(id(node))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+    kind = rng.choice(kinds)
+    changed: dict[int, ast.expr] = {}  # a sequence's id -> what it becomes
+    for node in rng.sample(spots[kind], min(len(spots[kind]), rng.choice((1, 1, 2)))):
+        if kind == "float":
+            node.value = float(node.value) + rng.choice((0.0, 0.5))
+        elif kind == "bool":
+            node.value = rng.random() < 0.5
+        elif kind == "space":
             i = rng.randrange(len(node.value) + 1)
             node.value = node.value[:i] + rng.choice(RETYPE_CHARS) + node.value[i:]
-        elif isinstance(node, ast.Constant):  # an int: a spot
-            node.value = (rng.random() < 0.5 if rng.random() < BOOL_P  # a bool where an int was (attacker 51: `mean((1,
-                          # 2, 3, True))`)
-                          else float(node.value) + rng.choice((0.0, 0.5)))  # type: ignore[arg-type]
+        elif kind == "sequence":
+            changed[id(node)] = (ast.Tuple(elts=node.elts, ctx=ast.Load()) if isinstance(node, ast.List)
+                                 else ast.List(elts=node.elts, ctx=ast.Load()))
+        else:
+            made: ast.expr = ast.Set(elts=node.elts)
+            changed[id(node)] = (ast.Call(func=ast.Name(id="frozenset", ctx=ast.Load()), args=[made], keywords=[])
+                                 if rng.random() < FROZEN_P else made)
 
-    def as_set(node: ast.List | ast.Tuple) -> ast.expr:
-        made: ast.expr = ast.Set(elts=node.elts)
-        return ast.Call(func=ast.Name(id="frozenset", ctx=ast.Load()), args=[made], keywords=[]) if made_sets[id(node)] else made
-
-    class Flip(ast.NodeTransformer):
+    class Retype(ast.NodeTransformer):  # children first (in place: a changed node shares its elements' list)
         def visit_List(self, node: ast.List) -> ast.AST:
             self.generic_visit(node)
-            return (as_set(node) if id(node) in made_sets
-                    else ast.Tuple(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node)
+            return changed.get(id(node), node)
 
         def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
             self.generic_visit(node)
-            return (as_set(node) if id(node) in made_sets
-                    else ast.List(elts=node.elts, ctx=node.ctx) if id(node) in flipped else node)
+            return changed.get(id(node), node)
 
-    return [ast.unparse(Flip().visit(tree)) for tree in trees]
+    return [ast.unparse(Retype().visit(tree)) for tree in trees]
 
 
 # wild values (`wild_statements`): the moves above emit a computable set (floats whole or halves, the characters of
@@ -754,7 +757,8 @@ SIDE_MOVES = ("wild", "typed", "corner", "near", "formed", "mixed")
 
 def side_statements(how: str, statements: tuple[str, ...], source: str, rng: random.Random,
                     known: dict[str, Signature]) -> list[str] | None:
-    """`statements` moved for a side by `how` (one of SIDE_MOVES): `wild_statements`, `retyped_statements`,
+    """`statements` moved for a side by `how` (one of SIDE_MOVES, or `typed_<one of RETYPES>`): `wild_statements`,
+    `retyped_statements`,
     `cornered_statements`, `nudged_statements` (`source`: the test file) or `formed_statements` (`known`: the
     package's functions' signatures)."""
     if _constants_of(source) and rng.random() < INLINE_P:
@@ -765,8 +769,8 @@ def side_statements(how: str, statements: tuple[str, ...], source: str, rng: ran
         return formed_statements(statements, rng, known)
     if how == "mixed":
         return mixed_statements(statements, source, rng, known)
-    if how == "typed":
-        return retyped_statements(statements, rng)
+    if how.startswith("typed"):
+        return retyped_statements(statements, rng, how.removeprefix("typed").removeprefix("_") or None)
     if how == "corner":
         return cornered_statements(statements, rng)
     return nudged_statements(statements, source, rng)
