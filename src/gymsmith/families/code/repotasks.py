@@ -164,10 +164,11 @@ class Repo:
                 out.update(self._variant_reference[suite.driver])
         return out
 
-    def observe_reference(self, suites: list[CompiledSuite]):
-        """The reference's observations of `suites` (long limits: this is the verifier's own run)."""
+    def observe_reference(self, suites: list[CompiledSuite], deadline_s: float | None = None):
+        """The reference's observations of `suites`: by default with long limits (this is the verifier's own run),
+        else within `deadline_s` (a probe that may be slow: what it did not finish is not observed)."""
         with self.lock:
-            return self._observe(self.sources, suites, deadline_s=120, group_timeout_s=60)
+            return self._observe(self.sources, suites, deadline_s=deadline_s or 120, group_timeout_s=deadline_s or 60)
 
     def passes(self, sources: dict[str, str], suite: CompiledSuite,
                reference: dict[str, TestRecord] | None = None) -> bool:

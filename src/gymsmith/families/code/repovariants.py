@@ -43,7 +43,7 @@ class Repo(Protocol):
     suites: dict[str, CompiledSuite]
     call_sources: dict[str, str]
 
-    def observe_reference(self, suites: list[CompiledSuite]) -> Observation: ...
+    def observe_reference(self, suites: list[CompiledSuite], deadline_s: float | None = None) -> Observation: ...
 
     def passes(self, sources: dict[str, str], suite: CompiledSuite,
                reference: dict[str, TestRecord] | None = None) -> bool: ...
@@ -836,7 +836,8 @@ def _kept_sides(repo: Repo, path: str, probed: dict[str, list[str]], mutant: dic
     first = _compiled(header, {n: t for n, st in probed.items() if (t := as_test(n, st, None)) is not None}, path)
     if first is None:
         return []
-    records = records_by_nodeid([first], repo.observe_reference([first]))
+    records = records_by_nodeid([first], repo.observe_reference([first], 2 * SIDE_DEADLINE_S))  # a wild value
+    # may keep the reference busy (num2words of a huge float): what it does not answer soon is no side
     answered = {}
     for name, statements in probed.items():
         record = records.get(f"{path}::{name}")
