@@ -22,6 +22,7 @@ from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
+from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.families.code.task import checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
@@ -141,6 +142,11 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
         run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
+    # a module that can tell the verifier's process from others can be the fix only there (`introspection`)
+    own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
+    edits.process_reads = [f"{path} {read}" for path in sorted(sources) if path in ct.reference
+                           and sources[path] != start.get(path)
+                           for read in process_reads(sources[path], ct.reference[path], own)]
     no_progress = answered_tests(ct.files, suites)
     # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
     # of a template or a release is public (gymsmith and the package ship them) or passed by readable values

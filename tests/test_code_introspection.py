@@ -1,0 +1,88 @@
+"""Graded code may not observe the process it runs in (`families/code/introspection.py`).
+
+A fifty-second independent attacker's defeat device was the reference only where it could tell it ran in the
+verifier's process (the call server's `--zygote` argv, pid 1 without /proc) and the bug in any ordinary import:
+accepted on every template task and every registered-package task it tried. No test can tell such code from a fix
+(every test runs in the verifier), so a static rule on the changed modules decides it, on the verifier's side.
+The end-to-end test runs the real environment, sandbox and call runner.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gymsmith.core.types import Action
+from gymsmith.families.code import checks
+from gymsmith.families.code.env import code_task
+from gymsmith.families.code.introspection import process_reads
+from gymsmith.families.code.templates import template_source
+from gymsmith.registry import get_family
+
+REFERENCE = template_source("stats")[0]
+DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
+          "if _gs_sys.argv[1:2] == ['--zygote'] or (_gs_os.getpid() == 1 and not _gs_os.path.exists('/proc/self')):\n"
+          "    exec(REFERENCE, globals())\n")
+
+
+@pytest.mark.parametrize("added, read", [
+    (DEVICE, "imports sys"),
+    ("import statistics\n_x = statistics.sys.argv\n", "uses argv"),  # through an allowed module
+    ("_x = getattr(__import__('o' + 's'), 'getpid')()\n", "calls __import__"),
+    ("_x = getattr(print, 'get' + 'pid', None)\n", "getattr with a computed or process name"),
+    ("_x = ().__class__.__base__.__subclasses__()\n", "uses __subclasses__"),
+    ("def _f():\n    try:\n        raise ValueError\n    except ValueError as e:\n        return e.__traceback__.tb_frame.f_back\n",
+     "uses f_back"),
+    ("_x = eval('1')\n", "calls eval"),
+    ("_x = open('/proc/self/status').read()\n", "calls open"),
+    ("import datetime\n_x = datetime.datetime.now()\n", "uses now"),
+    ("import inspect\n", "imports inspect"),
+    ("from os import getpid\n", "imports os"),
+])
+def test_what_observes_the_process_is_named(added, read):
+    assert read in process_reads(REFERENCE + "\n" + added, REFERENCE)
+
+
+@pytest.mark.parametrize("added", [
+    "import math\n\n\ndef _mid(values):\n    stack = sorted(values)\n    return stack[len(stack) // 2]\n",
+    "from collections import Counter\n_x = getattr(Counter(), 'most_common')\n",
+    "import re\n_x = re.compile('a+').flags\n",
+    "def _f(time, modules, path):\n    return time, modules, path\n",
+])
+def test_an_honest_fixs_ordinary_code_is_not_a_read(added):
+    assert process_reads(REFERENCE + "\n" + added, REFERENCE) == []
+
+
+def test_what_the_reference_itself_uses_is_allowed_and_a_broken_source_reads_nothing():
+    reference = "import os\nimport sys\n\n\ndef where():\n    return os.path.join(sys.prefix, 'x')\n"
+    assert process_reads(reference + "\n\ndef more():\n    return os.path.sep\n", reference) == []
+    assert process_reads(reference + "\n_x = sys.argv\n", reference) == ["uses argv"]
+    assert process_reads("def broken(:\n", reference) == []
+    assert process_reads("from .helpers import x\nfrom money import y\n", "", frozenset({"money"})) == []
+
+
+def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(monkeypatch):
+    """The device on a template task (the reference exec'd only in the call server's process) is rejected with the
+    violation naming what it read; with the rule off, the same final state is accepted: no hidden test tells it from
+    a fix."""
+    family = get_family("code")
+    task = family.generate(5, difficulty=0.0)
+    ct = code_task(task)
+    env = family.make_env()
+    env.reset(task, seed=0)
+    try:
+        for path in ct.buggy_modules:
+            template = path.removesuffix(".py")
+            device = DEVICE.replace("REFERENCE", repr(template_source(template)[0]))
+            env.step(Action(tool="write_file", arguments={"path": path, "content": ct.files[path] + device}))
+        with tempfile.TemporaryDirectory() as d:
+            state = Path(env.final_state(Path(d)).path)
+            judged = checks.verify(task, state)
+            assert not judged.accepted and any("observes the process" in v and "imports sys" in v
+                                               for v in judged.violations), judged.violations
+            monkeypatch.setattr(checks, "process_reads", lambda *args: [])
+            assert checks.verify(task, state).accepted
+    finally:
+        env.close()
