@@ -754,3 +754,46 @@ def test_a_repair_right_only_on_the_call_forms_of_the_public_calls_fails_a_hidde
     _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("textwrap2", "wrap"), ("money", "split_evenly"),
                                            ("intervals", "merge_intervals"), ("rle", "encode")),
                                           _form_gated, _formed_shows, share=0.75)
+
+
+def _grown_calls(publics: list[tuple]):
+    """The public calls with one argument grown past the draw's published caps: a list repeated to over 2,000
+    items, a text to over 5,000 characters, an integer times 10^45."""
+    for public in publics:
+        for i, a in enumerate(public):
+            moved: list = []
+            if type(a) is int and a:
+                moved = [a * 10 ** 45]
+            elif isinstance(a, list | tuple) and a:
+                moved = [type(a)(list(a) * (2000 // len(a) + 1))]
+            elif isinstance(a, str) and a:
+                moved = [a * (5000 // len(a) + 1)]
+            yield from (tuple(public[:i]) + (m,) + tuple(public[i + 1:]) for m in moved)
+
+
+_SIZE_GATE = """def _gs_small(value, depth=0):
+    if type(value) in (int, float):
+        return abs(value) <= 10 ** 40
+    if type(value) is str:
+        return len(value) <= 4440
+    if type(value) in (list, tuple, set, frozenset, dict):
+        return len(value) <= 440 + 200 and (depth > 20 or all(_gs_small(v, depth + 1) for v in value))
+    return True
+
+
+def _gs_gate(args, right, wrong):
+    return not _gs_small(args) or len(repr(right)) > 50000"""
+
+
+def test_a_repair_right_only_within_the_published_size_caps_fails_a_hidden_side():
+    """A fifty-second independent attacker read the draw's caps from the source (a list grows by at most MAX_GROWTH,
+    a text by MAX_TEXT_GROWTH, an integer to 10^35, an answer to MAX_SIDE_ANSWER characters) and answered with the
+    reference inside them, the bug outside: accepted on 26 of 26 template tasks under two host keys, the bug kept
+    (`median(list(range(1, 1001)))`, `wrap` of a 5,400-character text). Grown probes (a list or text repeated to
+    10^2.5-10^5 items, an integer times 10^3-10^60: `repovariants.grown_statements`) are now kept as sides: the wrapper
+    passes every public test, and fails a hidden test drawn on at least three in four of the usable mutations of these
+    functions whose bug shows on such a call."""
+    _wrapper_fails_a_variant_of_every_bug((("stats", "median"), ("stats", "mean"), ("textwrap2", "wrap"),
+                                           ("intervals", "merge_intervals"), ("tokenizer", "count_kind")),
+                                          lambda r, m, f, t: _gated(r, m, f, t, _SIZE_GATE),
+                                          _keeps_the_bug(_SIZE_GATE, _grown_calls), share=0.75)

@@ -300,7 +300,7 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
 SIDES = {"tabled": 2, "near": 3, "typed_float": 1, "typed_bool": 1, "typed_sequence": 1, "typed_set": 2,
          "typed_space": 1, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
-         "long": 1, "wild": 4, "formed": 3, "mixed": 3}
+         "long": 1, "wild": 4, "formed": 3, "mixed": 3, "grown": 3}
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
 # kept the bug there), a quarter with a type changed (`retyped_statements`: a float or a bool for an integer, a list
@@ -319,9 +319,14 @@ FORMED_PROBES = 16
 # ... and probes moved by two or three of those moves at once (`repovariants.mixed_statements`), from a fifth: a repair
 # wrong only where two kinds of region meet passes each kind's sides alone. Of kind `mixed`
 MIXED_PROBES = 16
+# ... and probes with one input grown to thousands of items or an integer scaled by a large power
+# (`repovariants.grown_statements`), from a sixth: proving variants grow only within caps the source states, and a
+# repair right up to those sizes was accepted on every template task (attacker 52). Of kind `grown`
+GROWN_PROBES = 8
+SIDE_CHUNK = 16  # probes for sides per run (a run that fails loses its records)
 SIDE_PROBE = "test_side_probe_"
 DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them, 1.6.0 wild ones)
-MAX_SIDE_ANSWER = 20_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
+MAX_SIDE_ANSWER = 100_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
 # MAX_VARIANT_ANSWER: a repair buggy only where answers are longer was accepted, attacker 48)
 
 
@@ -402,6 +407,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
     wild_rng = random.Random("wild:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
     formed_rng = random.Random("formed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
     mixed_rng = random.Random("mixed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    grown_rng = random.Random("grown:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
     known = signatures([reference_source])
     for batch in range(batches):
         if not tests or enough(batch):
@@ -411,13 +417,17 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # the draw's own probes, then (with `sides`) probes near the public calls and at corners, from a stream of
         # their own (the variants drawn stay those of the draw without sides); those make sides only
         drawing = [(f"test_probe_{k}", rng, "move") for k in range(VARIANT_BATCH)]
+        # sides are kept only beside a variant that proves the fix: past the first batches, none while none is found
+        probing = sides is not None and (bool(found) or batch < VARIANT_BATCHES)
         drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", f"typed_{RETYPES[k // 4 % len(RETYPES)]}", "corner",
-                                                    "corner")[k % 4]) for k in range(SIDE_PROBES if sides is not None else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if sides is not None else 0)]
+                                                    "corner")[k % 4]) for k in range(SIDE_PROBES if probing else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if probing else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + k}", formed_rng, "formed")
-                    for k in range(FORMED_PROBES if sides is not None else 0)]
+                    for k in range(FORMED_PROBES if probing else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + k}", mixed_rng, "mixed")
-                    for k in range(MIXED_PROBES if sides is not None else 0)]
+                    for k in range(MIXED_PROBES if probing else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + MIXED_PROBES + k}", grown_rng, "grown")
+                    for k in range(GROWN_PROBES if probing else 0)]
         kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
@@ -443,10 +453,23 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             return _records({module: code}, compile_suite(header + "".join(
                 f"\n\n\n{as_test(n, st, ex)}" for n, (st, ex) in tests.items()), path), deadline_s) if tests else {}
 
+        def apart(code: str, tests: Mapping[str, tuple[list[str], dict[int, Any] | None]], deadline_s: float
+                  ) -> dict[str, TestRecord]:
+            """`run` of the probes for sides in runs of SIDE_CHUNK, the grown ones each alone: a run that misses its
+            deadline or floods its channel (a bug that loops or blows up on one probe, an answer of megabytes to a
+            grown input) loses every record of the run, and 88 probes in one run of a bug lost them all (rle)."""
+            names = [n for n in tests if kinds[n] != "grown"]
+            groups = [names[i:i + SIDE_CHUNK] for i in range(0, len(names), SIDE_CHUNK)]
+            groups += [[n] for n in tests if kinds[n] == "grown"]
+            out: dict[str, TestRecord] = {}
+            for group in groups:
+                out |= run(code, {n: tests[n] for n in group}, deadline_s)
+            return out
+
         first = run(reference_source, {n: (st, None) for n, st in probes.items() if not n.startswith(SIDE_PROBE)},
                     PROBE_DEADLINE_S * 4)
-        first |= run(reference_source, {n: (st, None) for n, st in probes.items() if n.startswith(SIDE_PROBE)},
-                     PROBE_DEADLINE_S * 4)
+        first |= apart(reference_source, {n: (st, None) for n, st in probes.items() if n.startswith(SIDE_PROBE)},
+                       PROBE_DEADLINE_S * 4)
         candidates: dict[str, tuple[list[str], dict[int, Any], frozenset[str]]] = {}
         refused: dict[str, tuple[list[str], dict[int, Any], str]] = {}  # the filters' catch, by name: a side of which
         # an answer several draws share is what a corner of the function gives (a node not in the graph: -1, []),
@@ -474,7 +497,7 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
                 continue  # a public call's answer is in the file: a test of it proves nothing a shown test does not
             if name.startswith(SIDE_PROBE):  # a side whatever the filters say (they guard proof), classed by its answer
                 # where a filter keys on that (a gate on blank or echoed answers is attacker 48's), else by its move
-                kind = (kinds[name] if kinds[name] in ("wild", "formed", "mixed") else "blank" if all(_blank(v) for v in record.slots)
+                kind = (kinds[name] if kinds[name] in ("wild", "formed", "mixed", "grown") else "blank" if all(_blank(v) for v in record.slots)
                         else "echo" if echoes_an_input(test[0]) else "bit" if not informative(test[0]) else kinds[name])
                 refused[name] = (statements, expected, kind)
                 continue
@@ -507,8 +530,8 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         # the refused apart too (a candidate the bug hangs on ends the bug's run), and only the bug's run: a side
         # needs only the bug to fail it
         refusing = {n: (st, ex) for n, (st, ex, _) in refused.items()} if sides is not None else {}
-        side_again = run(reference_source, refusing, PROBE_DEADLINE_S * 4)
-        side_bug = run(mutant, refusing, MUTANT_TIMEOUT_S)
+        side_again = apart(reference_source, refusing, PROBE_DEADLINE_S * 4)
+        side_bug = apart(mutant, refusing, MUTANT_TIMEOUT_S)
         for name, (statements, expected, new) in candidates.items():
             nodeid = f"{path}::{name}"
             theirs = again.get(nodeid)
@@ -596,7 +619,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-10-wild-1-formed-1-mixed-1-inlined-1" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-11-wild-1-formed-1-mixed-1-inlined-1-grown-1" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

@@ -502,6 +502,49 @@ def formed_statements(statements: tuple[str, ...], rng: random.Random, known: di
     return None
 
 
+# grown probes (`grown_statements`): a list, set or text of a call repeated to 10^2.5-10^5 items, an integer
+# scaled by 10^3-10^60. Proving variants grow only to what MAX_GROWTH and MAX_TEXT_GROWTH allow, and every other move
+# for sides keeps sizes, so a repair right up to sizes those caps give was accepted on every template task
+# (attacker 52); these go as far as the reference answers within the probe's deadline
+GROWN_POWERS, GROWN_INT_POWERS = (2.5, 5.0), (3, 60)
+
+
+def grown_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
+    """`statements` with one list, set or tuple literal, text or integer of its observed calls grown: a container or
+    text written as itself repeated to 10^2.5-10^5 items, plus a random part of itself (`[4, 1, 3, 2] * 2500 + [1,
+    3]`), an integer multiplied by 10^3-10^60 (its sign kept). None if it has none of these."""
+    trees = [ast.parse(s) for s in statements]
+    spots: list[ast.AST] = [*_literals(trees), *_containers(trees, (ast.List, ast.Set))]
+    spots = [n for n in spots if not isinstance(n, ast.Constant) or (type(n.value) is int and n.value)
+             or (type(n.value) is str and n.value)]
+    if not spots:
+        return None
+    node = rng.choice(spots)
+    target = int(10 ** rng.uniform(*GROWN_POWERS))
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        node.value = node.value * 10 ** rng.randint(*GROWN_INT_POWERS)
+        return [ast.unparse(tree) for tree in trees]
+    if isinstance(node, ast.Constant):
+        text = str(node.value)  # a text: chosen above
+        i = rng.randrange(len(text))
+        grown: ast.expr = ast.BinOp(ast.BinOp(ast.Constant(text), ast.Mult(), ast.Constant(max(2, target // len(text)))),
+                                    ast.Add(), ast.Constant(text[i:rng.randint(i + 1, len(text))]))
+    else:
+        items = list(node.elts)  # type: ignore[attr-defined]  # a list or set: chosen above
+        times = max(2, target // len(items))
+        part = [copy.deepcopy(e) for e in rng.sample(items, rng.randint(1, len(items)))]
+        grown = ast.BinOp(ast.BinOp(ast.List(elts=items, ctx=ast.Load()), ast.Mult(), ast.Constant(times)), ast.Add(),
+                          ast.List(elts=part, ctx=ast.Load()))
+        if isinstance(node, ast.Set):
+            grown = ast.Call(func=ast.Name(id="set", ctx=ast.Load()), args=[grown], keywords=[])
+
+    class Grow(ast.NodeTransformer):
+        def generic_visit(self, n: ast.AST) -> ast.AST:
+            return grown if n is node else super().generic_visit(n)
+
+    return [ast.unparse(Grow().visit(tree)) for tree in trees]
+
+
 INLINE_P = 0.5  # how often a probe for sides first writes out the file's constants its statements name
 
 
@@ -535,7 +578,7 @@ def mixed_statements(statements: tuple[str, ...], source: str, rng: random.Rando
     form), so a repair wrong only where two of them meet (a keyword call *with* a wild value) passed every side of one
     kind; mixed ones reach there. None if no move applied."""
     moved: list[str] | None = None
-    for how in rng.sample(SIDE_MOVES[:-1], rng.choice((2, 2, 3))):
+    for how in rng.sample(SIDE_MOVES[:-1], rng.choice((2, 2, 3))):  # not grown: too slow mixed
         again = side_statements(how, tuple(moved or statements), source, rng, known)
         moved = again if again is not None else moved
     return moved
@@ -769,6 +812,8 @@ def side_statements(how: str, statements: tuple[str, ...], source: str, rng: ran
         return formed_statements(statements, rng, known)
     if how == "mixed":
         return mixed_statements(statements, source, rng, known)
+    if how == "grown":
+        return grown_statements(statements, rng)
     if how.startswith("typed"):
         return retyped_statements(statements, rng, how.removeprefix("typed").removeprefix("_") or None)
     if how == "corner":
