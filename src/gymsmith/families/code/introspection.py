@@ -17,7 +17,8 @@ says so. What is checked, on the source alone (the verifier's side; nothing of t
 
 Property: a graded module that passes uses no import, name or attribute that reads the process, and resolves no
 name at run time, beyond its reference's. Not covered: tells that need none of these (a resource limit probed by
-allocating memory until it fails, timing through an allowed module), and a reference that itself imports `sys` or
+allocating memory until it fails; the fixed hash seed of every sandbox, which makes a set's order the same in every
+verification), and a reference that itself imports `sys` or
 `os` (a registered package's module may: the rule then allows what it uses). docs/verifier.md, property 13.
 """
 
