@@ -323,7 +323,7 @@ MIXED_PROBES = 16
 # (`repovariants.grown_statements`), from a sixth: proving variants grow only within caps the source states, and a
 # repair right up to those sizes was accepted on every template task (attacker 52). Of kind `grown`
 GROWN_PROBES = 8
-SIDE_CHUNK = 16  # probes for sides per run (a run that fails loses its records)
+SIDE_CHUNK = 24  # probes for sides per run (a run that fails loses its records)
 SIDE_PROBE = "test_side_probe_"
 DRAW_VERSION = "1.4.0"  # the draws' random streams: unchanged since family 1.4.0 (1.5.0 added the sides to them, 1.6.0 wild ones)
 MAX_SIDE_ANSWER = 100_000  # characters of an answer to a side, the reference's or the bug's (a variant's are at most
@@ -419,15 +419,22 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         drawing = [(f"test_probe_{k}", rng, "move") for k in range(VARIANT_BATCH)]
         # sides are kept only beside a variant that proves the fix: past the first batches, none while none is found
         probing = sides is not None and (bool(found) or batch < VARIANT_BATCHES)
+        # ... and a group of probes only while a kind it makes lacks sides (each kind keeps the first ones drawn)
+        have = Counter(kind for _, _, kind in sides or [])
+
+        def wanted(*group: str) -> bool:
+            return probing and any(have[k] < SIDES[k] for k in group)
+
+        plain = ("near", "corner", "blank", "echo", "bit", *(f"typed_{r}" for r in RETYPES))
         drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", f"typed_{RETYPES[k // 4 % len(RETYPES)]}", "corner",
-                                                    "corner")[k % 4]) for k in range(SIDE_PROBES if probing else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if probing else 0)]
+                                                    "corner")[k % 4]) for k in range(SIDE_PROBES if wanted(*plain) else 0)]
+        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if wanted("wild") else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + k}", formed_rng, "formed")
-                    for k in range(FORMED_PROBES if probing else 0)]
+                    for k in range(FORMED_PROBES if wanted("formed") else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + k}", mixed_rng, "mixed")
-                    for k in range(MIXED_PROBES if probing else 0)]
+                    for k in range(MIXED_PROBES if wanted("mixed") else 0)]
         drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + MIXED_PROBES + k}", grown_rng, "grown")
-                    for k in range(GROWN_PROBES if probing else 0)]
+                    for k in range(GROWN_PROBES if wanted("grown") else 0)]
         kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
@@ -634,7 +641,9 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     # the reference (an honest fix) must run the whole suite with them in a deadline well inside the verifier's: a
     # side calling `add_days` with 667 million days kept the reference busy past it (attacker 49: the fix rejected)
     if kept and not _finishes(template, reference, drawn + kept):
-        kept = [d for d in kept if _finishes(template, reference, drawn + [d])]
+        light = [d for d in kept if f"{SIDE}grown_" not in d.split("(", 1)[0] and f"{SIDE}long_" not in d.split("(", 1)[0]]
+        kept = (light if light != kept and _finishes(template, reference, drawn + light)  # the large ones first
+                else [d for d in kept if _finishes(template, reference, drawn + [d])])
     drawn += kept
     # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
     if not _finishes(template, mutant, drawn):
