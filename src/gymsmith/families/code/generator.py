@@ -300,7 +300,7 @@ MAX_VARIANT_ANSWER = 2_000  # characters of the bug's answer to a variant (an RL
 # variants, the first ones drawn of each kind; a bug is still placed only where a variant passes every filter.
 SIDES = {"tabled": 2, "near": 3, "typed_float": 1, "typed_bool": 1, "typed_sequence": 1, "typed_set": 2,
          "typed_space": 1, "corner": 3, "blank": 3, "shared": 1, "echo": 2, "bit": 1, "path": 1,
-         "long": 1, "wild": 4, "formed": 3, "mixed": 3, "grown": 3}
+         "long": 1, "wild": 4, "formed": 3, "mixed": 3, "grown": 4}
 # probes for sides only, per batch: a quarter nudged next to the public calls (`repovariants.nudged_statements`: an
 # integer by a few, a text by one edit, a list by one element: what a box or a one-edit table holds, and attacker 47
 # kept the bug there), a quarter with a type changed (`retyped_statements`: a float or a bool for an integer, a list
@@ -626,7 +626,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-11-wild-1-formed-1-mixed-1-inlined-1-grown-1" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-12-wild-1-formed-1-mixed-1-inlined-1-grown-2" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:

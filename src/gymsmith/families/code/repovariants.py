@@ -502,24 +502,25 @@ def formed_statements(statements: tuple[str, ...], rng: random.Random, known: di
     return None
 
 
-# grown probes (`grown_statements`): a list, set or text of a call repeated to 10^2.5-10^5 items, an integer
-# scaled by 10^3-10^60. Proving variants grow only to what MAX_GROWTH and MAX_TEXT_GROWTH allow, and every other move
+# grown probes (`grown_statements`): a list, set or text of a call repeated to 10^2.5-10^5 items (three times in four
+# where there is one), an integer scaled by 10^3-10^100. Proving variants grow only to what MAX_GROWTH and MAX_TEXT_GROWTH allow, and every other move
 # for sides keeps sizes, so a repair right up to sizes those caps give was accepted on every template task
 # (attacker 52); these go as far as the reference answers within the probe's deadline
-GROWN_POWERS, GROWN_INT_POWERS = (2.5, 5.0), (3, 60)
+GROWN_POWERS, GROWN_INT_POWERS = (2.5, 5.0), (3, 100)
 
 
 def grown_statements(statements: tuple[str, ...], rng: random.Random) -> list[str] | None:
     """`statements` with one list, set or tuple literal, text or integer of its observed calls grown: a container or
     text written as itself repeated to 10^2.5-10^5 items, plus a random part of itself (`[4, 1, 3, 2] * 2500 + [1,
-    3]`), an integer multiplied by 10^3-10^60 (its sign kept). None if it has none of these."""
+    3]`), an integer multiplied by 10^3-10^100 (its sign kept). None if it has none of these."""
     trees = [ast.parse(s) for s in statements]
     spots: list[ast.AST] = [*_literals(trees), *_containers(trees, (ast.List, ast.Set))]
     spots = [n for n in spots if not isinstance(n, ast.Constant) or (type(n.value) is int and n.value)
              or (type(n.value) is str and n.value)]
     if not spots:
         return None
-    node = rng.choice(spots)
+    sized = [n for n in spots if not (isinstance(n, ast.Constant) and type(n.value) is int)]
+    node = rng.choice(sized if sized and rng.random() < 0.75 else spots)  # sizes first: integers are many
     target = int(10 ** rng.uniform(*GROWN_POWERS))
     if isinstance(node, ast.Constant) and type(node.value) is int:
         node.value = node.value * 10 ** rng.randint(*GROWN_INT_POWERS)
