@@ -5,8 +5,9 @@ at full size). Real sandboxes, real verifier processes, real git.
 
 Sizes: the oracle and null run on 32 tasks (was 100, then 50: the first 30 already put a bug in each of the 10
 module templates that carry one, use all 6 mutation operators templates get and span difficulty 0-1; generating
-the 50, each with its hidden sides, took 428 s on a cold cache, near the 600 s a test may take); the red-team
-agents on the first 20 of them, the sleeper on the first 12 (its rollouts wait out a deadline)."""
+the 50, each with its hidden sides, took 428 s on a cold cache, near the 600 s a test may take; generating is now a
+test of its own, apart from the rollouts); the red-team agents on the first 20 of them, the sleeper on the first 12
+(its rollouts wait out a deadline)."""
 
 from __future__ import annotations
 
@@ -66,9 +67,19 @@ TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficu
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def tasks():
+    return build_taskset(TASKS)
+
+
+def test_every_task_generates_with_its_hidden_tests(tasks):
+    """First, so that generating the tasks (each bug's keyed variants and sides, cached on disk) has a test's time
+    of its own, apart from the rollouts (the store below)."""
+    assert len(tasks) == N_TASKS and len({t.id for t in tasks}) == N_TASKS
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tasks):
     store = TrajectoryStore(tmp_path_factory.mktemp("code") / "code.db")
-    tasks = build_taskset(TASKS)
     run(RunConfig(run_id="code-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=2), store,
         tasks=tasks, collect=False)
     subset = TaskSetSpec(family="code", count=N_EXPLOIT_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
