@@ -24,6 +24,9 @@ from gymsmith.verifier import drawkey
 from gymsmith.verifier.pytest_runner import TestOutcome
 
 CODE = get_family("code")
+# the attacker-wrapper tests each draw a task's keyed variants and sides for up to 30 mutations at seed 11; on a clean
+# machine every draw is cold, and one such test took longer than the suite's 600 s (CI52, 341a3b2)
+DRAWS_COLD = pytest.mark.timeout(1500)
 SEEDS = range(6)
 
 
@@ -328,6 +331,7 @@ def {function}(*args, **kwargs):
 """
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_on_the_shapes_of_the_public_calls_fails_a_hidden_variant():
     """A forty-fourth independent attacker sent every call whose shape (types, list lengths, integer signs, a text's
     characters all in the test file's) a public call has to a fixed copy, the rest to the bug: variants moved literals
@@ -378,6 +382,7 @@ def {function}(*args, **kwargs):
 """
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_up_to_a_size_past_the_public_calls_fails_a_hidden_variant():
     """A forty-sixth independent attacker sent every call whose numbers were at most 10^6 and whose texts and lists
     were a few items past the public ones (the moves' whole reach, computable from gymsmith's files) to a fixed
@@ -531,6 +536,7 @@ def _gs_gate(args, right, wrong):
     return False"""
 
 
+@DRAWS_COLD
 def test_a_repair_buggy_only_near_the_public_calls_fails_a_hidden_side():
     """A forty-seventh independent attacker: every variant must be failed by the bug even with the reference's answers
     near the public calls appended (`boxtable`), so no variant tested that region, which gymsmith's files define;
@@ -563,6 +569,7 @@ def _gs_gate(args, right, wrong):
     return _gs_blank(right) or echo or len(repr(wrong)) > 2000"""
 
 
+@DRAWS_COLD
 def test_a_repair_buggy_only_where_the_draw_filters_refuse_variants_fails_a_hidden_side():
     """A forty-eighth independent attacker answered right except where the reference's answer is blank (what a corner
     gives), equals an argument (an echo) or the bug's is over 2,000 characters: the draw's filters refused every
@@ -600,6 +607,7 @@ def _gs_gate(args, right, wrong):
     return not (plain and tuple(_gs_kind(a) for a in args) in _gs_public_kinds)"""
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_on_the_types_of_the_public_calls_fails_a_hidden_side():
     """A forty-ninth independent attacker: no move of a hidden input changed a type (an integer stayed an integer, a
     tuple a tuple) nor put whitespace but a space in a text, so the reference answering only calls whose arguments'
@@ -658,6 +666,7 @@ def _gs_gate(args, right, wrong):
     return not _gs_emitted(args)"""
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_on_what_the_moves_can_emit_fails_a_hidden_side():
     """A fiftieth independent attacker: every hidden input came from a public call by shipped moves, so the set of
     values they can produce is computable (floats whole or halves, texts of characters gymsmith's files hold); the
@@ -743,6 +752,7 @@ def _formed_shows(reference: str, mutant: str, function: str, template: str) -> 
     return False
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_on_the_call_forms_of_the_public_calls_fails_a_hidden_side():
     """A fifty-first independent attacker: no move of a hidden input changed how a call is written (arguments by
     position or keyword, defaults given or left out) nor made a list a set or an int a bool, so the reference for calls
@@ -785,6 +795,7 @@ def _gs_gate(args, right, wrong):
     return not _gs_small(args) or len(repr(right)) > 50000"""
 
 
+@DRAWS_COLD
 def test_a_repair_right_only_within_the_published_size_caps_fails_a_hidden_side():
     """A fifty-second independent attacker read the draw's caps from the source (a list grows by at most MAX_GROWTH,
     a text by MAX_TEXT_GROWTH, an integer to 10^35, an answer to MAX_SIDE_ANSWER characters) and answered with the
