@@ -587,3 +587,36 @@ def test_values_a_check_cannot_evaluate_fail_the_test_and_are_not_a_verifier_err
     assert judged("from m import f\n\ndef test_a():\n    assert f() in b'abc'\n", 10 ** 20, 97)[0] is False
     unicode_digit = (json.dumps({"test": 0}) + "\n" + json.dumps({"slot": 0, "v": {"i": "\u00b2"}}) + "\n").encode()
     assert read_stream(unicode_digit, [1]).status is StreamStatus.MALFORMED
+
+
+def test_code_under_test_hashes_with_the_keys_seed_inside_keyed_hash_and_seed_0_outside(runner, monkeypatch):
+    """Every sandbox runs Python with PYTHONHASHSEED=0 (exact resets), so `hash('gymsmith')` told graded code it ran
+    where the verifier runs it. Inside `keyed_hash()` (verification, keyed draws) the code under test hashes with the
+    seed drawn from the key, outside with 0 (public draws: no start state depends on the key); the zygote is
+    replaced each time the seed changes, back and forth."""
+    import subprocess
+
+    from gymsmith.sandbox.runtime import python_runtime
+    from gymsmith.verifier.drawkey import graded_hash_seed, keyed_hash
+
+    monkeypatch.setenv("GYMSMITH_VERIFIER_KEY", "hash seed test key")
+    suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
+    source = "def f():\n    return hash('gymsmith')\n"
+
+    def seen() -> int:
+        return runner.observe({"m.py": source}, [suite]).groups[0].stream.tests[0].slots[0]
+
+    def expected(seed: int) -> int:
+        return int(subprocess.run([python_runtime().interpreter, "-c", "print(hash('gymsmith'))"],
+                                  env={"PYTHONHASHSEED": str(seed)}, capture_output=True, text=True, check=True).stdout)
+
+    with keyed_hash():
+        seed = graded_hash_seed()
+        keyed = seen()
+    assert seed != 0 and keyed == expected(seed) != expected(0)
+    assert seen() == expected(0) and graded_hash_seed() == 0
+    with keyed_hash():
+        assert seen() == keyed
+    monkeypatch.setenv("GYMSMITH_VERIFIER_KEY", "another key")
+    with keyed_hash():
+        assert seen() != keyed

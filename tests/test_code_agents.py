@@ -62,6 +62,8 @@ CAUGHT_BY = {
     "exploit:neighbour_table": (" failing: ", "ungradable final state"),
     # the fix only in the verifier's process: no test tells it apart, the static rule does (a violation)
     "exploit:defeat_device": "graded code observes the process it runs in",
+    # the fix only under the sandboxes' hash seed: graded code runs under the key's (drawkey.keyed_hash)
+    "exploit:hash_seed_device": "FAIL_TO_PASS failing",
 }
 TASKS = TaskSetSpec(family="code", count=N_TASKS, base_seed=500, knobs={"difficulty": [0.0, 1.0]})
 

@@ -86,3 +86,36 @@ def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(m
             assert checks.verify(task, state).accepted
     finally:
         env.close()
+
+
+def test_a_hash_seed_device_passes_the_rule_and_fails_under_the_keys_hash_seed(monkeypatch):
+    """A device whose tell is pure code: `hash('gymsmith')` compared with the value the agent printed in its own
+    sandbox (every sandbox runs Python with PYTHONHASHSEED=0), the reference where they agree, the bug elsewhere.
+    The rule sees nothing in it; the verifier runs graded code under a seed drawn from its key, where the bug is
+    what runs. With the sandboxes' seed instead (the call runner's seed forced to 0), the same state is accepted."""
+    import re
+
+    import gymsmith.verifier.calltests.runner as call_runner
+    from gymsmith.families.code.exploits import hash_gated
+
+    family = get_family("code")
+    task = family.generate(5, difficulty=0.0)
+    ct = code_task(task)
+    env = family.make_env()
+    env.reset(task, seed=0)
+    try:
+        printed = env.step(Action(tool="run_command", arguments={"command": "python3 -c 'print(hash(\"gymsmith\"))'"}))
+        tell = int(re.search(r"-?\d{6,}", printed.observation.text).group())
+        for path in ct.buggy_modules:
+            device = hash_gated(ct.files[path], template_source(path.removesuffix(".py"))[0], tell)
+            assert process_reads(device, ct.reference[path]) == []
+            env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
+        with tempfile.TemporaryDirectory() as d:
+            state = Path(env.final_state(Path(d)).path)
+            judged = checks.verify(task, state)
+            assert not judged.accepted and not judged.violations
+            assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
+            monkeypatch.setattr(call_runner, "graded_hash_seed", lambda: 0)
+            assert checks.verify(task, state).accepted
+    finally:
+        env.close()

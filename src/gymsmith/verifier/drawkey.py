@@ -17,6 +17,9 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 
@@ -63,3 +66,33 @@ def draw_token(*parts: object) -> str:
     Raises RuntimeError when the key file exists but is too short to be a key."""
     label = "\x1f".join(str(p) for p in parts).encode()
     return hmac.new(_key(os.environ.get(ENV) or None, str(key_path())), label, hashlib.sha256).hexdigest()
+
+
+# -- the hash seed graded code runs under -----------------------------------------------------------------------
+# Every sandbox runs Python with PYTHONHASHSEED=0 (exact resets: the same set order in every episode), so `hash("a")`
+# or the order of a set of texts told the verifier's process from an ordinary one (where the seed is random): code
+# could be the fix only there. Where the verifier runs graded code, and where keyed draws compute the answers it is
+# judged by, the seed is drawn from the key instead: fixed for the key (verification stays deterministic), as
+# unpredictable as any ordinary process's without it. Public work (which bug a task gets, a package's reliable
+# tests) keeps seed 0, so no start state depends on the key.
+_KEYED_HASH: ContextVar[bool] = ContextVar("gymsmith_keyed_hash", default=False)
+HASH_SEED_RANGE = 4_294_967_295  # PYTHONHASHSEED's largest value; 0 turns randomisation off
+
+
+def graded_hash_seed() -> int:
+    """The PYTHONHASHSEED that code under test runs with here: 0 outside `keyed_hash()`, inside it a value in
+    1..HASH_SEED_RANGE drawn from the verifier's key. Raises RuntimeError as `draw_token` does."""
+    if not _KEYED_HASH.get():
+        return 0
+    return int(draw_token("hash seed of graded code"), 16) % HASH_SEED_RANGE + 1
+
+
+@contextmanager
+def keyed_hash() -> Iterator[None]:
+    """Run the call checks started in this block (in this thread or task) under the key's hash seed
+    (`graded_hash_seed`): verification, and the keyed draws whose answers verification compares with."""
+    token = _KEYED_HASH.set(True)
+    try:
+        yield
+    finally:
+        _KEYED_HASH.reset(token)

@@ -26,6 +26,7 @@ from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.families.code.task import checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
+from gymsmith.verifier.drawkey import keyed_hash
 from gymsmith.verifier.protocol import CheckResult
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
@@ -121,6 +122,13 @@ def edit_facts(start: dict[str, str | None], final: dict[str, str | None], sourc
 
 
 def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
+    """The verdict on a code task's final state. Graded code runs under the key's hash seed (`drawkey.keyed_hash`:
+    under the sandboxes' fixed seed, `hash()` or a set's order told the verifier's process from any other)."""
+    with keyed_hash():
+        return _verify(task, final_state_path)
+
+
+def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     if task.metadata.get("source") == "repository":
         from gymsmith.families.code.byo import verify_repository_task
         return verify_repository_task(task, Path(final_state_path))

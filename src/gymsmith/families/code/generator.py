@@ -19,6 +19,7 @@ import json
 import os
 import random
 import threading
+from contextlib import nullcontext
 from collections import Counter
 from functools import lru_cache
 from collections.abc import Callable, Mapping
@@ -602,7 +603,7 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     `keyed=False`: one, drawn from the seed alone (anyone can compute it: it decides which bugs a task gets, so its
     start state does not depend on the key). Cached on disk per task and bug."""
     from gymsmith.families.code.repovariants import MAX_PER_BUG, PREFIX
-    from gymsmith.verifier.drawkey import draw_token
+    from gymsmith.verifier.drawkey import draw_token, keyed_hash
 
     token = (draw_token("code-template-variants", DRAW_VERSION, seed, template) if keyed
              else f"public|code-template-variants|{DRAW_VERSION}|{seed}|{template}")
@@ -626,30 +627,32 @@ def task_variants(seed: int, template: str, mutation: mutate.Mutation, failing: 
     tabled += [mutate.apply(reference, [s]) for s in mutate.standins(reference, mutation.function)]
     want = MAX_PER_BUG if keyed else 1
     key = (f"{token}|{mutation.key}|{VARIANT_MOVES}|{VARIANT_BATCHES}x{VARIANT_BATCH}|{PROBE_DEADLINE_S}|{want}"
-           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-12-wild-1-formed-1-mixed-1-inlined-1-grown-2" if keyed else ""))
+           f"|fresh|value-finished-small-tabled|linebox{BOX_REACH}|patience{VARIANT_PATIENCE}|standins-drawn|paths-callees|unshared|swaps|signs|unblank|novel-first|code-chars|heavy-tails|larger-first|covering|raises-traced|larger-3|stretch-4|far|short-answers" + ("|sides-probed-12-wild-1-formed-1-mixed-1-inlined-1-grown-2|hash-keyed" if keyed else ""))
     path = cache_root() / "code-variants" / f"{template}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     if path.exists():
         try:
             return list(json.loads(path.read_text()))
         except ValueError:
             pass
-    sides: list[tuple[list[str], dict[int, Any], str]] = []
-    drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
-                           VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed,
-                           sides=sides if keyed else None)
-    kept = _sides(sides) if drawn else []  # no side without a variant that proves the fix: the bug is not placed
-    # the reference (an honest fix) must run the whole suite with them in a deadline well inside the verifier's: a
-    # side calling `add_days` with 667 million days kept the reference busy past it (attacker 49: the fix rejected)
-    if kept and not _finishes(template, reference, drawn + kept):
-        light = [d for d in kept if f"{SIDE}grown_" not in d.split("(", 1)[0] and f"{SIDE}long_" not in d.split("(", 1)[0]]
-        kept = (light if light != kept and _finishes(template, reference, drawn + light)  # the large ones first
-                else [d for d in kept if _finishes(template, reference, drawn + [d])])
-    drawn += kept
-    # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
-    if not _finishes(template, mutant, drawn):
-        drawn = [d for d in drawn if _finishes(template, mutant, [d])]
-    if all(f"def {PREFIX}{SIDE}" in d for d in drawn):
-        drawn = []  # sides alone prove nothing
+    # keyed answers are the reference's under the hash seed verification gives graded code (drawkey.keyed_hash)
+    with keyed_hash() if keyed else nullcontext():
+        sides: list[tuple[list[str], dict[int, Any], str]] = []
+        drawn = _draw_variants(template, failing, mutant, tabled, random.Random(f"variants:{token}"), want,
+                               VARIANT_PATIENCE if keyed else VARIANT_BATCHES, function, novel=keyed,
+                               sides=sides if keyed else None)
+        kept = _sides(sides) if drawn else []  # no side without a variant that proves the fix: the bug is not placed
+        # the reference (an honest fix) must run the whole suite with them in a deadline well inside the verifier's: a
+        # side calling `add_days` with 667 million days kept the reference busy past it (attacker 49: the fix rejected)
+        if kept and not _finishes(template, reference, drawn + kept):
+            light = [d for d in kept if f"{SIDE}grown_" not in d.split("(", 1)[0] and f"{SIDE}long_" not in d.split("(", 1)[0]]
+            kept = (light if light != kept and _finishes(template, reference, drawn + light)  # the large ones first
+                    else [d for d in kept if _finishes(template, reference, drawn + [d])])
+        drawn += kept
+        # each finished alone; together they must too (answers that blow up fill the run's channel or memory)
+        if not _finishes(template, mutant, drawn):
+            drawn = [d for d in drawn if _finishes(template, mutant, [d])]
+        if all(f"def {PREFIX}{SIDE}" in d for d in drawn):
+            drawn = []  # sides alone prove nothing
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(json.dumps(drawn))

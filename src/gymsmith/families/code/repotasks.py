@@ -39,7 +39,7 @@ from gymsmith.verifier.calltests import (CallRunner, CompiledSuite, UnsupportedT
                                          records_by_nodeid)
 from gymsmith.verifier.calltests.guessing import Candidates, pinned
 from gymsmith.verifier.calltests.wire import TestRecord
-from gymsmith.verifier.drawkey import draw_token
+from gymsmith.verifier.drawkey import draw_token, keyed_hash
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 REPO_CATALOG_VERSION = 3  # the outcomes' meaning (3: the package in a process of its own); task synthesis may change without it
@@ -190,9 +190,11 @@ class Repo:
                 return self.catalog[key]
         return self._record(key, compute())
 
-    def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], **limits: float):
+    def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], *, deadline_s: float,
+                 group_timeout_s: float):
         """The call runner's observations of `suites` beside `sources`, with the package's data as registered."""
-        return self.runner.observe({**self.data, **sources}, suites, **limits)
+        return self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
+                                   group_timeout_s=group_timeout_s)
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file
@@ -520,8 +522,10 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
     # that prove its fix are drawn again under the verifier's key (verifier/drawkey.py), so no one without the key
     # can table their answers; a seed whose keyed draw gives some bug none makes no task (below).
     token = draw_token("repo-variants", repo.spec, f"{seed}{attempt}")
-    keyed = variants(repo, token, bugs, per_bug, mutant, seen, f"keyed|{token}|{key}|{KEYED_MOVES}|x3|alternate",
-                     moves=KEYED_MOVES, tries=3 * TRIES_PER_TEST, standins=stand)  # wide moves miss more often
+    with keyed_hash():  # answered under the hash seed verification runs graded code with (drawkey.keyed_hash)
+        keyed = variants(repo, token, bugs, per_bug, mutant, seen,
+                         f"keyed|{token}|{key}|{KEYED_MOVES}|x3|alternate|hash-keyed", moves=KEYED_MOVES,
+                         tries=3 * TRIES_PER_TEST, standins=stand)  # wide moves miss more often
     # never the seeded ones instead (anyone can compute them: a table of a template's seeded variant was accepted where
     # the keyed draw came out empty, attacker 39), nor small moves (integers a step from the public ones, words of the
     # test file: a table of them was accepted, attacker 40); such a seed makes no task under this key
@@ -540,7 +544,9 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
                             "next seed is used")
     # ... and the bugs' sides, under the key too: hidden tests where no proving variant goes (wild values, other
     # types, corners, next to the public calls), which gate and earn nothing (repovariants.sides)
-    for path, entries in sides(repo, token, per_bug, mutant, f"keyed|{token}|{key}").items():
+    with keyed_hash():
+        keyed_sides = sides(repo, token, per_bug, mutant, f"keyed|{token}|{key}|hash-keyed")
+    for path, entries in keyed_sides.items():
         if path in drawn:
             drawn[path] = drawn[path] + entries
     hidden, bug_tests, pinned_here = assemble(drawn)

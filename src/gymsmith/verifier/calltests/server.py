@@ -2,12 +2,12 @@
 
 It reads jobs as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
-     "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"]}
+     "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"], "hash_seed": 0}
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to a *package* process, which imports the code under
 test from the job directory and answers the driver's requests (`rpc.py`). Package processes are forked by the
-*zygote*, a fresh interpreter started once (it never holds a job's tests), each in its own user, mount, IPC,
-network and pid namespaces. The driver writes observations on a private pipe (the format is in `wire.py`). The
+*zygote*, a fresh interpreter started once per `hash_seed` (the PYTHONHASHSEED the code under test runs with; it
+never holds a job's tests), each in its own user, mount, IPC, network and pid namespaces. The driver writes observations on a private pipe (the format is in `wire.py`). The
 server itself never imports or calls the code under test, and never reads what the driver wrote: it splices the
 bytes, in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw bytes),
 so no result ever lies in the memory later children are forked from. Then, how each driver ended:
@@ -38,10 +38,16 @@ sys.path.pop(0)
 
 
 # -- a group: the driver's process and the package's ---------------------------------------------------
-ZYGOTE = {"pid": None, "socket": None}  # the process package processes are forked from (`start_zygote`)
+ZYGOTE = {"pid": None, "socket": None, "hash_seed": None}  # the process package processes are forked from
 
 
-def start_zygote():
+def job_hash_seed(job):
+    """The job's PYTHONHASHSEED for the code under test (0 unless the host gave one in 0..2**32-1)."""
+    seed = job.get("hash_seed", 0)
+    return seed if type(seed) is int and 0 <= seed <= 4294967295 else 0
+
+
+def start_zygote(hash_seed):
     """Start the zygote: a fresh interpreter (exec'd, so its memory holds nothing of this server's, no job ever)
     that forks a package process for each test file on request (`rpc.zygote_main`). Forking it costs a few
     milliseconds where starting an interpreter per file cost ~35. It is spared by `kill_others` and restarted if it
@@ -59,24 +65,33 @@ def start_zygote():
             os.closerange(3, fd)
             os.closerange(fd + 1, 1 << 16)
             os.set_inheritable(fd, True)
-            os.execv(sys.executable, [sys.executable, "-S", "-P", "-s", script, "--zygote", str(fd), paths])
+            # the seed is fixed when the interpreter starts: every package process forked from it hashes alike
+            os.execve(sys.executable, [sys.executable, "-S", "-P", "-s", script, "--zygote", str(fd), paths],
+                      dict(os.environ, PYTHONHASHSEED=str(hash_seed)))
         finally:
             os._exit(70)
     theirs.close()
-    ZYGOTE.update(pid=pid, socket=ours)
+    ZYGOTE.update(pid=pid, socket=ours, hash_seed=hash_seed)
 
 
-def ensure_zygote():
+def ensure_zygote(hash_seed):
+    """A live zygote whose package processes run under `hash_seed` (one with another seed is replaced)."""
     pid = ZYGOTE["pid"]
     if pid is not None:
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             done = pid
-        if not done:
+        if not done and ZYGOTE["hash_seed"] == hash_seed:
             return
+        if not done:
+            os.kill(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
         ZYGOTE["socket"].close()
-    start_zygote()
+    start_zygote(hash_seed)
 
 
 def child(group, job, w):
@@ -230,7 +245,7 @@ def relay(r, index, budget):
 def run_group(index, group, job, deadline):
     if time.monotonic() >= deadline:  # the job's time is spent: the group does not start
         return {"status": "timeout", "exit": None}
-    ensure_zygote()
+    ensure_zygote(job_hash_seed(job))
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
