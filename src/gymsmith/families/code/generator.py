@@ -403,12 +403,11 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
             return True
         return len(found) >= want and (not traces or {"shape", "size"} <= set().union(*(new for _, _, new in found)))
 
-    # seeded by the draw's stream without drawing from it
-    side_rng = random.Random("sides:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
-    wild_rng = random.Random("wild:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
-    formed_rng = random.Random("formed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
-    mixed_rng = random.Random("mixed:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
-    grown_rng = random.Random("grown:" + hashlib.sha256(repr(rng.getstate()).encode()).hexdigest())
+    # a stream per kind of probe for sides, seeded by the draw's stream without drawing from it
+    state = hashlib.sha256(repr(rng.getstate()).encode()).hexdigest()
+    side_rng = random.Random(f"sides:{state}")
+    kind_streams = [(kind, random.Random(f"{kind}:{state}"), count) for kind, count in
+                    (("wild", WILD_PROBES), ("formed", FORMED_PROBES), ("mixed", MIXED_PROBES), ("grown", GROWN_PROBES))]
     known = signatures([reference_source])
     for batch in range(batches):
         if not tests or enough(batch):
@@ -429,13 +428,10 @@ def _draw_variants(template: str, failing: list[str], mutant: str, tabled: list[
         plain = ("near", "corner", "blank", "echo", "bit", *(f"typed_{r}" for r in RETYPES))
         drawing += [(f"{SIDE_PROBE}{k}", side_rng, ("nudge", f"typed_{RETYPES[k // 4 % len(RETYPES)]}", "corner",
                                                     "corner")[k % 4]) for k in range(SIDE_PROBES if wanted(*plain) else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + k}", wild_rng, "wild") for k in range(WILD_PROBES if wanted("wild") else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + k}", formed_rng, "formed")
-                    for k in range(FORMED_PROBES if wanted("formed") else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + k}", mixed_rng, "mixed")
-                    for k in range(MIXED_PROBES if wanted("mixed") else 0)]
-        drawing += [(f"{SIDE_PROBE}{SIDE_PROBES + WILD_PROBES + FORMED_PROBES + MIXED_PROBES + k}", grown_rng, "grown")
-                    for k in range(GROWN_PROBES if wanted("grown") else 0)]
+        number = SIDE_PROBES  # each kind's probes are numbered after the kinds before it, drawn or not
+        for kind, stream, count in kind_streams:
+            drawing += [(f"{SIDE_PROBE}{number + k}", stream, kind) for k in range(count if wanted(kind) else 0)]
+            number += count
         kinds = {name: {"nudge": "near"}.get(how, how) for name, _, how in drawing}  # a side probe's kind: its move
         for name, stream, how in drawing:
             picked = stream.choice(tests)
