@@ -17,17 +17,18 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
-from gymsmith.core.errors import UngradableState
+from gymsmith.core.errors import UngradableState, VerifierError
 from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
-from gymsmith.families.code.task import checks_digest
+from gymsmith.families.code.task import CodeTask, checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.drawkey import keyed_hash
 from gymsmith.verifier.protocol import CheckResult
+from gymsmith.verifier.pytest_runner import RunStatus, TestRun
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
 MAX_SOURCE_BYTES = 200_000
@@ -128,6 +129,16 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         return _verify(task, final_state_path)
 
 
+def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
+    """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer)."""
+    if task.knobs.get("source"):
+        from gymsmith.families.code.repotasks import repo_run_hidden
+        return repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)
+    templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
+    suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
+    return run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S), suites
+
+
 def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     if task.metadata.get("source") == "repository":
         from gymsmith.families.code.byo import verify_repository_task
@@ -142,13 +153,16 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     start: dict[str, str | None] = dict(start_files(task))
     sources = source_files(tree, ct.modules)
     check_code_budget(sources, ct.reference)
-    if task.knobs.get("source"):  # a registered repository: its call suites, in its own sandbox layer
-        from gymsmith.families.code.repotasks import repo_run_hidden
-        run, suites = repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)
-    else:
-        templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
-        suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
-        run = run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S)
+    run, suites = _hidden_run(task, ct, sources)
+    if run.status is RunStatus.TIMEOUT:
+        # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only
+        # where the reference, run now on the same suites under the same limits, finishes (an agent cannot slow
+        # that run: nothing of its files is in it, and nothing its run started outlives it)
+        reference, _ = _hidden_run(task, ct, {path: ct.reference[path] for path in ct.reference})
+        if reference.status is not RunStatus.COMPLETED:
+            raise VerifierError(f"task {task.id}: the machine is too loaded to verify: the reference itself did not "
+                                f"finish the hidden tests within the verifier's limits ({reference.status.value}); "
+                                "retry the verification")
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     # a module that can tell the verifier's process from others can be the fix only there (`introspection`)
     own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)

@@ -1,0 +1,52 @@
+"""A hidden-test timeout is the agent's only where the reference finishes under the same limits, now.
+
+The verifier's limits are wall-clock (`checks.VERIFY_TIMEOUT_S`, each test file's group timeout), so on a loaded
+machine an honest fix could miss them and score 0: a fifty-third attacker's control, the reference on a
+three-bug task, was rejected with "hidden test run timeout" once at a load average of 8-10 (accepted on 6 of 6
+reruns). After a timeout the verifier runs the reference on the same suites under the same limits: if it does not
+finish either, the machine is what failed (a VerifierError: an infrastructure error the runners retry, no reward);
+if it does, the timeout stands. Real sandboxes and call runner; the load is modelled by shrinking the limit.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gymsmith.core.errors import VerifierError
+from gymsmith.core.types import Action
+from gymsmith.families.code import checks
+from gymsmith.families.code.env import code_task
+from gymsmith.registry import get_family
+
+
+def _verify(seed: int, write) -> object:
+    family = get_family("code")
+    task = family.generate(seed, difficulty=0.0)
+    ct = code_task(task)
+    env = family.make_env()
+    env.reset(task, seed=0)
+    try:
+        for path in ct.buggy_modules:
+            env.step(Action(tool="write_file", arguments={"path": path, "content": write(ct, path)}))
+        with tempfile.TemporaryDirectory() as d:
+            return checks.verify(task, Path(env.final_state(Path(d)).path))
+    finally:
+        env.close()
+
+
+def test_a_timeout_the_reference_cannot_beat_either_is_the_machines_not_the_agents(monkeypatch):
+    assert _verify(5, lambda ct, path: ct.reference[path]).accepted  # the honest fix, under the real limits
+    monkeypatch.setattr(checks, "VERIFY_TIMEOUT_S", 1e-6)  # a machine so loaded that nothing finishes
+    with pytest.raises(VerifierError, match="too loaded to verify"):
+        _verify(5, lambda ct, path: ct.reference[path])
+
+
+def test_code_slower_than_the_reference_still_times_out():
+    def hang(ct, path):
+        return ct.files[path] + "\n\nwhile True:\n    pass\n"  # never finishes importing
+
+    judged = _verify(5, hang)
+    assert not judged.accepted and any("timeout" in g for g in judged.gate_failures), judged.gate_failures
