@@ -22,7 +22,7 @@ from gymsmith.core.types import TaskSpec
 from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
-from gymsmith.families.code.introspection import process_reads
+from gymsmith.families.code.introspection import imported_modules, process_reads
 from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.families.code.task import CodeTask, checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
@@ -36,8 +36,11 @@ SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "inico
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
 
 
-def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
-    """The code the verifier will run: the task's modules and harmless new top-level modules (regular files only).
+def source_files(final: Tree, modules: list[str], imported: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The code the verifier will run: the task's modules and harmless new top-level modules (regular files only):
+    none named like a module of the standard library or the test runner (SHADOWED), nor like one the task's code
+    imports (`imported`: an optional dependency the sandbox lacks, which the package would import in its place; a
+    fifty-fourth attacker's `idna.py` patched rfc3986 from there, where no rule read it).
 
     Raises UngradableState when a task module is a link, a special file, binary or larger than MAX_SOURCE_BYTES:
     the agent left something in place of the code that cannot be graded, which is its failure.
@@ -54,7 +57,7 @@ def source_files(final: Tree, modules: list[str]) -> dict[str, str]:
         out[m] = final.files.get(m) or ""  # a deleted module counts as empty
     for path, text in final.files.items():
         if (path not in out and "/" not in path and path.endswith(".py") and not is_test_path(path)
-                and path[:-3] not in SHADOWED and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
+                and path[:-3] not in SHADOWED | imported and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
             out[path] = text
     return out
 
@@ -66,6 +69,11 @@ def packed_bytes(sources: dict[str, str]) -> int:
     """The size of `sources` (every byte: code, comments, docstrings, data a module reads back at run time) once
     compressed, so that writing the same thing more loosely or more tightly changes little."""
     return len(zlib.compress("\0".join(f"{path}\0{text}" for path, text in sorted(sources.items())).encode(), 9))
+
+
+@lru_cache(maxsize=256)
+def _imported(reference: tuple[tuple[str, str], ...]) -> frozenset[str]:  # a task's reference, once per process
+    return imported_modules(dict(reference))
 
 
 @lru_cache(maxsize=256)
@@ -151,7 +159,8 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         raise RuntimeError(f"task {task.id} was made with other hidden tests than this verifier has; regenerate it")
     tree = scan_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
-    sources = source_files(tree, ct.modules)
+    own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
+    sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own)
     check_code_budget(sources, ct.reference)
     run, suites = _hidden_run(task, ct, sources)
     if run.status is RunStatus.TIMEOUT:
@@ -164,11 +173,10 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
                                 f"finish the hidden tests within the verifier's limits ({reference.status.value}); "
                                 "retry the verification")
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
-    # a module that can tell the verifier's process from others can be the fix only there (`introspection`)
-    own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
-    edits.process_reads = [f"{path} {read}" for path in sorted(sources) if path in ct.reference
-                           and sources[path] != start.get(path)
-                           for read in process_reads(sources[path], ct.reference[path], own)]
+    # a module that can tell the verifier's process from others can be the fix only there (`introspection`); a new
+    # module runs in the same process, so it is read as one whose reference is empty
+    edits.process_reads = [f"{path} {read}" for path in sorted(sources) if sources[path] != start.get(path)
+                           for read in process_reads(sources[path], ct.reference.get(path, ""), own)]
     no_progress = answered_tests(ct.files, suites)
     # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
     # of a template or a release is public (gymsmith and the package ship them) or passed by readable values

@@ -53,6 +53,8 @@ PROCESS_NAMES = frozenset({
     "_string", "_sre", "_hashlib", "_random", "_urandom", "_proxy",
     # text evaluated as code: string annotations (`typing.get_type_hints`, `functools.singledispatch`), format fields
     "get_type_hints", "ForwardRef", "_eval_type", "Formatter",
+    # code run from text, reached as an attribute (`sys.modules['builtins'].exec`: attacker 54)
+    "exec", "eval",
     "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__", "__base__", "__mro__",
     "__dict__", "__loader__", "__spec__", "__file__", "__main__", "__traceback__", "__import__", "__reduce__",
     "__reduce_ex__", "__getattribute__", "__self__", "__func__", "__defaults__", "__kwdefaults__", "__path__",
@@ -185,3 +187,19 @@ def _module_names(nodes: list[ast.AST]) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.asname or a.name.split(".")[0] for a in node.names}
     return out
+
+
+def imported_modules(sources: dict[str, str]) -> frozenset[str]:
+    """The top-level names the modules `sources` import (absolute imports; a module that does not parse adds none)."""
+    out: set[str] = set()
+    for text in sources.values():
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                out.add(node.module.split(".")[0])
+    return frozenset(out)
