@@ -73,6 +73,7 @@ def tasks():
     return build_taskset(TASKS)
 
 
+@pytest.mark.timeout(1500)  # the fixture draws every task's keyed variants: cold on a clean machine (534 s in CI52)
 def test_every_task_generates_with_its_hidden_tests(tasks):
     """First, so that generating the tasks (each bug's keyed variants and sides, cached on disk) has a test's time
     of its own, apart from the rollouts (the store below)."""
