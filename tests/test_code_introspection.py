@@ -192,7 +192,6 @@ def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the
     patched the package from there, unread."""
     family = get_family("code")
     task = family.generate(5, difficulty=0.0)
-    ct = code_task(task)
     env = family.make_env()
     env.reset(task, seed=0)
     try:
