@@ -10,6 +10,7 @@ The end-to-end test runs the real environment, sandbox and call runner.
 from __future__ import annotations
 
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -127,29 +128,38 @@ def test_what_the_reference_itself_uses_is_allowed_and_a_broken_source_reads_not
     assert process_reads("from .helpers import x\nfrom money import y\n", "", frozenset({"money"})) == []
 
 
+@contextmanager
+def _episode(seed: int = 5):
+    """(task, its CodeTask, a reset environment) of template seed `seed`, the environment closed after."""
+    family = get_family("code")
+    task = family.generate(seed, difficulty=0.0)
+    env = family.make_env()
+    env.reset(task, seed=0)
+    try:
+        yield task, code_task(task), env
+    finally:
+        env.close()
+
+
+def _final(env, directory: str) -> Path:
+    return Path(env.final_state(Path(directory)).path)
+
+
 def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(monkeypatch):
     """The device on a template task (the reference exec'd only in the call server's process) is rejected with the
     violation naming what it read; with the rule off, the same final state is accepted: no hidden test tells it from
     a fix."""
-    family = get_family("code")
-    task = family.generate(5, difficulty=0.0)
-    ct = code_task(task)
-    env = family.make_env()
-    env.reset(task, seed=0)
-    try:
+    with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
         for path in ct.buggy_modules:
             template = path.removesuffix(".py")
             device = DEVICE.replace("REFERENCE", repr(template_source(template)[0]))
             env.step(Action(tool="write_file", arguments={"path": path, "content": ct.files[path] + device}))
-        with tempfile.TemporaryDirectory() as d:
-            state = Path(env.final_state(Path(d)).path)
-            judged = checks.verify(task, state)
-            assert not judged.accepted and any("observes the process" in v and "imports sys" in v
-                                               for v in judged.violations), judged.violations
-            monkeypatch.setattr(checks, "process_reads", lambda *args: [])
-            assert checks.verify(task, state).accepted
-    finally:
-        env.close()
+        state = _final(env, d)
+        judged = checks.verify(task, state)
+        assert not judged.accepted and any("observes the process" in v and "imports sys" in v
+                                           for v in judged.violations), judged.violations
+        monkeypatch.setattr(checks, "process_reads", lambda *args: [])
+        assert checks.verify(task, state).accepted
 
 
 def test_a_hash_seed_device_passes_the_rule_and_fails_under_the_keys_hash_seed(monkeypatch):
@@ -162,27 +172,19 @@ def test_a_hash_seed_device_passes_the_rule_and_fails_under_the_keys_hash_seed(m
     import gymsmith.verifier.calltests.runner as call_runner
     from gymsmith.families.code.exploits import hash_gated
 
-    family = get_family("code")
-    task = family.generate(5, difficulty=0.0)
-    ct = code_task(task)
-    env = family.make_env()
-    env.reset(task, seed=0)
-    try:
+    with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
         printed = env.step(Action(tool="run_command", arguments={"command": "python3 -c 'print(hash(\"gymsmith\"))'"}))
         tell = int(re.search(r"-?\d{6,}", printed.observation.text).group())
         for path in ct.buggy_modules:
             device = hash_gated(ct.files[path], template_source(path.removesuffix(".py"))[0], tell)
             assert process_reads(device, ct.reference[path]) == []
             env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
-        with tempfile.TemporaryDirectory() as d:
-            state = Path(env.final_state(Path(d)).path)
-            judged = checks.verify(task, state)
-            assert not judged.accepted and not judged.violations
-            assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
-            monkeypatch.setattr(call_runner, "graded_hash_seed", lambda: 0)
-            assert checks.verify(task, state).accepted
-    finally:
-        env.close()
+        state = _final(env, d)
+        judged = checks.verify(task, state)
+        assert not judged.accepted and not judged.violations
+        assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
+        monkeypatch.setattr(call_runner, "graded_hash_seed", lambda: 0)
+        assert checks.verify(task, state).accepted
 
 
 def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the_task_is_not_run():
@@ -190,17 +192,10 @@ def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the
     is empty). One named like a module the task's code imports (an optional dependency the sandbox lacks) is not
     carried to the verifier at all: a fifty-fourth attacker's `idna.py` was imported by rfc3986 in its place and
     patched the package from there, unread."""
-    family = get_family("code")
-    task = family.generate(5, difficulty=0.0)
-    env = family.make_env()
-    env.reset(task, seed=0)
-    try:
+    with _episode() as (task, _, env), tempfile.TemporaryDirectory() as d:
         env.step(Action(tool="write_file", arguments={"path": "helper.py", "content": "import os\n_x = os.getpid()\n"}))
-        with tempfile.TemporaryDirectory() as d:
-            judged = checks.verify(task, Path(env.final_state(Path(d)).path))
+        judged = checks.verify(task, _final(env, d))
         assert any("helper.py imports os" in v for v in judged.violations), judged.violations
-    finally:
-        env.close()
     tree = Tree(files={"stats.py": "import idna\n", "idna.py": "x = 1\n", "other.py": "y = 2\n"},
                 sizes={"stats.py": 12, "idna.py": 6, "other.py": 6})
     assert set(checks.source_files(tree, ["stats.py"], frozenset({"idna"}))) == {"stats.py", "other.py"}
