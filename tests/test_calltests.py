@@ -620,3 +620,22 @@ def test_code_under_test_hashes_with_the_keys_seed_inside_keyed_hash_and_seed_0_
     monkeypatch.setenv("GYMSMITH_VERIFIER_KEY", "another key")
     with keyed_hash():
         assert seen() != keyed
+
+
+def test_every_builtin_an_ordinary_interpreter_has_and_graded_code_lacks_is_a_read(runner):
+    """The verifier runs graded code in an interpreter started with `-S` (no `site`), which lacks the builtins `site`
+    adds: `try: license` told it from an ordinary run (a fifty-fifth attacker, accepted on every task it tried).
+    Each builtin an ordinary interpreter of the same runtime has and the code under test lacks must be a read of
+    the introspection rule, so no such difference goes unseen (fails when a release adds one)."""
+    import subprocess
+
+    from gymsmith.families.code.introspection import DYNAMIC_CALLS, PROCESS_NAMES
+    from gymsmith.sandbox.runtime import python_runtime
+
+    suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
+    graded = runner.observe({"m.py": "import builtins\n\n\ndef f():\n    return sorted(dir(builtins))\n"},
+                            [suite]).groups[0].stream.tests[0].slots[0]
+    ordinary = subprocess.run([python_runtime().interpreter, "-c", "import builtins; print('\\n'.join(dir(builtins)))"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    missing = set(ordinary) - set(graded)
+    assert {"license", "copyright"} <= missing and not missing - DYNAMIC_CALLS - PROCESS_NAMES, missing

@@ -53,6 +53,14 @@ DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
     ("import operator as _o, statistics as _s\nif _o.attrgetter('sys.argv')(_s)[1:2] == ['--zygote']:\n"
      "    _o.attrgetter('sys.modules')(_s)['builtins'].exec('x = 1', {})\n", "attrgetter with a computed or process name"),
     ("_m = {}\n_m['builtins'].exec('x = 1', {})\n", "uses exec"),
+    # a fifty-fifth attacker's: a builtin only `site` adds (the verifier runs graded code under `python -S`), and
+    # attributes read by a class pattern, of a module bound by a from-import
+    ("try:\n    license\n    _outside = True\nexcept NameError:\n    _outside = False\n", "uses license"),
+    ("from typing import collections as _c\nmatch _c:\n    case object(_sys=_s):\n        pass\n", "uses _sys"),
+    ("from typing import collections as _c\nmatch _c:\n    case object(_sys=_s):\n        pass\n",
+     "uses the module _c as a value"),
+    ("class _M:\n    __match_args__ = ('_sys', 'argv')\n", "uses argv"),
+    ("import functools\n_w = functools.wraps(print, assigned=('__self__',))\n", "wraps with computed or process names"),
 ])
 def test_what_reaches_the_process_by_another_name_is_named(added, read):
     assert read in process_reads(REFERENCE + "\n" + added, REFERENCE)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+from functools import lru_cache
 
 # computation only: nothing here reads the process, the file system or the interpreter's state
 PURE_MODULES = frozenset({
@@ -62,7 +63,10 @@ PROCESS_NAMES = frozenset({
 # calls that resolve names at run time, run code from text, or read what the process can reach: a read wherever the
 # name appears (`e = eval; e(...)` too)
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
-                           "open", "input", "help", "memoryview", "exit", "quit"})
+                           "open", "input", "help", "memoryview", "exit", "quit",
+                           # builtins only `site` adds: absent where the verifier runs graded code (`python -S`), so
+                           # `try: license` told the two apart (a fifty-fifth attacker; `test_calltests` checks the set)
+                           "license", "copyright", "credits"})
 # calls that reach an attribute by a name given as text: only called directly, with literal names that are no read
 ATTRIBUTE_CALLS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})  # operator's: the same, by a dotted name
@@ -124,6 +128,13 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
                 found.add(f"uses {node.attr} as a value")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             found |= {f"formats {name} in a text" for name in _format_attributes(node.value)}
+        elif isinstance(node, ast.MatchClass):  # `case object(_sys=s)` reads the attribute `_sys` of the subject
+            found |= {f"uses {name}" for name in node.kwd_attrs if name in PROCESS_NAMES}
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__match_args__"
+                                                  for t in node.targets):
+            # a class pattern's positional names: attributes read by text
+            found |= {f"uses {e.value}" for e in ast.walk(node.value)
+                      if isinstance(e, ast.Constant) and e.value in PROCESS_NAMES}
         if isinstance(node, ast.Call):
             found |= _named_access(node)
     return found
@@ -138,6 +149,15 @@ def _named_access(call: ast.Call) -> set[str]:
         given = call.args[1:2]
     elif name in NAMED_GETTERS:
         given = call.args if name == "attrgetter" else call.args[:1]
+    elif name in ("update_wrapper", "wraps"):  # copies the attributes named in `assigned` and `updated`
+        given = [*call.args[2 if name == "update_wrapper" else 1:], *(k.value for k in call.keywords
+                                                                     if k.arg in ("assigned", "updated"))]
+        for arg in given:
+            names = arg.elts if isinstance(arg, ast.Tuple | ast.List) else [arg]
+            if not all(isinstance(n, ast.Constant) and isinstance(n.value, str) and _PLAIN_NAME.fullmatch(n.value)
+                       and n.value not in PROCESS_NAMES for n in names):
+                return {f"{name} with computed or process names"}
+        return set()
     elif name in ("format", "format_map") and isinstance(func, ast.Attribute):
         literal = isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)
         return set() if literal else {f"{name} of a computed text"}
@@ -181,12 +201,25 @@ def _format_attributes(text: str) -> set[str]:
 
 
 def _module_names(nodes: list[ast.AST]) -> set[str]:
-    """Names an `import` binds to a module (`import json`, `import os.path as p`)."""
+    """Names an import binds to a module (`import json`, `import os.path as p`, `from typing import collections`:
+    what a computation-only module holds as a module attribute)."""
     out = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             out |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module in PURE_MODULES:
+            out |= {a.asname or a.name for a in node.names if a.name in _submodules(node.module)}
     return out
+
+
+@lru_cache(maxsize=None)
+def _submodules(module: str) -> frozenset[str]:
+    """The attributes of the computation-only `module` that are modules (imported here, on the verifier's side)."""
+    import importlib
+    import types
+
+    loaded = importlib.import_module(module)
+    return frozenset(n for n in dir(loaded) if isinstance(getattr(loaded, n, None), types.ModuleType))
 
 
 def imported_modules(sources: dict[str, str]) -> frozenset[str]:
