@@ -28,7 +28,7 @@ from gymsmith.families.code.task import CodeTask, checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.drawkey import keyed_hash
 from gymsmith.verifier.protocol import CheckResult
-from gymsmith.verifier.pytest_runner import RunStatus, TestRun
+from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
 MAX_SOURCE_BYTES = 200_000
@@ -137,6 +137,28 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         return _verify(task, final_state_path)
 
 
+_START_PASSES: dict[str, frozenset[str]] = {}  # by task id: the FAIL_TO_PASS tests its start state passes
+
+
+def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
+    """The task's FAIL_TO_PASS tests that its start state itself passes, run here under the same key (once per
+    task and process). They earn no progress: doing nothing must earn nothing, and a variant the draw kept on one
+    run of the bug that a later run passes (a fifty-sixth attacker's null earned 0.45 from one) proves nothing.
+    Raises VerifierError when every FAIL_TO_PASS test of some bug passes there: the task cannot tell that bug's fix
+    from the start state, so no verdict on it means anything."""
+    if task.id not in _START_PASSES:
+        run, _ = _hidden_run(task, ct, {m: ct.files.get(m, "") for m in ct.modules})
+        passing = frozenset(n for n in ct.fail_to_pass if run.outcome(n) is TestOutcome.PASSED)
+        for tests in ct.bug_tests or [ct.fail_to_pass]:
+            if tests and set(tests) <= passing:
+                raise VerifierError(f"task {task.id}: its start state passes every FAIL_TO_PASS test of a bug "
+                                    f"({', '.join(sorted(tests)[:3])}); regenerate the task")
+        if len(_START_PASSES) > 1024:
+            _START_PASSES.clear()
+        _START_PASSES[task.id] = passing
+    return _START_PASSES[task.id]
+
+
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer)."""
     if task.knobs.get("source"):
@@ -177,7 +199,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     # module runs in the same process, so it is read as one whose reference is empty
     edits.process_reads = [f"{path} {read}" for path in sorted(sources) if sources[path] != start.get(path)
                            for read in process_reads(sources[path], ct.reference.get(path, ""), own)]
-    no_progress = answered_tests(ct.files, suites)
+    no_progress = answered_tests(ct.files, suites) | _start_passes(task, ct)
     # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
     # of a template or a release is public (gymsmith and the package ship them) or passed by readable values
     pinned = set(ct.pinned_tests or ())
