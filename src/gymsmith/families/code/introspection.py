@@ -18,8 +18,9 @@ says so. What is checked, on the source alone (the verifier's side; nothing of t
 Property: a graded module that passes uses no import, name or attribute that reads the process, and resolves no
 name at run time, beyond its reference's. The one tell in pure code, the hash seed (`hash()`, a set's order), is
 taken away elsewhere: graded code runs under a seed drawn from the verifier's key (`drawkey.keyed_hash`). Not
-covered: tells that need none of these (a resource limit probed by allocating memory until it fails), and a
-reference that itself imports `sys` or `os` (a registered package's module may: the rule then allows what it uses).
+covered: tells that need none of these (the stack depth graded code is called at, probed by recursing until
+RecursionError; a resource limit probed by allocating memory until it fails), and a reference that itself imports
+`sys` or `os` (a registered package's module may: the rule then allows what it uses).
 docs/verifier.md, property 13.
 """
 
