@@ -5,7 +5,9 @@ machine an honest fix could miss them and score 0: a fifty-third attacker's cont
 three-bug task, was rejected with "hidden test run timeout" once at a load average of 8-10 (accepted on 6 of 6
 reruns). After a timeout the verifier runs the reference on the same suites under the same limits: if it does not
 finish either, the machine is what failed (a VerifierError: an infrastructure error the runners retry, no reward);
-if it does, the timeout stands. Real sandboxes and call runner; the load is modelled by shrinking the limit.
+if it does, the timeout stands; if it does not, both run again under SLOW_SCALE times the limits, and only a
+reference that misses those too makes the verification a VerifierError. Real sandboxes and call runner; the load is
+modelled by shrinking the limits.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ def test_a_timeout_the_reference_cannot_beat_either_is_the_machines_not_the_agen
     monkeypatch.setattr(checks, "VERIFY_TIMEOUT_S", 1e-6)  # a machine so loaded that nothing finishes
     with pytest.raises(VerifierError, match="too loaded to verify"):
         _verify(5, lambda ct, path: ct.reference[path])
+
+
+def test_a_machine_too_slow_for_the_limits_but_not_for_thrice_them_gives_a_verdict(monkeypatch):
+    """The second try runs both under SLOW_SCALE times the limits: an honest fix is judged there, not refused."""
+    monkeypatch.setattr(checks, "VERIFY_TIMEOUT_S", 1e-6)
+    monkeypatch.setattr(checks, "SLOW_SCALE", 5.0 / 1e-6)  # the second try gets a real 5 s
+    assert _verify(5, lambda ct, path: ct.reference[path]).accepted
+    assert not _verify(5, lambda ct, path: ct.files[path]).accepted  # the bug: judged, and refused
 
 
 def test_code_slower_than_the_reference_still_times_out():

@@ -31,6 +31,9 @@ from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
+GROUP_TIMEOUT_S = 2.0  # each test file's
+SLOW_SCALE = 3.0  # the limits of a second try when the reference missed the first: 5 + 5 + 15 + 15 s at worst,
+# well inside the verifier service's 60 s per verification
 MAX_SOURCE_BYTES = 200_000
 SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py",
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
@@ -159,14 +162,17 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
     return _START_PASSES[task.id]
 
 
-def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
-    """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer)."""
+def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str],
+                scale: float = 1.0) -> tuple[TestRun, list[CompiledSuite]]:
+    """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
+    a template task's limits times `scale`."""
     if task.knobs.get("source"):
         from gymsmith.families.code.repotasks import repo_run_hidden
         return repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)
     templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
     suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
-    return run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S), suites
+    return run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S * scale,
+                            group_timeout_s=GROUP_TIMEOUT_S * scale), suites
 
 
 def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
@@ -185,15 +191,23 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own)
     check_code_budget(sources, ct.reference)
     run, suites = _hidden_run(task, ct, sources)
-    if run.status is RunStatus.TIMEOUT:
-        # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only
-        # where the reference, run now on the same suites under the same limits, finishes (an agent cannot slow
-        # that run: nothing of its files is in it, and nothing its run started outlives it)
-        reference, _ = _hidden_run(task, ct, {path: ct.reference[path] for path in ct.reference})
-        if reference.status is not RunStatus.COMPLETED:
-            raise VerifierError(f"task {task.id}: the machine is too loaded to verify: the reference itself did not "
-                                f"finish the hidden tests within the verifier's limits ({reference.status.value}); "
-                                "retry the verification")
+    # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only where
+    # the reference, run now on the same suites under the same limits, finishes (an agent cannot slow that run:
+    # nothing of its files is in it, and nothing its run started outlives it). Where it does not, both run again
+    # under SLOW_SCALE times the limits (templates; a registered package's are already wide), and only if the
+    # reference misses those too is the machine declared too loaded (a VerifierError, retried by the runners)
+    for scale in (1.0, SLOW_SCALE) if not task.knobs.get("source") else (1.0,):
+        if scale > 1.0:
+            run, suites = _hidden_run(task, ct, sources, scale)
+        if run.status is not RunStatus.TIMEOUT:
+            break
+        reference, _ = _hidden_run(task, ct, {path: ct.reference[path] for path in ct.reference}, scale)
+        if reference.status is RunStatus.COMPLETED:
+            break
+    else:
+        raise VerifierError(f"task {task.id}: the machine is too loaded to verify: the reference itself did not "
+                            f"finish the hidden tests within {scale:g} times the verifier's limits "
+                            f"({reference.status.value}); retry the verification")
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     # a module that can tell the verifier's process from others can be the fix only there (`introspection`); a new
     # module runs in the same process, so it is read as one whose reference is empty
