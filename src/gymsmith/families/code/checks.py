@@ -12,6 +12,7 @@ See docs/verifier.md for the threat model.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import zlib
 from functools import lru_cache
@@ -140,7 +141,7 @@ def verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
         return _verify(task, final_state_path)
 
 
-_START_PASSES: dict[str, frozenset[str]] = {}  # by task id: the FAIL_TO_PASS tests its start state passes
+_START_PASSES: dict[str, frozenset[str]] = {}  # by task and hidden tests: the FAIL_TO_PASS tests its start state passes
 
 
 def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
@@ -149,7 +150,9 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
     run of the bug that a later run passes (a fifty-sixth attacker's null earned 0.45 from one) proves nothing.
     Raises VerifierError when every FAIL_TO_PASS test of some bug passes there: the task cannot tell that bug's fix
     from the start state, so no verdict on it means anything."""
-    if task.id not in _START_PASSES:
+    key = task.id + hashlib.sha256("\0".join(f"{p}\0{t}" for p, t in sorted(ct.hidden_tests.items())).encode()
+                                    ).hexdigest()  # the variants are the key's: another key, another entry
+    if key not in _START_PASSES:
         run, _ = _hidden_run(task, ct, {m: ct.files.get(m, "") for m in ct.modules})
         passing = frozenset(n for n in ct.fail_to_pass if run.outcome(n) is TestOutcome.PASSED)
         for tests in ct.bug_tests or [ct.fail_to_pass]:
@@ -158,8 +161,8 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
                                     f"({', '.join(sorted(tests)[:3])}); regenerate the task")
         if len(_START_PASSES) > 1024:
             _START_PASSES.clear()
-        _START_PASSES[task.id] = passing
-    return _START_PASSES[task.id]
+        _START_PASSES[key] = passing
+    return _START_PASSES[key]
 
 
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str],
