@@ -204,7 +204,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
             run, suites = _hidden_run(task, ct, sources, scale)
         if run.status is not RunStatus.TIMEOUT:
             break
-        reference, _ = _hidden_run(task, ct, {path: ct.reference[path] for path in ct.reference}, scale)
+        reference, _ = _hidden_run(task, ct, dict(ct.reference), scale)
         if reference.status is RunStatus.COMPLETED:
             break
     else:

@@ -189,9 +189,9 @@ def _format_attributes(text: str) -> set[str]:
         return set()
     out: set[str] = set()
     try:
-        fields = [f for _, f, spec, _ in string.Formatter().parse(text) if f] + [
-            f for _, _, spec, _ in string.Formatter().parse(text) if spec and "{" in spec
-            for _, f, _, _ in string.Formatter().parse(spec) if f]
+        parsed = list(string.Formatter().parse(text))
+        fields = [f for _, f, _, _ in parsed if f] + [  # and the fields nested in a format spec
+            f for _, _, spec, _ in parsed if spec and "{" in spec for _, f, _, _ in string.Formatter().parse(spec) if f]
     except (ValueError, IndexError):
         return set()
     for field in fields:

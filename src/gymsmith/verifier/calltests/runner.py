@@ -116,10 +116,9 @@ class CallRunner(WarmServer):
             return reply, data
 
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
-                group_timeout_s: float = 2.0, hash_seed: int | None = None) -> Observation:
+                group_timeout_s: float = 2.0) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite; the code under
-        test with PYTHONHASHSEED `hash_seed` (default `drawkey.graded_hash_seed()`: the key's inside `keyed_hash()`,
-        else 0).
+        test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0).
 
         Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
         malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
@@ -132,7 +131,7 @@ class CallRunner(WarmServer):
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
                            "max_bytes": MAX_BYTES_PER_GROUP, "remote": code_modules(sources),
-                           "hash_seed": graded_hash_seed() if hash_seed is None else hash_seed,
+                           "hash_seed": graded_hash_seed(),
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests]} for s in suites]}
                 reply, data = self._exchange(request, deadline_s + 15, len(suites))
             finally:
