@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,19 @@ for d in sys.argv[1:]:
 
 def negative_dentries() -> int:
     return int(Path("/proc/sys/fs/dentry-state").read_text().split()[4])
+
+
+def left_since(before: int, *, wait_s: float = 5.0) -> int:
+    """Negative dentries added since `before`, once what was unmounted is gone: the kernel may finish releasing a
+    detached mount (and its dentries) after the unmount returns, late on a loaded machine (a CI run once counted
+    the 10,000 host lookups of the test below still there right after the overlay's unmount). A real leak stays:
+    the least count seen over `wait_s` is kept."""
+    deadline = time.monotonic() + wait_s
+    least = negative_dentries() - before
+    while least >= LOOKUPS * 0.1 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        least = min(least, negative_dentries() - before)
+    return least
 
 
 def test_the_channel_exists_on_disk_and_not_on_tmpfs(tmp_path):
@@ -96,14 +110,14 @@ def test_lookups_in_a_sandbox_leave_no_negative_dentry_on_the_host(tmp_path):
                 ws.restore(pristine)
                 sb.reset()
                 sb.exec(["true"])
-                left = negative_dentries() - before
+                left = left_since(before)
             assert r.exit_code == 0, r.stderr
             # ... and the same lookups from the host's tools, through the workspace, leave none either
             before = negative_dentries()
             for i in range(LOOKUPS // 2):
                 os.path.exists(ws.path / "pkg" / f"host-{i}")
             ws.restore(pristine)
-            host_left = negative_dentries() - before
+            host_left = left_since(before)
     finally:
         os.rmdir(job)
     assert left < LOOKUPS * 0.1, f"{left} negative dentries left by {LOOKUPS} lookups in {dirs}"
