@@ -270,7 +270,7 @@ def _witness_task():
 @pytest.mark.parametrize("step_rewards_on", [False, True])
 def test_gymnasium_step_rewards(step_rewards_on):
     task, actions = _witness_task()
-    env = gymnasium.make(OPS_GYM, step_rewards=step_rewards_on) if step_rewards_on else gymnasium.make(OPS_GYM)
+    env = gymnasium.make(OPS_GYM, step_rewards=True, gamma=1.0) if step_rewards_on else gymnasium.make(OPS_GYM)
     _, info = env.reset(seed=0, options={"task": task.model_dump()})
     rewards, infos = [], []
     for a in actions:
@@ -291,7 +291,7 @@ def test_gymnasium_step_rewards(step_rewards_on):
 
 def test_multi_turn_rollout_step_rewards():
     task, actions = _witness_task()
-    r = MultiTurnRollout(task, step_rewards=True)
+    r = MultiTurnRollout(task, step_rewards=True, gamma=1.0)
     r.act("\n".join(json.dumps(a) for a in actions[:-1]))  # no submit: reward() scores the state as it is
     verdict = r.reward()
     assert verdict.accepted and len(r.step_rewards) == len(actions) - 1 == len(r.progress)
@@ -301,6 +301,51 @@ def test_multi_turn_rollout_step_rewards():
     off = MultiTurnRollout(task)
     off.act("\n".join(json.dumps(a) for a in actions))
     assert off.reward().value == verdict.value and off.step_rewards == [] and off.start_progress is None
+
+
+def test_live_step_rewards_take_back_progress_undone_under_the_learners_own_discount():
+    """A fifty-eighth attacker's agent, through Gymnasium with step rewards: staff the week (accepted, V = 1), wait,
+    remove every shift it added and submit (reward 0). Shaped for gamma 1, a learner discounting by 0.99 was paid
+    about 0.83 for it. Step rewards now take the learner's discount, and must be given it: the discounted return
+    of the undone episode is gamma^T 0 - V(s0), never above what doing nothing earns."""
+    spec = TaskSetSpec(family="ops", count=8, base_seed=600, knobs={"kind": "staff", "fidelity": 0.0, "difficulty": 0.2})
+    task = next(t for t in build_taskset(spec) if generate_world(t.seed, t.knobs).witness)
+
+    def undone(gamma: float) -> tuple[list[float], dict]:
+        env = gymnasium.make(OPS_GYM, step_rewards=True, gamma=gamma)
+        env.reset(seed=0, options={"task": task.model_dump()})
+        rewards, added = [], []
+
+        def act(tool: str, **arguments) -> tuple[str, dict]:
+            observation, reward, _, _, info = env.step(json.dumps({"tool": tool, "arguments": arguments}))
+            rewards.append(reward)
+            return observation, info
+
+        for a in generate_world(task.seed, task.knobs).witness:
+            observation, _ = act(a["tool"], **a["arguments"])
+            added += [json.loads(observation)["shift_id"]] if a["tool"] == "assign_shift" else []
+        assert added and sum(rewards) > 0.5  # the week was staffed: progress paid as it was made
+        for _ in range(20):
+            act("get_status")
+        for shift in added:
+            act("remove_shift", shift_id=shift)
+        _, info = act("submit")
+        env.close()
+        return rewards, info
+
+    def discounted(rewards: list[float], gamma: float) -> float:
+        return sum(gamma ** t * r for t, r in enumerate(rewards))
+
+    shaped_for_1, info = undone(1.0)
+    assert not info["accepted"] and discounted(shaped_for_1, 0.99) > 0.05  # the attack, with the learner's 0.99
+    shaped_for_099, info = undone(0.99)
+    assert not info["accepted"] and discounted(shaped_for_099, 0.99) <= 1e-9  # -V(s0): nothing for what was undone
+    with pytest.raises(ValueError, match="needs gamma"):
+        gymnasium.make(OPS_GYM, step_rewards=True)
+    with pytest.raises(ValueError, match="needs gamma"):
+        MultiTurnRollout(task, step_rewards=True)
+    with pytest.raises(ValueError, match="expected a discount"):
+        MultiTurnRollout(task, step_rewards=True, gamma=1.5)
 
 
 # -- the store: schema 7, and stores of schema 6 upgraded in place ------------------------------------------------

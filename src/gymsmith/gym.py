@@ -15,11 +15,15 @@ characters outside CHARSET are replaced by "?".
 Gymnasium 1.4 loads no entry-point plug-ins, so `import gymnasium` alone registers none of these ids: import this
 module, or name it in the id ("gymsmith.gym:gymsmith/ops-v3"), which Gymnasium imports first.
 
-With ``step_rewards=True`` (``gymnasium.make(id, step_rewards=True)``) every step's reward is instead the change
-in the verifier's value of the state, V(s_t) - V(s_{t-1}) (docs/trainers.md, "Per-step rewards"): the verifier
+With ``step_rewards=True`` and ``gamma``, your learner's discount per step (``gymnasium.make(id, step_rewards=True,
+gamma=0.99)``; 1.0 for a learner that does not discount), every step's reward is instead the change in the
+verifier's value of the state, gamma V(s_t) - V(s_{t-1}) (docs/trainers.md, "Per-step rewards"): the verifier
 values the start state at reset (``info["start_progress"]``) and the state after each step (``info["progress"]``,
-``info["step_reward"]``), and the last step's reward is the episode's reward minus the last value, so an episode's
-rewards sum to its final reward minus V(s0). It costs one verification per step that changes the state. A value
+``info["step_reward"]``), and the last step's value is the episode's reward, so an episode's rewards, discounted by
+gamma, sum to gamma^T times its final reward minus V(s0): progress undone later earns nothing. ``gamma`` must be
+given with step rewards: a learner that discounts rewards shaped for another discount keeps part of the credit of
+progress it undid (a fifty-eighth attacker's agent solved a task, undid it and ended with reward 0, and was paid
+0.83 at 0.99 when this wrapper shaped for 1.0). It costs one verification per step that changes the state. A value
 that could not be computed is a reward of 0 with ``info["progress_error"]``; the next step's reward carries the
 change since the last known value.
 
@@ -46,7 +50,7 @@ from gymsmith.gym_text import SharedText
 from gymsmith.registry import get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.runner.episode import Episode, Outcome
-from gymsmith.verifier.progress import value_of
+from gymsmith.verifier.progress import required_discount, value_of
 from gymsmith.verifier.service import VerifierService
 
 CHARSET = "".join(chr(c) for c in (9, 10, 13, *range(32, 127), *range(0xA0, 0x250)))
@@ -65,7 +69,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
 
     def __init__(self, family: str = "ops", *, difficulty: float | None = None, knobs: dict[str, Any] | None = None,
                  policy: str = DEFAULT_POLICY, max_steps: int = 300, render_mode: str | None = None,
-                 step_rewards: bool = False):
+                 step_rewards: bool = False, gamma: float | None = None):
+        self.gamma = required_discount(step_rewards, gamma)
         self.family = get_family(family)
         self.difficulty, self.knobs, self.policy, self.max_steps = difficulty, dict(knobs or {}), policy, max_steps
         self.step_rewards = step_rewards
@@ -93,7 +98,7 @@ class GymsmithEnv(gymnasium.Env[str, str]):
                 if split_of(task.id) is Split.TRAIN:
                     break
         self._episode = Episode(env=self._env, task=task, verifier=self._service(), policy=self.policy,
-                                max_steps=self.max_steps, step_rewards=self.step_rewards)
+                                max_steps=self.max_steps, step_rewards=self.step_rewards, gamma=self.gamma)
         observation = self._episode.reset(int(self.np_random.integers(0, 2**31 - 1)))
         self._last = _clean(observation.text, MAX_OBSERVATION)
         info = {"task_id": task.id, "goal": task.goal, "tools": [t.to_openai() for t in task.tools],

@@ -33,6 +33,7 @@ from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
+from gymsmith.verifier.progress import required_discount
 from gymsmith.verifier.service import VerifierService
 
 DATASET_SCHEMA = pa.schema([
@@ -162,20 +163,24 @@ class MultiTurnRollout:
     """One episode driven by the trainer's own generation loop: a `runner.episode.Episode`, limited, ended and
     verified as `gymsmith run` does it.
 
-    With `step_rewards=True` the verifier values the start state (`start_progress`, V(s0)) and the state after
-    each executed call: `progress[i]` is V(s_i) and `step_rewards[i]` its change from the last known value (None
+    With `step_rewards=True` and `gamma` (the trainer's discount per step, 1.0 if it does not discount; required,
+    ValueError without) the verifier values the start state (`start_progress`, V(s0)) and the state after each
+    executed call: `progress[i]` is V(s_i) and `step_rewards[i]` gamma V(s_i) minus the last known value (None
     where it could not be computed; `progress_errors[i]` says why). `reward()` settles the last entry with the
-    episode's reward value (0 for a failure), so that the step rewards sum to the episode's reward minus V(s0).
+    episode's reward value (0 for a failure), so that the step rewards, discounted by gamma, sum to gamma^T times
+    the episode's reward minus V(s0): progress undone later earns nothing under the trainer's own discount.
     Each changed state costs one verification."""
 
     def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
-                 verifier: VerifierService | None = None, max_steps: int = DEFAULT_MAX_STEPS, step_rewards: bool = False):
+                 verifier: VerifierService | None = None, max_steps: int = DEFAULT_MAX_STEPS, step_rewards: bool = False,
+                 gamma: float | None = None):
+        self.gamma = required_discount(step_rewards, gamma)
         self.task, self.policy, self.max_steps = task, policy, max_steps
         self.env = get_family(task.family).make_env()
         self._own_verifier = verifier is None
         self.verifier = verifier or VerifierService()
         self.episode = Episode(env=self.env, task=task, verifier=self.verifier, policy=policy, max_steps=max_steps,
-                               step_rewards=step_rewards)
+                               step_rewards=step_rewards, gamma=self.gamma)
         try:
             self.first = self.episode.reset(episode_seed)
         except BaseException:

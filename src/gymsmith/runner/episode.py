@@ -11,8 +11,10 @@ is limited, ended, verified and scored the same way whichever of them a caller u
 - the final state is verified exactly once, whatever ended the episode (`finish`), after the environment settled
   (`Environment.settle`, when it has one: nothing the agent started may change the state after the snapshot); a
   state that cannot be graded scores 0 (UNGRADABLE_STATE);
-- with step rewards, V(s0) and the state after each step are valued (`verifier.progress`), and the last step's
-  value is the episode's reward value, whatever ended it, so the step rewards always sum to reward - V(s0): a
+- with step rewards, V(s0) and the state after each step are valued (`verifier.progress`), each step's reward is
+  `gamma` V(s_t) - V(s_t-1) (`gamma`: the trainer's discount, so that progress undone later is taken back under it
+  too), and the last step's value is the episode's reward value, whatever ended it, so the step rewards always
+  sum (discounted by `gamma`) to gamma^T reward - V(s0): a
   failure takes back the progress made before it, as the reward does (an action the environment raised on is
   recorded as a step: the one that carries the failure).
 
@@ -98,6 +100,7 @@ class Episode:
     max_steps: int
     time_limit_s: float = math.inf
     step_rewards: bool = False
+    gamma: float = 1.0  # with step rewards: the trainer's discount (`verifier.progress.step_rewards`)
     steps: list[Step] = field(default_factory=list)
     first: Observation = field(default_factory=lambda: Observation(text=""))
     reason: EndReason | None = None  # set when the episode is over
@@ -126,7 +129,7 @@ class Episode:
         self.started = time.time()
         self.first = self.env.reset(self.task, seed=seed)
         if self.step_rewards:
-            self._meter = ProgressMeter(self.env, self.task, self.verifier, policy=self.policy)
+            self._meter = ProgressMeter(self.env, self.task, self.verifier, policy=self.policy, gamma=self.gamma)
         return self.first
 
     def value_start(self) -> StepValue | None:
@@ -281,5 +284,6 @@ class Episode:
             first = self.steps[0]
             first.progress_error = f"start state: {self._meter.start_error}" + (
                 f"; {first.progress_error}" if first.progress_error else "")
-        for step, change in zip(self.steps, step_rewards(self._meter.start_value, [s.progress for s in self.steps])):
+        for step, change in zip(self.steps, step_rewards(self._meter.start_value, [s.progress for s in self.steps],
+                                                         self.gamma)):
             step.step_reward = change

@@ -53,6 +53,20 @@ def check_discount(gamma: float, name: str = "gamma") -> None:
         raise ValueError(f"{name} {gamma!r}: expected a discount in (0, 1]")
 
 
+def required_discount(step_rewards: bool, gamma: float | None) -> float:
+    """The discount a live interface shapes step rewards with (1.0 without step rewards). Raises ValueError when
+    step rewards are asked for without `gamma`, or with one outside (0, 1]: shaping is undone only under the
+    learner's own discount, and no default is right for every learner."""
+    if gamma is None:
+        if step_rewards:
+            raise ValueError("step_rewards=True needs gamma: your learner's discount per step (1.0 if it does not "
+                             "discount); rewards shaped for another discount pay part of the progress an agent "
+                             "undoes (docs/trainers.md, 'Per-step rewards')")
+        return 1.0
+    check_discount(gamma)
+    return gamma
+
+
 def step_rewards(start: float | None, progress: Sequence[float | None], gamma: float = 1.0) -> list[float | None]:
     """Each step's reward: `gamma` times its progress minus the last known progress before it (`start`, V(s0), for
     the first): potential-based shaping for a trainer that discounts by `gamma` per step.
@@ -75,15 +89,17 @@ def step_rewards(start: float | None, progress: Sequence[float | None], gamma: f
 
 
 class ProgressMeter:
-    """Values the states of one episode of `task` in `env`, through `verifier` under `policy`.
+    """Values the states of one episode of `task` in `env`, through `verifier` under `policy`; each step's reward
+    is `gamma` times its value minus the last known value (`step_rewards`: `gamma` is the trainer's discount).
 
     `start()` once after reset (V(s0)), then `step()` after each step; `settle(value)` gives the final
     verification's value for the state after the last step. Counters: `verifications` (calls to the verifier),
     `reused` (states valued before, by digest), `failures`, and `seconds` spent valuing (snapshots included).
     """
 
-    def __init__(self, env: Environment, task: TaskSpec, verifier: VerifierService, *, policy: str):
-        self.env, self.task, self.verifier, self.policy = env, task, verifier, policy
+    def __init__(self, env: Environment, task: TaskSpec, verifier: VerifierService, *, policy: str, gamma: float = 1.0):
+        check_discount(gamma)
+        self.env, self.task, self.verifier, self.policy, self.gamma = env, task, verifier, policy, gamma
         self.start_value: float | None = None
         self.start_error: str | None = None
         self.last: float | None = None  # the last known value: the baseline of the next step reward
@@ -109,7 +125,7 @@ class ProgressMeter:
     def _advance(self, progress: float | None, error: str | None) -> StepValue:
         if progress is None:
             return StepValue(None, None, error)
-        reward = None if self.last is None else progress - self.last
+        reward = None if self.last is None else self.gamma * progress - self.last  # as `step_rewards` gives it
         self.last = progress
         return StepValue(progress, reward, None)
 
