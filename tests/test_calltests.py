@@ -639,3 +639,23 @@ def test_every_builtin_an_ordinary_interpreter_has_and_graded_code_lacks_is_a_re
                               capture_output=True, text=True, check=True).stdout.split()
     missing = set(ordinary) - set(graded)
     assert {"license", "copyright"} <= missing and not missing - DYNAMIC_CALLS - PROCESS_NAMES, missing
+
+
+
+def test_graded_code_counts_the_frames_left_that_it_counts_under_pytest(runner):
+    """Recursing until RecursionError counts the frames code has left: pure code the introspection rule cannot see.
+    The package process serves calls from a fixed depth of its own, which gave a count only the verifier's process
+    had (a fifty-sixth attacker's device, the fix only where the count said so, was accepted on 27 of 28 template
+    tasks). Graded runs move the recursion limit while the package process imports and calls the code under test,
+    so that both counts are those of pytest run as `run_tests` runs it; ungraded runs (references, draws) do not."""
+    from gymsmith.verifier.calltests.depths import CALL_PROBE, PROBE, PROBE_MODULE, counts_under_pytest
+
+    suite = compile_suite(CALL_PROBE, "tests/test_gs_depth.py")
+
+    def counts(graded: bool) -> list[int]:
+        return runner.observe({f"{PROBE_MODULE}.py": PROBE}, [suite], graded=graded).groups[0].stream.tests[0].slots
+
+    under_pytest = list(counts_under_pytest(runner))
+    assert counts(graded=True) == under_pytest
+    assert counts(graded=False) != under_pytest  # what the attacker's device read: the package process's own depth
+    assert counts(graded=True) == under_pytest  # the limit is put back after each request: nothing accumulates

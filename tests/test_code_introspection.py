@@ -195,6 +195,41 @@ def test_a_hash_seed_device_passes_the_rule_and_fails_under_the_keys_hash_seed(m
         assert checks.verify(task, state).accepted
 
 
+def test_a_stack_depth_device_passes_the_rule_and_fails_where_graded_code_counts_what_pytest_counts(monkeypatch):
+    """A device whose tell is pure code: the frames left at import, counted by recursing until RecursionError, the
+    bug where the count is the one the agent's own `run_tests` shows and the fix elsewhere. The rule sees nothing in
+    it; graded code counts, at import and in a test's call, what the same probe counts under `run_tests` (measured
+    here through the environment, apart from the verifier's own calibration), so the bug is what runs. With the
+    package process's own depth instead (no shift), the same state is accepted."""
+    import re
+
+    from gymsmith.families.code.exploits import DEPTH_HELPER, gated
+    from gymsmith.verifier.calltests import compile_suite
+    from gymsmith.verifier.calltests.depths import CALL_PROBE, PROBE, PROBE_MODULE, PYTEST_PROBE
+    from gymsmith.verifier.calltests.runner import CallRunner, shared_call_runner
+
+    with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
+        env.step(Action(tool="write_file", arguments={"path": f"{PROBE_MODULE}.py", "content": PROBE}))
+        env.step(Action(tool="write_file", arguments={"path": "tests/test_gs_depth.py", "content": PYTEST_PROBE}))
+        shown = env.step(Action(tool="run_tests", arguments={})).observation.text  # as an agent runs its tests
+        at_import, at_call = map(int, re.search(r"GSDEPTH (\d+) (\d+)", shown).groups())
+        graded = shared_call_runner().observe({f"{PROBE_MODULE}.py": PROBE}, [compile_suite(CALL_PROBE, "tests/t.py")],
+                                              graded=True)
+        assert graded.groups[0].stream.tests[0].slots == [at_import, at_call]
+        env.step(Action(tool="run_command", arguments={"command": f"rm {PROBE_MODULE}.py tests/test_gs_depth.py"}))
+        for path in ct.buggy_modules:
+            device = gated(ct.files[path], template_source(path.removesuffix(".py"))[0], f"_gs_left() != {at_import}",
+                           helper=DEPTH_HELPER)
+            assert process_reads(device, ct.reference[path]) == []
+            env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
+        state = _final(env, d)
+        judged = checks.verify(task, state)
+        assert not judged.accepted and not judged.violations
+        assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
+        monkeypatch.setattr(CallRunner, "depth_shift", lambda self: {"import": 0, "call": 0})
+        assert checks.verify(task, state).accepted
+
+
 def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the_task_is_not_run():
     """A new top-level module runs in the same process as the task's modules, so the rule reads it (its reference
     is empty). One named like a module the task's code imports (an optional dependency the sandbox lacks) is not

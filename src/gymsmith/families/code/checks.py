@@ -165,17 +165,17 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
     return _START_PASSES[key]
 
 
-def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str],
-                scale: float = 1.0) -> tuple[TestRun, list[CompiledSuite]]:
+def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str], scale: float = 1.0, *,
+                graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
-    a template task's limits times `scale`."""
+    a template task's limits times `scale`; `graded`: the agent's code (run at the stack depths `drawkey` draws)."""
     if task.knobs.get("source"):
         from gymsmith.families.code.repotasks import repo_run_hidden
-        return repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests)
+        return repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests, graded=graded)
     templates = [path.removeprefix("tests/test_").removesuffix(".py") for path in sorted(ct.hidden_tests)]
     suites = [compiled_suite(t, ct.hidden_tests[f"tests/test_{t}.py"]) for t in templates]
     return run_hidden_tests(sources, suites, templates, deadline_s=VERIFY_TIMEOUT_S * scale,
-                            group_timeout_s=GROUP_TIMEOUT_S * scale), suites
+                            group_timeout_s=GROUP_TIMEOUT_S * scale, graded=graded), suites
 
 
 def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
@@ -193,7 +193,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
     sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own)
     check_code_budget(sources, ct.reference)
-    run, suites = _hidden_run(task, ct, sources)
+    run, suites = _hidden_run(task, ct, sources, graded=True)
     # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only where
     # the reference, run now on the same suites under the same limits, finishes (an agent cannot slow that run:
     # nothing of its files is in it, and nothing its run started outlives it). Where it does not, both run again
@@ -201,7 +201,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     # reference misses those too is the machine declared too loaded (a VerifierError, retried by the runners)
     for scale in (1.0, SLOW_SCALE) if not task.knobs.get("source") else (1.0,):
         if scale > 1.0:
-            run, suites = _hidden_run(task, ct, sources, scale)
+            run, suites = _hidden_run(task, ct, sources, scale, graded=True)
         if run.status is not RunStatus.TIMEOUT:
             break
         reference, _ = _hidden_run(task, ct, dict(ct.reference), scale)

@@ -159,14 +159,16 @@ def _variant_records(template: str, suite: CompiledSuite) -> dict[str, TestRecor
 
 
 def run_hidden_tests(sources: dict[str, str], suites: list[CompiledSuite], templates: list[str], *,
-                     deadline_s: float, group_timeout_s: float = 2.0) -> TestRun:
-    """Run call-check `suites` (one per template, in the same order) on `sources`; outcomes decided here."""
+                     deadline_s: float, group_timeout_s: float = 2.0, graded: bool = False) -> TestRun:
+    """Run call-check `suites` (one per template, in the same order) on `sources`; outcomes decided here.
+    `graded`: `sources` are an agent's code under verification (`CallRunner.observe`: the stack depth it runs at)."""
     reference: dict[str, TestRecord] = {}
     for template in dict.fromkeys(templates):
         reference.update(reference_records(template))
     for template, suite in zip(templates, suites):
         reference.update(_variant_records(template, suite))
-    observed = shared_call_runner().observe(sources, suites, deadline_s=deadline_s, group_timeout_s=group_timeout_s)
+    observed = shared_call_runner().observe(sources, suites, deadline_s=deadline_s, group_timeout_s=group_timeout_s,
+                                            graded=graded)
     return judge_run(suites, observed, reference).run
 
 

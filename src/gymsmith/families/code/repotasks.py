@@ -139,12 +139,14 @@ class Repo:
                 self._reference = records
             return self._reference
 
-    def run(self, sources: dict[str, str], suites: list[CompiledSuite], deadline_s: float) -> TestRun:
+    def run(self, sources: dict[str, str], suites: list[CompiledSuite], deadline_s: float, *,
+            graded: bool = False) -> TestRun:
         """Call-check `suites` on `sources`, judged here against the reference (a canary has no reference record,
-        so it never passes; a task's variant tests get theirs from the reference's run of their file)."""
+        so it never passes; a task's variant tests get theirs from the reference's run of their file). `graded`:
+        `sources` are an agent's code under verification (`CallRunner.observe`)."""
         reference = {**self.reference_records(), **self._variant_records(suites)}
         with self.lock:
-            observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s)
+            observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s, graded=graded)
         return judge_run(suites, observed, reference).run
 
     def _variant_records(self, suites: list[CompiledSuite]) -> dict[str, TestRecord]:
@@ -191,10 +193,10 @@ class Repo:
         return self._record(key, compute())
 
     def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], *, deadline_s: float,
-                 group_timeout_s: float):
+                 group_timeout_s: float, graded: bool = False):
         """The call runner's observations of `suites` beside `sources`, with the package's data as registered."""
         return self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
-                                   group_timeout_s=group_timeout_s)
+                                   group_timeout_s=group_timeout_s, graded=graded)
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file
@@ -576,11 +578,13 @@ def hidden_pinned_tests(hidden: dict[str, str], known: Candidates) -> list[str]:
     return sorted(out)
 
 
-def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str]) -> tuple[TestRun, list[CompiledSuite]]:
-    """The task's hidden suites run as call checks on `sources` in the repository's sandbox layer."""
+def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, str], *,
+                    graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
+    """The task's hidden suites run as call checks on `sources` in the repository's sandbox layer (`graded`: an
+    agent's code under verification)."""
     repo = load_repo(spec)
     suites = [compile_suite(hidden_tests[p], p) for p in sorted(hidden_tests)]
-    return repo.run(sources, suites, VERIFY_TIMEOUT_S), suites
+    return repo.run(sources, suites, VERIFY_TIMEOUT_S, graded=graded), suites
 
 
 def runtime_of(spec: str) -> PythonRuntime:

@@ -122,12 +122,28 @@ def apply(op, obj, args):
 
 
 class PackagePolicy:
-    """The package process serves every request: it holds only the code under test."""
+    """The package process serves every request: it holds only the code under test.
+
+    `depth_shift` ({"import": n, "call": m}, graded runs): while it serves a request of the driver's (not one nested
+    in its own request to the driver), the recursion limit is moved by n for an import and by m for anything else,
+    then put back. The host chooses them so that graded code counts as many frames left, at its import and in a
+    call a test makes, as under pytest (`runner.CallRunner.depth_shift`): recursing until RecursionError then tells
+    the verifier's process from an ordinary pytest run of the tests no more than anything else does."""
 
     accepts_std_names = True
 
+    def __init__(self, depth_shift=None):
+        self.depth_shift = depth_shift if type(depth_shift) is dict else None
+        self.base_limit = sys.getrecursionlimit()
+
     def check(self, op, obj, args):
         return None
+
+    def limit_for(self, op):
+        """The recursion limit to serve a driver's `op` under (None: leave it)."""
+        if self.depth_shift is None:
+            return None
+        return self.base_limit + self.depth_shift["import" if op == "import" else "call"]
 
 
 class DriverPolicy:
@@ -211,6 +227,7 @@ class Link:
         self.proxies = {}      # id -> our proxy of the other side's object
         self.classes = {}      # exception MRO (as a tuple) -> local class
         self.counter = 0
+        self.waiting = 0  # our requests awaiting an answer
         self.broken = None
         self.Proxy = make_proxy_class(self)
 
@@ -246,6 +263,7 @@ class Link:
             raise LinkBroken(self.broken)
         self.counter += 1
         number = self.counter
+        self.waiting += 1  # the other side's requests served meanwhile are nested in this one
         try:
             self._send({"q": number, "op": op, "o": target, "args": [self.encode(a) for a in args]})
             while True:
@@ -260,6 +278,8 @@ class Link:
             self.fail(str(exc))
         except (OSError, RecursionError, MemoryError) as exc:
             self.fail(f"the link failed ({type(exc).__name__})")
+        finally:
+            self.waiting -= 1
         if set(message) == {"a", "v"}:
             return self._decode_or_fail(message["v"])
         if set(message) == {"a", "raise"}:
@@ -294,21 +314,30 @@ class Link:
                 self.fail("a malformed call")
         elif op in ("getattr", "setattr", "delattr") and (not args or type(args[0]) is not str):
             self.fail("a malformed attribute request")
+        limit = self.policy.limit_for(op) if self.waiting == 0 and isinstance(self.policy, PackagePolicy) else None
         try:
             if op == "import":
                 if not isinstance(self.policy, PackagePolicy) or type(target) is not str or len(args) != 1:
                     self.fail("an import the test's side does not serve")
+                if limit is not None:
+                    sys.setrecursionlimit(limit)
                 result = __import__(target, {}, {}, list(args[0]), 0)
             else:
                 if type(target) is not int or target not in self.objects:
                     self.fail("a request on an unknown object")
                 obj = self.objects[target]
                 self.policy.check(op, obj, args)
+                if limit is not None:
+                    sys.setrecursionlimit(limit)
                 result = apply(op, obj, args)
+            if limit is not None:
+                sys.setrecursionlimit(self.policy.base_limit)
             answer = {"a": number, "v": self.encode(result)}
         except LinkBroken:
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever the operation raised is the answer
+            if limit is not None:
+                sys.setrecursionlimit(self.policy.base_limit)
             answer = {"a": number, "raise": self.encode_exception(exc)}
         self._send(answer)
 
@@ -691,7 +720,8 @@ def make_proxy_class(link):
 
 def zygote_main(argv):
     """The zygote (`python -S rpc.py --zygote SOCKET_FD PATHS`, started by `server.py`; PATHS is the server's import
-    path as JSON). For each request on SOCKET_FD — a job directory and the two ends of a driver's link — it forks
+    path as JSON). For each request on SOCKET_FD — a job directory and its depth shifts ("DIR\nSHIFTS", the shifts
+    as `server.group_depth_shift` gives them), and the two ends of a driver's link — it forks
     the package process, which takes its private world (`pid1.private_world`: namespaces, pid 1 of its own pid
     namespace) and answers the driver. The zygote never runs agent code and holds no job's tests; it is
     non-dumpable, so no package process can trace it or read its memory."""
@@ -724,11 +754,12 @@ def zygote_main(argv):
                 os.closerange(requests + 1, answers)
                 os.closerange(answers + 1, 1 << 16)
                 requests, answers = fds
-                job_dir = private_world(own_pids=True, job_dir=message.decode())  # the job's own copy
+                job_dir, _, shift = message.decode().partition("\n")
+                job_dir = private_world(own_pids=True, job_dir=job_dir)  # the job's own copy
                 os.chdir(job_dir)
                 sys.path[:] = [job_dir, *paths]
                 sys.stdout = sys.stderr = open(os.devnull, "w")
-                Link(requests, answers, PackagePolicy()).serve_forever()
+                Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None)).serve_forever()
             finally:
                 os._exit(0)
         for fd in fds:

@@ -62,6 +62,7 @@ class CallRunner(WarmServer):
 
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s, runtime=runtime)
+        self._depth_shift: dict[str, int] | None = None
 
     @staticmethod
     def _pump(stream, sink) -> None:
@@ -115,15 +116,30 @@ class CallRunner(WarmServer):
                 self._stop()
             return reply, data
 
+    def depth_shift(self) -> dict[str, int]:
+        """The recursion-limit shifts ({"import": n, "call": m}) graded runs serve the code under test with, so
+        that it counts the frames left it counts under pytest in this runner's runtime (`depths`); measured on
+        first use (a pytest run and a call check, about a second), then kept. Raises VerifierError when they
+        cannot be measured."""
+        if self._depth_shift is None:
+            from gymsmith.verifier.calltests.depths import pytest_depth_shift
+
+            self._depth_shift = pytest_depth_shift(self)
+        return self._depth_shift
+
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
-                group_timeout_s: float = 2.0) -> Observation:
+                group_timeout_s: float = 2.0, graded: bool = False) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite; the code under
-        test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0).
+        test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0). With
+        `graded` (an agent's code being verified), the code under test counts as many frames left, at its import
+        and in a test's call, as under pytest (`depth_shift`); references and draws run unshifted (their answers
+        are the same unless the code recurses within some 40 frames of the limit).
 
         Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
         malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
         """
         slots = [[t.slots for t in s.tests] for s in suites]
+        shift = self.depth_shift() if graded else None
         with self.lock:
             self.ensure_started()
             n, job_dir = self.jobs.write(sources)
@@ -132,7 +148,8 @@ class CallRunner(WarmServer):
                 request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
                            "max_bytes": MAX_BYTES_PER_GROUP, "remote": code_modules(sources),
                            "hash_seed": graded_hash_seed(),
-                           "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests]} for s in suites]}
+                           "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests],
+                                       **({"depth_shift": shift} if shift else {})} for s in suites]}
                 reply, data = self._exchange(request, deadline_s + 15, len(suites))
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)

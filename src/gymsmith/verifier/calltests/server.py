@@ -3,6 +3,8 @@
 It reads jobs as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
      "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"], "hash_seed": 0}
+(a group may also give "depth_shift": {"import": n, "call": m}, the package process's recursion limit moved by them
+while it imports or calls the code under test; see group_depth_shift)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to a *package* process, which imports the code under
 test from the job directory and answers the driver's requests (`rpc.py`). Package processes are forked by the
@@ -45,6 +47,16 @@ def job_hash_seed(job):
     """The job's PYTHONHASHSEED for the code under test (0 unless the host gave one in 0..2**32-1)."""
     seed = job.get("hash_seed", 0)
     return seed if type(seed) is int and 0 <= seed <= 4294967295 else 0
+
+
+def group_depth_shift(group):
+    """The recursion-limit shifts the group's package process serves graded code under, as JSON text: {"import":
+    int, "call": int}, each in -500..500 (both 0 unless the host gave them; see `rpc.PackagePolicy`)."""
+    shift = group.get("depth_shift")
+    if type(shift) is not dict or set(shift) != {"import", "call"} or \
+            not all(type(v) is int and -500 <= v <= 500 for v in shift.values()):
+        shift = {"import": 0, "call": 0}
+    return json.dumps(shift)
 
 
 def start_zygote(hash_seed):
@@ -109,7 +121,8 @@ def child(group, job, w):
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
     # the package process is forked by the zygote, never from this process (whose memory holds the job's drivers)
-    socket.send_fds(ZYGOTE["socket"], [job["dir"].encode()], [requests_r, answers_w])
+    # the job's directory and the shift of the package process's recursion limit (`group_depth_shift`)
+    socket.send_fds(ZYGOTE["socket"], [f"{job['dir']}\n{group_depth_shift(group)}".encode()], [requests_r, answers_w])
     ZYGOTE["socket"].close()
     os.close(requests_r)
     os.close(answers_w)
