@@ -99,3 +99,15 @@ def test_workers_do_not_pay_for_pyarrow_until_an_export():
             "s.PARQUET_SCHEMA; print('pyarrow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_the_memory_location_is_an_in_memory_store_not_a_file(tmp_path, monkeypatch):
+    """`:memory:` is SQLite's name for an in-memory database; it made a file named ':memory:' in the working
+    directory (and its upgrade lock) before."""
+    monkeypatch.chdir(tmp_path)
+    store = TrajectoryStore(":memory:")
+    try:
+        assert store.shared_location is None and store.rollout_rows() == []
+    finally:
+        store.close()
+    assert list(tmp_path.iterdir()) == []

@@ -66,6 +66,8 @@ def store_url(location: str | Path) -> str:
         return "postgresql+psycopg://" + raw.split("://", 1)[1]
     if "://" in raw:
         return raw
+    if raw == ":memory:":  # SQLite's name for an in-memory database (sqlite_file agrees), never a file of that name
+        return "sqlite://"
     path = Path(raw).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
