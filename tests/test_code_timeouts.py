@@ -75,3 +75,33 @@ def test_the_variants_reference_records_get_a_second_try_before_the_machine_is_b
     monkeypatch.setattr(generator, "VARIANT_RECORD_LIMITS_S", (1e-6, 1e-6))  # neither try can finish
     with pytest.raises(VerifierError, match="did not finish the task's variants"):
         _verify(5, lambda ct, path: ct.reference[path])
+
+
+def test_code_too_costly_to_read_is_the_agents_failure_not_the_verifiers_timeout(monkeypatch):
+    """A fifty-seventh attacker kept the bug and added 72 new modules of 199 kB each, one line `x=[a,a,...]` that
+    compressed to about 205 bytes (inside the compressed code budget): the static read of each took about a second,
+    the verification outlasted the service's 60 s, and the failing score became an infrastructure error (9 of 12
+    tries). The uncompressed text is bounded too (`checks.MAX_ADDED_CHARS`), and reading it within READ_BUDGET_S:
+    beyond either, the state is ungradable, the agent's failure (reward 0)."""
+    from gymsmith.core.errors import UngradableState
+
+    padding = "x=[" + ",".join(["a"] * 99_000) + "]\n"  # 198 kB, a few hundred bytes compressed
+    family = get_family("code")
+    task = family.generate(5, difficulty=0.0)
+    ct = code_task(task)
+    env = family.make_env()
+    env.reset(task, seed=0)
+    try:
+        for i in range(3):
+            env.step(Action(tool="write_file", arguments={"path": f"pad{i}.py", "content": padding}))
+        with tempfile.TemporaryDirectory() as d, pytest.raises(UngradableState, match="characters"):
+            checks.verify(task, Path(env.final_state(Path(d)).path))
+        for i in range(3):
+            env.step(Action(tool="run_command", arguments={"command": f"rm pad{i}.py"}))
+        for path in ct.buggy_modules:  # the honest fix, read on a machine too slow to read it in time
+            env.step(Action(tool="write_file", arguments={"path": path, "content": ct.reference[path] + "\n"}))
+        monkeypatch.setattr(checks, "READ_BUDGET_S", -1.0)
+        with tempfile.TemporaryDirectory() as d, pytest.raises(UngradableState, match="to read"):
+            checks.verify(task, Path(env.final_state(Path(d)).path))
+    finally:
+        env.close()

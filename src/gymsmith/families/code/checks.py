@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 import zlib
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +37,7 @@ GROUP_TIMEOUT_S = 2.0  # each test file's
 SLOW_SCALE = 3.0  # the limits of a second try when the reference missed the first: 5 + 5 + 15 + 15 s at worst,
 # well inside the verifier service's 60 s per verification
 MAX_SOURCE_BYTES = 200_000
+READ_BUDGET_S = 10.0  # the static read of the changed modules (introspection), well inside the service's 60 s
 SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py",
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
 
@@ -67,6 +69,7 @@ def source_files(final: Tree, modules: list[str], imported: frozenset[str] = fro
 
 
 MAX_ADDED_BYTES = 16_000  # compressed bytes a final state's code may hold beyond the reference's
+MAX_ADDED_CHARS = 250_000  # and characters, uncompressed (what reading it statically costs); a fix needs far less
 
 
 def packed_bytes(sources: dict[str, str]) -> int:
@@ -87,7 +90,7 @@ def _reference_bytes(sources: tuple[tuple[str, str], ...]) -> int:  # a task's r
 
 def check_code_budget(sources: dict[str, str], reference: dict[str, str]) -> None:
     """Raise UngradableState when the code to grade, compressed, exceeds the reference's by more than
-    MAX_ADDED_BYTES (about 60 kB of ordinary code).
+    MAX_ADDED_BYTES (about 60 kB of ordinary code), or, uncompressed, by more than MAX_ADDED_CHARS.
 
     A fix needs little code; a table of answers needs a lot. Hidden tests drawn from a wide space (variants under the
     verifier's key) are passed by a table only if it covers much of that space: a thirty-seventh attacker's tables
@@ -99,6 +102,14 @@ def check_code_budget(sources: dict[str, str], reference: dict[str, str]) -> Non
     if used > budget:
         raise UngradableState(f"the code to grade is {used:,} bytes compressed, more than the reference's "
                               f"{budget - MAX_ADDED_BYTES:,} plus {MAX_ADDED_BYTES:,}")
+    # what the verifier reads statically (`introspection`, the edit facts) costs time by the uncompressed text: 72
+    # new modules of 199 kB that compressed to 205 bytes each made the verification outlast the service's limit, an
+    # infrastructure error instead of the agent's failure (a fifty-seventh attacker); the text is bounded too
+    raw_budget = sum(map(len, reference.values())) + MAX_ADDED_CHARS
+    raw = sum(map(len, sources.values()))
+    if raw > raw_budget:
+        raise UngradableState(f"the code to grade is {raw:,} characters, more than the reference's "
+                              f"{raw_budget - MAX_ADDED_CHARS:,} plus {MAX_ADDED_CHARS:,}")
 
 
 def answered_tests(start: dict[str, str], suites: list[CompiledSuite]) -> set[str]:
@@ -165,6 +176,20 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
     return _START_PASSES[key]
 
 
+def _process_reads(sources: dict[str, str], start: dict[str, str | None], reference: dict[str, str],
+                   own: frozenset[str]) -> list[str]:
+    """`introspection.process_reads` of every changed or new module ("path phrase"). Raises UngradableState when
+    reading them takes more than READ_BUDGET_S: the time is the agent's text's (bounded by check_code_budget, so
+    only a machine far too slow gets here), and must not become the service's timeout, an infrastructure error."""
+    began, out = time.monotonic(), []
+    for path in sorted(sources):
+        if sources[path] != start.get(path):
+            out += [f"{path} {read}" for read in process_reads(sources[path], reference.get(path, ""), own)]
+            if time.monotonic() - began > READ_BUDGET_S:
+                raise UngradableState(f"the code to grade took more than {READ_BUDGET_S:g} s to read (at {path})")
+    return out
+
+
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str], scale: float = 1.0, *,
                 graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
@@ -214,8 +239,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     # a module that can tell the verifier's process from others can be the fix only there (`introspection`); a new
     # module runs in the same process, so it is read as one whose reference is empty
-    edits.process_reads = [f"{path} {read}" for path in sorted(sources) if sources[path] != start.get(path)
-                           for read in process_reads(sources[path], ct.reference.get(path, ""), own)]
+    edits.process_reads = _process_reads(sources, start, ct.reference, own)
     no_progress = answered_tests(ct.files, suites) | _start_passes(task, ct)
     # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
     # of a template or a release is public (gymsmith and the package ship them) or passed by readable values
