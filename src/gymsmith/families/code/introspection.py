@@ -13,14 +13,17 @@ says so. What is checked, on the source alone (the verifier's side; nothing of t
 - names and attributes in PROCESS_NAMES (`.sys`, `.argv`, `.getpid`, `.environ`, a frame's `.f_back`, the clock's
   `.now`, `__globals__`, ...);
 - calls that resolve names at run time or read files (`eval`, `exec`, `compile`, `__import__`, `globals`, `vars`,
-  `open`, ...), and `getattr`/`setattr`/`hasattr`/`delattr` with a name that is not a plain literal.
+  `open`, ...), and `getattr`/`setattr`/`hasattr`/`delattr` with a name that is not a plain literal;
+- private names (a leading underscore) read from modules the task does not own: a module's private state holds what
+  the process did before the agent's code ran (`re._cache`: the patterns the verifier's own imports compiled).
 
 Property: a graded module that passes uses no import, name or attribute that reads the process, and resolves no
 name at run time, beyond its reference's. The one tell in pure code, the hash seed (`hash()`, a set's order), is
-taken away elsewhere: graded code runs under a seed drawn from the verifier's key (`drawkey.keyed_hash`). Not
-covered: tells that need none of these (the stack depth graded code is called at, probed by recursing until
-RecursionError; a resource limit probed by allocating memory until it fails), and a reference that itself imports
-`sys` or `os` (a registered package's module may: the rule then allows what it uses).
+taken away elsewhere: graded code runs under a seed drawn from the verifier's key (`drawkey.keyed_hash`), and the
+frames it has left, probed by recursing until RecursionError, are made those of a pytest run (`calltests.depths`).
+Not covered: tells that need none of these (a resource limit probed by allocating memory until it fails; state a
+computation-only module keeps under public names), and a reference that itself imports `sys` or `os` (a registered
+package's module may: the rule then allows what it uses).
 docs/verifier.md, property 13.
 """
 
