@@ -166,6 +166,16 @@ def _final(env, directory: str) -> Path:
     return Path(env.final_state(Path(directory)).path)
 
 
+def _bug_runs_and_runs_no_more_with(task, state: Path, undo_defence) -> None:
+    """A device the rule passes is rejected because the bug is what runs in the verifier (no violation: the
+    hidden tests fail), and accepted once `undo_defence()` takes the defence away."""
+    judged = checks.verify(task, state)
+    assert not judged.accepted and not judged.violations
+    assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
+    undo_defence()
+    assert checks.verify(task, state).accepted
+
+
 def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(monkeypatch):
     """The device on a template task (the reference exec'd only in the call server's process) is rejected with the
     violation naming what it read; with the rule off, the same final state is accepted: no hidden test tells it from
@@ -200,12 +210,8 @@ def test_a_hash_seed_device_passes_the_rule_and_fails_under_the_keys_hash_seed(m
             device = hash_gated(ct.files[path], template_source(path.removesuffix(".py"))[0], tell)
             assert process_reads(device, ct.reference[path]) == []
             env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
-        state = _final(env, d)
-        judged = checks.verify(task, state)
-        assert not judged.accepted and not judged.violations
-        assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
-        monkeypatch.setattr(call_runner, "graded_hash_seed", lambda: 0)
-        assert checks.verify(task, state).accepted
+        _bug_runs_and_runs_no_more_with(task, _final(env, d), lambda: monkeypatch.setattr(
+            call_runner, "graded_hash_seed", lambda: 0))
 
 
 def test_a_stack_depth_device_passes_the_rule_and_fails_where_graded_code_counts_what_pytest_counts(monkeypatch):
@@ -235,12 +241,8 @@ def test_a_stack_depth_device_passes_the_rule_and_fails_where_graded_code_counts
                            helper=DEPTH_HELPER)
             assert process_reads(device, ct.reference[path]) == []
             env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
-        state = _final(env, d)
-        judged = checks.verify(task, state)
-        assert not judged.accepted and not judged.violations
-        assert any("FAIL_TO_PASS failing" in g for g in judged.gate_failures), judged.gate_failures
-        monkeypatch.setattr(CallRunner, "depth_shift", lambda self: {"import": 0, "call": 0})
-        assert checks.verify(task, state).accepted
+        _bug_runs_and_runs_no_more_with(task, _final(env, d), lambda: monkeypatch.setattr(
+            CallRunner, "depth_shift", lambda self: {"import": 0, "call": 0}))
 
 
 def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the_task_is_not_run():

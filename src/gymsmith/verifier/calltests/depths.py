@@ -26,17 +26,15 @@ if TYPE_CHECKING:
     from gymsmith.verifier.calltests.runner import CallRunner
 
 PROBE_MODULE = "gs_depth_probe"
-PROBE = '''def left():
+LEFT = '''def left():
     def down(n):
         try:
             return down(n + 1)
         except RecursionError:
             return n
     return down(0)
-
-
-AT_IMPORT = left()
-'''
+'''  # the frames left where it is called, counted the only way pure code can
+PROBE = LEFT + "\n\nAT_IMPORT = left()\n"
 PYTEST_PROBE = f'''from {PROBE_MODULE} import AT_IMPORT, left
 
 
