@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gymsmith.core.errors import VerifierError
-from gymsmith.verifier.calltests.compiler import compile_suite
+from gymsmith.sandbox.runtime import PythonRuntime
+from gymsmith.verifier.calltests.compiler import CompiledSuite, compile_suite
 
-if TYPE_CHECKING:
-    from gymsmith.verifier.calltests.runner import CallRunner
+
+class CallRunner(Protocol):
+    """What is measured: a call runner (`runner.CallRunner`, which imports this module) and its runtime."""
+
+    runtime: PythonRuntime | None
+
+    def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = ...,
+                group_timeout_s: float = ..., graded: bool = ...) -> Any: ...
 
 PROBE_MODULE = "gs_depth_probe"
 LEFT = '''def left():
@@ -53,7 +61,7 @@ MAX_SHIFT = 500  # server.group_depth_shift's bound
 PYTEST_INI = "[pytest]\npythonpath = .\n"  # as a code task's workspace has it (generator.PYTEST_INI)
 
 
-def counts_under_pytest(runner: "CallRunner") -> tuple[int, int]:
+def counts_under_pytest(runner: CallRunner) -> tuple[int, int]:
     """(frames left at import, frames left in a call from a test) of the probe run by pytest as `run_tests` runs
     it, in a sandbox of `runner`'s runtime. Raises VerifierError when pytest does not report them."""
     from gymsmith.sandbox.bwrap import BwrapSandbox
@@ -74,7 +82,7 @@ def counts_under_pytest(runner: "CallRunner") -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
-def counts_in_package_process(runner: "CallRunner") -> tuple[int, int]:
+def counts_in_package_process(runner: CallRunner) -> tuple[int, int]:
     """(frames left at import, in a call) of the probe in `runner`'s package process, unshifted. Raises
     VerifierError when the call check does not report them."""
     suite = compile_suite(CALL_PROBE, "tests/test_gs_depth.py")
@@ -86,7 +94,7 @@ def counts_in_package_process(runner: "CallRunner") -> tuple[int, int]:
     return slots[0], slots[1]
 
 
-def pytest_depth_shift(runner: "CallRunner") -> dict[str, int]:
+def pytest_depth_shift(runner: CallRunner) -> dict[str, int]:
     """The shifts ({"import": n, "call": m}) that make graded code in `runner`'s package process count the frames
     left that it counts under pytest. Raises VerifierError when either side cannot be measured."""
     pytest_import, pytest_call = counts_under_pytest(runner)
