@@ -12,10 +12,12 @@ See docs/verifier.md for the threat model.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import sys
 import time
 import zlib
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,7 +44,8 @@ SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "inico
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
 
 
-def source_files(final: Tree, modules: list[str], imported: frozenset[str] = frozenset()) -> dict[str, str]:
+def source_files(final: Tree, modules: list[str], imported: frozenset[str] = frozenset(),
+                 start: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """The code the verifier will run: the task's modules and harmless new top-level modules (regular files only):
     none named like a module of the standard library or the test runner (SHADOWED), nor like one the task's code
     imports (`imported`: an optional dependency the sandbox lacks, which the package would import in its place; a
@@ -65,7 +68,58 @@ def source_files(final: Tree, modules: list[str], imported: frozenset[str] = fro
         if (path not in out and "/" not in path and path.endswith(".py") and not is_test_path(path)
                 and path[:-3] not in SHADOWED | imported and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
             out[path] = text
+    _imported_files(final, out, imported, start or {})
     return out
+
+
+def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],
+                    start: Mapping[str, str | None]) -> None:
+    """Add to `out` every file of `final` that the code in it imports by name, and what those import: the verifier
+    must import what the workspace imports. A new `sqids/gsmark.py` that only the workspace had made `try: from .
+    import gsmark` fail in the verifier alone, a tell (a fifty-ninth attacker: accepted on 6 of 6 package tasks).
+
+    Raises UngradableState when such a file is named like a module the verifier keeps from the code (SHADOWED, or
+    one the task's code imports from elsewhere: `imported`): the workspace would import the agent's file where the
+    verifier imports the real one, or none."""
+    queue = list(out)
+    while queue:
+        path = queue.pop()
+        for target in _import_targets(path, out[path]):
+            for candidate in (f"{target}.py", f"{target}/__init__.py"):
+                if candidate in out or candidate not in final.files or is_test_path(candidate) or \
+                        (candidate in start and final.files[candidate] == start[candidate]):
+                    continue  # the start state's own files are the verifier's too
+                top = candidate.split("/", 1)[0].removesuffix(".py")
+                text = final.files[candidate]
+                if top in SHADOWED | imported or text is None or final.sizes[candidate] > MAX_SOURCE_BYTES:
+                    raise UngradableState(f"{path} imports {candidate}, which the verifier cannot run as the workspace "
+                                          "does (named like a library module, binary, or too large)")
+                out[candidate] = text
+                queue.append(candidate)
+
+
+def _import_targets(path: str, text: str) -> set[str]:
+    """The module paths (without .py: `a/b` for `a/b.py` or `a/b/__init__.py`) that the imports of the module at
+    `path` name, their packages included; a module that does not parse names none (its tests fail)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    package = path.rsplit("/", 1)[0].split("/") if "/" in path else []
+    dotted: list[list[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted += [a.name.split(".") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = package[:len(package) - (node.level - 1)]
+            else:
+                base = []
+            module = base + (node.module.split(".") if node.module else [])
+            dotted += [module] + [module + [a.name] for a in node.names if a.name != "*"]
+    return {"/".join(parts[:i]) for parts in dotted for i in range(1, len(parts) + 1) if parts}
 
 
 MAX_ADDED_BYTES = 16_000  # compressed bytes a final state's code may hold beyond the reference's
@@ -216,7 +270,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     tree = scan_tree(Path(final_state_path))
     start: dict[str, str | None] = dict(start_files(task))
     own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
-    sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own)
+    sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own, start)
     check_code_budget(sources, ct.reference)
     run, suites = _hidden_run(task, ct, sources, graded=True)
     # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only where

@@ -60,6 +60,8 @@ PROCESS_NAMES = frozenset({
     "get_type_hints", "ForwardRef", "_eval_type", "Formatter",
     # code run from text, reached as an attribute (`sys.modules['builtins'].exec`: attacker 54)
     "exec", "eval",
+    # identity as a function (`operator.is_`): which strings are interned tells what code the process loaded
+    "is_", "is_not",
     "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__", "__base__", "__mro__",
     "__dict__", "__loader__", "__spec__", "__file__", "__main__", "__traceback__", "__import__", "__reduce__",
     "__reduce_ex__", "__getattribute__", "__self__", "__func__", "__defaults__", "__kwdefaults__", "__path__",
@@ -68,6 +70,8 @@ PROCESS_NAMES = frozenset({
 # name appears (`e = eval; e(...)` too)
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                            "open", "input", "help", "memoryview", "exit", "quit",
+                           # an object's identity: which strings are interned tells what code the process loaded
+                           "id", "is_", "is_not",
                            # builtins only `site` adds: absent where the verifier runs graded code (`python -S`), so
                            # `try: license` told the two apart (a fifty-fifth attacker; `test_calltests` checks the set)
                            "license", "copyright", "credits"})
@@ -100,6 +104,9 @@ def process_reads(source: str, reference: str, own_modules: frozenset[str] = fro
         return sorted(_reads(tree, own_modules) - allowed)
     except RecursionError:  # a tree too deep to walk: no honest fix nests so deep
         return ["nests too deep to be read"]
+    except Exception as exc:  # noqa: BLE001 - what cannot be read is refused, never a crash of the verifier's
+        # (a string annotation whose parse raised MemoryError made a failing score a verifier error: attacker 59)
+        return [f"cannot be read ({type(exc).__name__})"]
 
 
 def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
@@ -111,10 +118,13 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
             nodes += list(ast.walk(ast.parse(text, mode="eval")))
         except (SyntaxError, ValueError):
             continue
+        except (MemoryError, RecursionError):  # the parser gave up: what it would hold is not known
+            found.add("an annotation too complex to read")
     called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     attribute_base = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     modules = _module_names(nodes)
     foreign = _module_names(nodes, own_modules)  # bound to a module the task does not own
+    sentinels = _sentinels(nodes)
     for node in nodes:
         if isinstance(node, ast.Import):
             found |= {f"imports {a.name.split('.')[0]}" for a in node.names
@@ -149,9 +159,52 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
             # a class pattern's positional names: attributes read by text
             found |= {f"uses {e.value}" for e in ast.walk(node.value) if isinstance(e, ast.Constant)
                       and isinstance(e.value, str) and (e.value in PROCESS_NAMES or _private(e.value))}
+        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            operands = [node.left, *node.comparators]
+            if not any(_identity_free(o, sentinels) for o in operands):  # named by its text: a reference's own
+                found.add(f"compares identities ({_clip(ast.unparse(node))})")  # comparison is allowed, no other
         if isinstance(node, ast.Call):
             found |= _named_access(node)
     return found
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _identity_free(node: ast.expr, sentinels: set[str]) -> bool:
+    """An operand whose identity tells nothing of the process: a singleton (None, True, False, Ellipsis,
+    NotImplemented), a type (`type(x) is int`), or a module's own sentinel (a name bound once, to `object()`). `is`
+    between other objects can: whether a computed string is the interned one tells which identifiers the process's
+    loaded code holds (`namedtuple(k, 'x').__name__ is not k`: a fifty-ninth attacker's device, accepted on 37 of 37
+    tasks)."""
+    if isinstance(node, ast.Constant) and (node.value is None or node.value is Ellipsis or isinstance(node.value, bool)):
+        return True
+    if isinstance(node, ast.Name) and (node.id in ("None", "True", "False", "NotImplemented", "Ellipsis")
+                                        or node.id in sentinels or node.id in _BUILTIN_TYPES):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+
+
+_BUILTIN_TYPES = frozenset({"int", "float", "complex", "str", "bytes", "bytearray", "bool", "list", "tuple", "dict",
+                            "set", "frozenset", "object", "type", "range", "slice"})
+
+
+def _sentinels(nodes: list[ast.AST]) -> set[str]:
+    """Names a module binds exactly once, to `object()` (a sentinel), and never otherwise."""
+    bound: dict[str, int] = {}
+    to_object: set[str] = set()
+    for node in nodes:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign | ast.AugAssign | ast.For | ast.NamedExpr) else []
+        for target in targets:
+            for name in (n for n in ast.walk(target) if isinstance(n, ast.Name)):
+                bound[name.id] = bound.get(name.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+                isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and \
+                node.value.func.id == "object" and not node.value.args and not node.value.keywords:
+            to_object.add(node.targets[0].id)
+    return {n for n in to_object if bound.get(n) == 1}
 
 
 def _named_access(call: ast.Call) -> set[str]:
