@@ -233,6 +233,21 @@ def test_discounted_step_rewards_take_back_progress_undone_later():
 
 
 # -- code: a forged result file earns nothing step by step ---------------------------------------------------------
+def test_discounted_step_rewards_telescope_past_values_that_could_not_be_computed():
+    """A sixtieth attacker made progress, held it, and undid it while the per-step values failed (injected): with
+    failed steps paying nothing, a learner discounting by 0.99 kept about half the credit of what was undone. A
+    failed value is now held at the last known one, so the discounted sum is gamma^T V(s_T) - V(s0) whatever failed."""
+    def returns(rewards, gamma):
+        return sum(gamma ** t * (r or 0.0) for t, r in enumerate(rewards))
+
+    undone_while_failing = [0.5, 1.0] + [1.0] * 30 + [None] * 30 + [0.0]
+    for gamma in (0.9, 0.99):
+        assert returns(step_rewards(0.0, undone_while_failing, gamma), gamma) == pytest.approx(0.0, abs=1e-12)
+        kept = [0.5, None, None, 1.0, None]
+        assert returns(step_rewards(0.2, kept, gamma), gamma) == pytest.approx(gamma ** 5 * 1.0 - 0.2, abs=1e-12)
+    assert step_rewards(0.0, [0.25, None, 0.75], 1.0) == [0.25, None, 0.5]  # with gamma 1 a held value pays nothing
+
+
 def test_code_step_rewards_come_from_the_verifier_not_from_a_forged_result_file():
     """conftest_force_pass writes files that make pytest report every test passed. Its steps are worth what
     the verifier's hidden checks give those snapshots (nothing); the oracle's, on the same task, rise to 1."""

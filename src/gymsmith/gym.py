@@ -24,8 +24,8 @@ gamma, sum to gamma^T times its final reward minus V(s0): progress undone later 
 given with step rewards: a learner that discounts rewards shaped for another discount keeps part of the credit of
 progress it undid (a fifty-eighth attacker's agent solved a task, undid it and ended with reward 0, and was paid
 0.83 at 0.99 when this wrapper shaped for 1.0). It costs one verification per step that changes the state. A value
-that could not be computed is a reward of 0 with ``info["progress_error"]``; the next step's reward carries the
-change since the last known value.
+that could not be computed (``info["progress_error"]``) is held at the last known one: a reward of (gamma - 1) times
+it (0 with gamma 1), and the next known value's step reward is taken from it, so failures change no discounted sum.
 
 `step` never raises on a bad action (not JSON, not an object, an unknown tool, garbage or huge arguments):
 it is an error observation with reward 0, and `info["error"]` names its kind. When the episode ends,

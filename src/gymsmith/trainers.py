@@ -166,7 +166,8 @@ class MultiTurnRollout:
     With `step_rewards=True` and `gamma` (the trainer's discount per step, 1.0 if it does not discount; required,
     ValueError without) the verifier values the start state (`start_progress`, V(s0)) and the state after each
     executed call: `progress[i]` is V(s_i) and `step_rewards[i]` gamma V(s_i) minus the last known value (None
-    where it could not be computed; `progress_errors[i]` says why). `reward()` settles the last entry with the
+    where no value is known before it; a value that could not be computed, `progress_errors[i]` says why, is held at
+    the last known one: (gamma - 1) times it). `reward()` settles the last entry with the
     episode's reward value (0 for a failure), so that the step rewards, discounted by gamma, sum to gamma^T times
     the episode's reward minus V(s0): progress undone later earns nothing under the trainer's own discount.
     Each changed state costs one verification."""

@@ -35,7 +35,8 @@ MAX_PROGRESS_ERROR_CHARS = 1_000  # a failed per-step verification's reason, as 
 @dataclass(frozen=True)
 class StepValue:
     """The value of the state after one step: `progress` V(s_t), `step_reward` its change from the last known
-    value (None without one), and `error` when V(s_t) could not be computed (progress and step reward None)."""
+    value (None without one), and `error` when V(s_t) could not be computed (progress None, and the step reward that
+    of the last known value held: (gamma - 1) times it, None with gamma 1)."""
 
     progress: float | None
     step_reward: float | None
@@ -71,21 +72,27 @@ def step_rewards(start: float | None, progress: Sequence[float | None], gamma: f
     """Each step's reward: `gamma` times its progress minus the last known progress before it (`start`, V(s0), for
     the first): potential-based shaping for a trainer that discounts by `gamma` per step.
 
-    None where the progress is None, or where no value is known before it. With gamma 1 the known step rewards sum
-    to the last known progress minus `start` (when `start` is known), whatever failed in between; with gamma < 1
-    their discounted sum is gamma^T V(s_T) - V(s0): credit for progress undone later is taken back, discount or
-    not (with plain differences, a trainer discounting by 0.99 paid a rollout that made progress early and undid
-    it at the end)."""
+    None where no value is known before it. A step whose progress is None (its value could not be computed) is
+    valued as the last known one: its reward is (gamma - 1) times that value, None with gamma 1 (nothing), so the
+    discounted sum is gamma^T V(s_T) - V(s0) whatever failed in between (a sixtieth attacker: leaving the failed
+    steps at nothing skipped their share of the discount, and progress undone while values failed kept about half
+    its credit at 0.99). Credit for progress undone later is taken back, discount or not (with plain differences, a
+    trainer discounting by 0.99 paid a rollout that made progress early and undid it at the end)."""
     check_discount(gamma)
     last = start
     out: list[float | None] = []
     for p in progress:
         if p is None:
-            out.append(None)
+            out.append(_held(last, gamma))
             continue
         out.append(None if last is None else gamma * p - last)
         last = p
     return out
+
+
+def _held(last: float | None, gamma: float) -> float | None:
+    """The reward of a step whose value is unknown, valued as the last known one: (gamma - 1) * last."""
+    return None if last is None or gamma == 1.0 else (gamma - 1.0) * last
 
 
 class ProgressMeter:
@@ -123,8 +130,8 @@ class ProgressMeter:
         return self._advance(value, None)
 
     def _advance(self, progress: float | None, error: str | None) -> StepValue:
-        if progress is None:
-            return StepValue(None, None, error)
+        if progress is None:  # valued as the last known value (`step_rewards`)
+            return StepValue(None, _held(self.last, self.gamma), error)
         reward = None if self.last is None else self.gamma * progress - self.last  # as `step_rewards` gives it
         self.last = progress
         return StepValue(progress, reward, None)
