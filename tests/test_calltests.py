@@ -659,3 +659,25 @@ def test_graded_code_counts_the_frames_left_that_it_counts_under_pytest(runner):
     assert counts(graded=True) == under_pytest
     assert counts(graded=False) != under_pytest  # what the attacker's device read: the package process's own depth
     assert counts(graded=True) == under_pytest  # the limit is put back after each request: nothing accumulates
+
+
+def test_graded_code_prints_as_an_ordinary_process_does(runner):
+    """The package process replaced stdout and stderr with a strict file of its own, so `print('\\udc80')` raised
+    there alone: a sixty-first attacker's device, the fix only where printing a lone surrogate fails, was accepted
+    on 42 of 42 tasks. They stay the interpreter's own (on /dev/null), encoding as an ordinary process's in the same
+    sandbox, where the same print goes through."""
+    import tempfile
+    from pathlib import Path
+
+    from gymsmith.sandbox.bwrap import BwrapSandbox
+
+    source = ("def f():\n    try:\n        print('\\udc80', end='')\n    except UnicodeEncodeError:\n"
+              "        return 'strict'\n    return 'ordinary'\n")
+    suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
+    for graded in (False, True):
+        assert runner.observe({"m.py": source}, [suite], graded=graded).groups[0].stream.tests[0].slots == ["ordinary"]
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "m.py").write_text(source)
+        with BwrapSandbox(Path(tmp)) as sandbox:
+            done = sandbox.exec([sandbox.runtime.interpreter, "-c", "import m; print(m.f())"], timeout=60)
+    assert done.stdout.strip().endswith("ordinary"), (done.stdout, done.stderr)  # the surrogate went out as a byte

@@ -77,6 +77,9 @@ DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
     ("_x = id('ab') == id('a' + 'b')\n", "uses id"),
     ("import operator\n_x = operator.is_\n", "uses is_"),
     ("_M = object()\n_M = 'x'\n\n\ndef _g(v):\n    return v is _M\n", "compares identities (v is _M)"),  # rebound
+    # process-wide state under a public name: the count of ABC registrations the loaded code made (attacker 61)
+    ("import abc\n_t = abc.get_cache_token()\n", "uses get_cache_token"),
+    ("from abc import get_cache_token\n", "uses get_cache_token"),
     # a module the rule cannot read is refused, not a crash of the verifier (a MemoryError in the parser)
     ('_note: "' + "-" * 20000 + '1" = 0\n', "an annotation too complex to read"),
 ])

@@ -62,6 +62,9 @@ PROCESS_NAMES = frozenset({
     "exec", "eval",
     # identity as a function (`operator.is_`): which strings are interned tells what code the process loaded
     "is_", "is_not",
+    # process-wide state a computation-only module keeps under a public name: the count of ABC registrations the
+    # process's loaded code made (`abc.get_cache_token`: a sixty-first attacker's tell, accepted on 36 of 36 tasks)
+    "get_cache_token", "_abc_registry", "_abc_cache", "_abc_negative_cache", "_dump_registry",
     "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__", "__base__", "__mro__",
     "__dict__", "__loader__", "__spec__", "__file__", "__main__", "__traceback__", "__import__", "__reduce__",
     "__reduce_ex__", "__getattribute__", "__self__", "__func__", "__defaults__", "__kwdefaults__", "__path__",

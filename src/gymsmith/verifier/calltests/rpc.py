@@ -758,7 +758,9 @@ def zygote_main(argv):
                 job_dir = private_world(own_pids=True, job_dir=job_dir)  # the job's own copy
                 os.chdir(job_dir)
                 sys.path[:] = [job_dir, *paths]
-                sys.stdout = sys.stderr = open(os.devnull, "w")
+                # stdout and stderr stay the interpreter's own, on /dev/null since the zygote started (fds 0-2), so
+                # they encode as an ordinary process's do: a strict file of ours made `print('\udc80')` raise here
+                # alone, a tell (a sixty-first attacker, accepted on 42 of 42 tasks)
                 Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None)).serve_forever()
             finally:
                 os._exit(0)
