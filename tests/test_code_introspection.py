@@ -75,6 +75,8 @@ DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
     ("import collections as c\n\n\ndef _seen(k):\n    return c.namedtuple(k, 'x').__name__ is not k\n",
      "compares identities (c.namedtuple(k, 'x').__name__ is not k)"),
     ("_x = id('ab') == id('a' + 'b')\n", "uses id"),
+    ("_x = object.__repr__('ab') != object.__repr__('a' + 'b')\n", "uses __repr__"),  # the address (attacker 62)
+    ("_x = object.__hash__('ab')\n", "uses __hash__"),
     ("import operator\n_x = operator.is_\n", "uses is_"),
     ("_M = object()\n_M = 'x'\n\n\ndef _g(v):\n    return v is _M\n", "compares identities (v is _M)"),  # rebound
     # process-wide state under a public name: the count of ABC registrations the loaded code made (attacker 61)
@@ -150,6 +152,7 @@ def test_what_observes_the_process_is_named(added, read):
     "import json\n_n = json.__name__, json.__doc__\n",
     # identity with singletons, types and a module's own sentinel
     "_MISSING = object()\n\n\ndef _g(v=_MISSING, w=None):\n    return v is _MISSING or w is None or type(v) is int\n",
+    "class _P:\n    __hash__ = None\n\n    def __repr__(self):\n        return '_P()'\n",  # defined, not read
 ])
 def test_an_honest_fixs_ordinary_code_is_not_a_read(added):
     assert process_reads(REFERENCE + "\n" + added, REFERENCE, frozenset({"mypkg"})) == []
