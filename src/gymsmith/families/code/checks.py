@@ -247,7 +247,7 @@ def _process_reads(sources: dict[str, str], start: dict[str, str | None], refere
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str], scale: float = 1.0, *,
                 graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
-    a template task's limits times `scale`; `graded`: the agent's code (run at the stack depths `drawkey` draws)."""
+    a template task's limits times `scale`; `graded`: the agent's code (served at pytest's stack depth, `calltests.depths`)."""
     if task.knobs.get("source"):
         from gymsmith.families.code.repotasks import repo_run_hidden
         return repo_run_hidden(task.knobs["source"], sources, ct.hidden_tests, graded=graded)
