@@ -6,15 +6,17 @@ actions of its task's witness (padded with get_status) and then submits, so 11 m
 
 For each latency:
 - engine: N = 256 and 1,024 ops rollouts (64 and 128 tasks x 4 and 8 episode seeds) with all N in flight
-  (`max_in_flight=N`), as `gymsmith run --agents model` runs them;
+  (`max_in_flight=N`), as `gymsmith run --agents model` runs them, or at most `--in-flight` at once (the engine
+  starts the next rollout as one is stored; the ideal's in-flight is then that cap);
 - pool: the process pool at its largest (`concurrency=64` worker processes), on a smaller N (128 by default:
   at 64 in flight a run of 1,024 would take 16 rounds of 11 calls; the rollouts/s are comparable, the N is said).
 Then the code family at 64 in flight (one sandboxed run_tests, then list_files, 11 calls).
 
 Each line: wall seconds (from the call of `run` to its return: workers', verifiers' and tasks' start-up
-included), rollouts/s, the model-bound ideal (N x calls x latency / in-flight, so `of_ideal` = ideal seconds /
+included; before it, as `gymsmith run` does, one request checks the endpoint), rollouts/s, the model-bound ideal (N x calls x latency / in-flight, so `of_ideal` = ideal seconds /
 seconds), the most calls the endpoint had waiting at once (`endpoint_peak_in_flight`), and the peak memory of
-the process tree (this process and every descendant but the endpoint) as the sum of RSS and of PSS (PSS
+the process tree (this process and every descendant but the endpoint, sampled from a process of its own:
+`tree_sampler.py`) as the sum of RSS and of PSS (PSS
 splits pages shared by forked processes among them; RSS counts them in each). `cpu_seconds` is the CPU time
 (user + system) the same tree spent in the run, `cpu_ms_per_call` that per model call, and `cpu_floor_seconds`
 the least wall time that CPU allows on this machine's cores (cpu_seconds / cores). The wall time splits in
@@ -24,8 +26,8 @@ time says more about the other work than about the runner, the CPU time does not
 is lifted (an hour), so no rollout is cut short by a slow machine (`truncated` counts any that were). The
 machine's load average is printed with each line.
 
-Usage: python benchmarks/model_bound.py [--latencies 0.5,2] [--sizes 256,1024] [--pool-n 128] [--pool-concurrency 64]
-                                         [--code-n 64] [--skip-pool] [--skip-code]
+Usage: python benchmarks/model_bound.py [--latencies 0.5,2] [--sizes 256,1024] [--in-flight K] [--pool-n 128]
+                                         [--pool-concurrency 64] [--code-n 64] [--skip-pool] [--skip-code]
 """
 
 from __future__ import annotations
@@ -34,107 +36,25 @@ import argparse
 import json
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from gymsmith.agents.endpoint import check_endpoint
 from gymsmith.agents.fake_endpoint import FakeEndpoint
 from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.registry import TaskSetSpec, build_taskset
 from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
+from tree_sampler import TreeMemory, cpu_seconds
 
 CALLS = 10  # tool calls before submit: 11 model calls per rollout
 NO_LIMIT_S = 3600.0  # per rollout: a slow machine must not cut rollouts short (fewer calls would flatter the rate)
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def emit(**fields) -> None:
     fields["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(fields), flush=True)
-
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process `pid` so far (None once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-class TreeMemory:
-    """Samples the memory and CPU time of this process and its descendants (but `exclude`'s subtree) until
-    stopped; keeps the peaks of the summed RSS and PSS, in MiB, and the CPU seconds each process used since the
-    start (a process that ends between two samples loses at most one interval's)."""
-
-    def __init__(self, exclude: int | None, interval_s: float = 0.25):
-        self.exclude, self.interval_s = exclude, interval_s
-        self.peak_rss = self.peak_pss = 0.0
-        self.peak_processes = 0
-        self._cpu_start: dict[int, float] = {pid: cpu_seconds(pid) or 0.0 for pid in self._tree()}
-        self._cpu_last: dict[int, float] = dict(self._cpu_start)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    @property
-    def cpu(self) -> float:
-        return sum(last - self._cpu_start.get(pid, 0.0) for pid, last in self._cpu_last.items())
-
-    def __enter__(self) -> "TreeMemory":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _tree(self) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-        out, todo = [], [os.getpid()]
-        while todo:
-            pid = todo.pop()
-            if pid == self.exclude:
-                continue
-            out.append(pid)
-            todo += children.get(pid, [])
-        return out
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
-
-    def _sample(self) -> None:
-        rss = pss = 0
-        pids = self._tree()
-        for pid in pids:
-            used = cpu_seconds(pid)
-            if used is not None:
-                self._cpu_last[pid] = used
-            try:
-                rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                    if line.startswith("Pss:"):
-                        pss += int(line.split()[1]) * 1024
-                        break
-            except (OSError, ValueError, IndexError):
-                continue
-        self.peak_rss = max(self.peak_rss, rss / 2**20)
-        self.peak_pss = max(self.peak_pss, pss / 2**20)
-        self.peak_processes = max(self.peak_processes, len(pids))
 
 
 def ops_tasks(n: int) -> tuple[TaskSetSpec, int, dict[str, list[dict]]]:
@@ -148,6 +68,7 @@ def ops_tasks(n: int) -> tuple[TaskSetSpec, int, dict[str, list[dict]]]:
 def measure(label: str, endpoint: FakeEndpoint, config: RunConfig, n: int, in_flight: int, latency: float,
             workdir: Path, **extra) -> dict:
     store = TrajectoryStore(workdir / f"{config.run_id}.db")
+    check_endpoint(endpoint.base_url, "fake")  # as `gymsmith run` does before a run: outside the timed span
     endpoint.stats(reset=True)
     endpoint_cpu = -(cpu_seconds(endpoint.proc.pid) or 0.0)
     with TreeMemory(exclude=endpoint.proc.pid) as memory:
@@ -184,6 +105,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latencies", default="0.5,2")
     parser.add_argument("--sizes", default="256,1024")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="at most this many of the engine's rollouts in flight (default: all N at once)")
     parser.add_argument("--pool-n", type=int, default=128)
     parser.add_argument("--pool-concurrency", type=int, default=64)
     parser.add_argument("--code-n", type=int, default=64)
@@ -192,6 +115,10 @@ def main() -> None:
     args = parser.parse_args()
     latencies = [float(x) for x in args.latencies.split(",")]
     sizes = [int(x) for x in args.sizes.split(",")]
+
+    def in_flight(n: int) -> int:
+        return min(n, args.in_flight) if args.in_flight else n
+
     with tempfile.TemporaryDirectory(prefix="gymsmith-model-bound-") as tmp:
         workdir = Path(tmp)
         for latency in latencies:
@@ -207,8 +134,8 @@ def main() -> None:
                 for n in sizes:
                     spec, seeds = specs[n]
                     config = RunConfig(run_id=f"async-{latency:g}-{n}", taskset=spec, agents=["model"], seeds=seeds,
-                                       model=model, engine="async", max_in_flight=n, time_limit_s=NO_LIMIT_S)
-                    engine[n] = measure("async_engine", endpoint, config, n, n, latency, workdir)
+                                       model=model, engine="async", max_in_flight=in_flight(n), time_limit_s=NO_LIMIT_S)
+                    engine[n] = measure("async_engine", endpoint, config, n, in_flight(n), latency, workdir)
                 if args.skip_pool:
                     continue
                 spec, seeds = specs[args.pool_n]

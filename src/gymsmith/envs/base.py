@@ -17,6 +17,7 @@ lists the caps and the rules):
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import reprlib
@@ -101,6 +102,31 @@ class Environment(Protocol):
     def close(self) -> None:
         """Release everything the environment holds."""
         ...
+
+
+@runtime_checkable
+class StateImages(Protocol):
+    """An environment whose whole state is one byte string (an in-memory SQLite database), of which its final
+    state is a copy. Equal images are the same state, and so get the same verdict: the async engine verifies a
+    rollout's image while the agent waits on its model and keeps that verdict when the final image is the same
+    bytes (`runner.episode.Episode.speculate`; docs/verifier.md, "Verdicts kept for an unchanged state")."""
+
+    def state_image(self) -> bytes:
+        """The current state's bytes: what `final_state` would write now. Cheap (the rows are not read into
+        Python objects); call it where the environment's own calls run."""
+        ...
+
+    def image_snapshot(self, image: bytes, directory: Path) -> FinalState:
+        """Write `image` into `directory` as `final_state` writes the state, for the verifier: the same file, so the
+        same verdict, but its `digest` is `image_digest(image)` (of the bytes; the state's content hash,
+        `state_hash()`, costs a read of every row). Reads nothing of the live environment: it may run on any
+        thread while the environment steps."""
+        ...
+
+
+def image_digest(image: bytes) -> str:
+    """The digest of a state image's bytes (`StateImages.image_snapshot`)."""
+    return "image:" + hashlib.sha256(image).hexdigest()[:32]
 
 
 # -- bounded text -----------------------------------------------------------------------------------

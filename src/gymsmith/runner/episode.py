@@ -8,7 +8,8 @@ is limited, ended, verified and scored the same way whichever of them a caller u
   not count), when the environment raises on the agent's input (reward 0: an environment bug the input met must
   not let a policy escape its score) or when the caller reports the agent's failure (`fail`, reward 0);
 - after the end nothing is accepted: a step is refused without reaching the environment;
-- the final state is verified exactly once, whatever ended the episode (`finish`), after the environment settled
+- the final state is verified exactly once, whatever ended the episode (`finish`; or its verdict was found while
+  the agent waited, for the same bytes: `speculate`), after the environment settled
   (`Environment.settle`, when it has one: nothing the agent started may change the state after the snapshot); a
   state that cannot be graded scores 0 (UNGRADABLE_STATE);
 - with step rewards, V(s0) and the state after each step are valued (`verifier.progress`), each step's reward is
@@ -32,9 +33,10 @@ import math
 import tempfile
 import time
 import traceback
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from gymsmith.core.errors import is_infrastructure
 from gymsmith.core.types import (
@@ -48,7 +50,7 @@ from gymsmith.core.types import (
     StepResult,
     TaskSpec,
 )
-from gymsmith.envs.base import Environment, bounded_action, clip, error_observation, preview, scrub
+from gymsmith.envs.base import Environment, StateImages, bounded_action, clip, error_observation, preview, scrub
 from gymsmith.verifier.progress import ProgressMeter, StepValue, step_rewards, value_of
 from gymsmith.verifier.service import VerifierService
 
@@ -56,6 +58,17 @@ DEFAULT_MAX_STEPS = 300  # every interface's default limits (`gymsmith run`'s Ru
 DEFAULT_TIME_LIMIT_S = 120.0
 MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
 _FAILURES = frozenset({EndReason.AGENT_FAILURE, EndReason.ENVIRONMENT_EXCEPTION})
+
+
+_IMAGES: dict[type, bool] = {}
+
+
+def _has_images(env: Environment) -> TypeGuard[StateImages]:
+    """isinstance(env, StateImages), by the environment's class once (a protocol check costs ~25 us: each step)."""
+    kind = type(env)
+    if kind not in _IMAGES:
+        _IMAGES[kind] = isinstance(env, StateImages)
+    return _IMAGES[kind]
 
 
 def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
@@ -68,6 +81,16 @@ def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
     if trace:
         text += "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6))
     return clip(scrub(text), MAX_END_DETAIL_CHARS)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verification's result for a state: the reward, the snapshot's diff (`FinalState.diff`) and the state's
+    content hash when the verifier computed it (`VerifierService.verify_with_digest`)."""
+
+    reward: Reward
+    diff: str | None
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +131,7 @@ class Episode:
     started: float = 0.0
     _meter: ProgressMeter | None = None
     _outcome: Outcome | None = None
+    _speculated: tuple[bytes, Future[Verdict]] | None = None  # an image of the state and its verification
 
     @property
     def over(self) -> bool:
@@ -243,24 +267,77 @@ class Episode:
         if self._meter is not None:
             self._rewards()
 
+    # -- speculation: the verdict of a state the episode may end in, found while the agent waits ----------
+    def speculation_image(self) -> bytes | None:
+        """The image of the current state (`envs.base.StateImages`), to verify while the agent waits on its model
+        in case the episode ends in it; None when there is nothing to do: the episode is over, the environment
+        has no images, step rewards value each state anyway, or this very image is being or was verified. Call it
+        where the environment's calls run, between steps."""
+        env = self.env
+        if self.over or self._meter is not None or not _has_images(env):
+            return None
+        image = env.state_image()
+        kept = self._speculated
+        if kept is not None and kept[0] == image and not kept[1].cancelled():
+            return None
+        return image
+
+    def speculate(self, image: bytes, verdict: Future[Verdict]) -> None:
+        """Keep `verdict` (`verdict_of(image)`, running elsewhere) for `finish`, which uses it only if the final
+        state's image is the same bytes and verifies the final state itself otherwise. An earlier kept verdict
+        not yet started is cancelled."""
+        if self._speculated is not None:
+            self._speculated[1].cancel()
+        self._speculated = (image, verdict)
+
+    def verdict_of(self, image: bytes, verifier: VerifierService) -> Verdict:
+        """`verifier`'s reward for the state whose image is `image`, and the snapshot's diff. Blocking, and reads
+        nothing of the live environment (any thread). Raises what `VerifierService.verify` raises."""
+        assert isinstance(self.env, StateImages)
+        with tempfile.TemporaryDirectory(prefix="gymsmith-speculative-") as tmp:
+            final = self.env.image_snapshot(image, Path(tmp))
+            reward, digest = verifier.verify_with_digest(self.task, final, policy=self.policy)
+            return Verdict(reward, final.diff, digest)
+
+    def _kept_verdict(self) -> Verdict | None:
+        """The speculative verdict, if the final state's image is the one it verified (the same bytes: the same
+        file for the verifier, so the same reward); None otherwise, or if it was not started (verifying here is
+        quicker than waiting in its queue), was cancelled or failed."""
+        kept, self._speculated, env = self._speculated, None, self.env
+        if kept is None or not _has_images(env):
+            return None
+        image, verdict = kept
+        if env.state_image() != image or verdict.cancel():
+            return None
+        try:
+            return verdict.result()
+        except Exception:  # noqa: BLE001 - cancelled, or the verifier failed: the final state is verified as usual
+            return None
+
     # -- inside ----------------------------------------------------------------------------------
     def _end(self, reason: EndReason, detail: str | None = None) -> None:
         self.reason, self.detail = reason, detail
 
     def _verified(self, status: RolloutStatus) -> Outcome:
+        kept = self._kept_verdict()
         with tempfile.TemporaryDirectory(prefix="gymsmith-final-") as tmp:
             try:
-                final = self.env.final_state(Path(tmp))
+                if kept is not None:  # the final state's image was verified while the agent waited
+                    digest, diff, reward = kept.digest or self.env.state_hash(), kept.diff, kept.reward
+                else:
+                    final = self.env.final_state(Path(tmp))
+                    digest, diff = final.digest, final.diff
             except Exception as exc:
                 if is_infrastructure(exc):
                     raise
                 self._end(EndReason.ENVIRONMENT_EXCEPTION, f"final_state raised: {describe_exception(exc)}")
                 return self._failed(status)
-            reward = self.verifier.verify(self.task, final, policy=self.policy)
+            if kept is None:
+                reward = self.verifier.verify(self.task, final, policy=self.policy)
         if reward.ungradable is not None:
             self._end(EndReason.UNGRADABLE_STATE, clip(reward.ungradable, MAX_END_DETAIL_CHARS))
         assert self.reason is not None
-        return Outcome(status, self.reason, reward, self.detail, final.digest, final.diff)
+        return Outcome(status, self.reason, reward, self.detail, digest, diff)
 
     def _failed(self, status: RolloutStatus) -> Outcome:
         assert self.reason is not None

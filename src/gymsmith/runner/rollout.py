@@ -66,6 +66,11 @@ class RolloutCalls(Protocol):
         """`fn(*args, **kwargs)`: a call that waits on the verifier (and may read the environment)."""
         ...
 
+    def speculate(self, episode: Episode) -> None:
+        """Between steps, before the agent's next action: verify the episode's state elsewhere now, if worth it
+        (`Episode.speculate`), so that `finish` need not when the episode ends in it. Returns at once."""
+        ...
+
 
 class InlineCalls:
     """Every call made in place, at once: a rollout driven with these never suspends (`run_rollout`)."""
@@ -77,6 +82,9 @@ class InlineCalls:
         return fn(*args, **kwargs)
 
     verify = call
+
+    def speculate(self, episode: Episode) -> None:
+        """Nothing: an inline rollout has no idle time to verify in."""
 
 
 def run_inline(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -178,6 +186,7 @@ async def _loop(episode: Episode, agent: Agent, seed: int, calls: RolloutCalls) 
             return
         if episode.meter is not None:
             await calls.verify(episode.value_step)
+        calls.speculate(episode)
         observation = result.observation
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -145,47 +145,28 @@ class TrajectoryStore:
         infrastructure error (status 'error'): a retried rollout then replaces it, in the same transaction
         (`RunConfig.retry_errors`).
         """
-        reward = t.reward
-        row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
-                   family_version=t.family_version, split=t.split.value, difficulty=t.difficulty, agent=t.agent,
-                   seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
-                   end_reason=t.end_reason.value if t.end_reason else None, end_detail=_text(t.end_detail, "end_detail"),
-                   accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
-                   n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
-                   fingerprint=t.fingerprint,
-                   error=_text(t.error, "error"), error_kind=t.error_kind.value if t.error_kind else None,
-                   package_version=t.package_version, started_at=t.started_at,
-                   finished_at=t.finished_at, task=task.model_dump_json(),
-                   reset_observation=t.reset_observation.model_dump_json(),
-                   gate_failures=json.dumps(reward.gate_failures if reward else []),
-                   violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"),
-                   start_progress=t.start_progress, group_id=t.group_id)
-        step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=_text(s.action.tool, "tool"),
-                          arguments=_text(s.action.arguments_text(), "arguments"),
-                          observation=s.observation.model_dump_json(),
-                          error_kind=s.observation.error.kind.value if s.observation.error else None,
-                          duration_ms=s.duration_ms,
-                          agent_info=_json(split_turn(s.agent_info)[0], "agent_info") if s.agent_info is not None else None,
-                          progress=s.progress, step_reward=s.step_reward,
-                          progress_error=_text(s.progress_error, "progress_error")) for s in t.steps]
-        comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
-                     for n, c in (reward.components.items() if reward else ())]
-        turn_rows = encode_turns(t.rollout_id, t.steps)
-        def write(conn) -> None:
-            conn.execute(insert(rollouts), [row])
-            if step_rows:
-                conn.execute(insert(steps), step_rows)
-            if comp_rows:
-                conn.execute(insert(reward_components), comp_rows)
-            if turn_rows:
-                conn.execute(insert(turns), turn_rows)
-
+        rows = _Rows.of(t, task)
         try:
             with self.engine.begin() as conn:
-                write(conn)
+                rows.write(conn)
         except IntegrityError:
-            return self._replace_error(t.rollout_id, write)
+            return self._replace_error(t.rollout_id, rows.write)
         return True
+
+    def add_many(self, items: Sequence[tuple[Trajectory, TaskSpec]]) -> list[bool]:
+        """`add` for each (trajectory, task) of `items`, all in one transaction when none of them is stored yet
+        (rollouts that end together: one statement per table instead of one per rollout and table); otherwise each
+        as `add` writes it. Returns what `add` would have returned for each, in order."""
+        if len(items) == 1:
+            return [self.add(*items[0])]
+        tasks: dict[str, str] = {}  # a task's JSON once per batch (a group's samples share their task)
+        rows = [_Rows.of(t, task, tasks) for t, task in items]
+        try:
+            with self.engine.begin() as conn:
+                _Rows.write_all(conn, rows)
+        except IntegrityError:  # one of them is stored already (a resume, a retry): each on its own
+            return [self.add(t, task) for t, task in items]
+        return [True] * len(items)
 
     def _replace_error(self, rollout_id: str, write) -> bool:
         """Replace the stored rollout `rollout_id` by what `write(conn)` inserts, in one transaction, if it is stored
@@ -400,3 +381,58 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+class _Rows:
+    """The rows one trajectory is stored as, in every table, ready to insert."""
+
+    def __init__(self, rollout: dict[str, Any], steps: list[dict[str, Any]], components: list[dict[str, Any]],
+                 turns: list[dict[str, Any]]):
+        self.rollout, self.steps, self.components, self.turns = rollout, steps, components, turns
+
+    @classmethod
+    def of(cls, t: Trajectory, task: TaskSpec, tasks: dict[str, str] | None = None) -> "_Rows":
+        """`t`'s rows; `tasks` caches task JSON by task id across the rows of one batch."""
+        reward = t.reward
+        if tasks is None or task.id not in tasks:
+            task_json = task.model_dump_json()
+            if tasks is not None:
+                tasks[task.id] = task_json
+        else:
+            task_json = tasks[task.id]
+        row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
+                   family_version=t.family_version, split=t.split.value, difficulty=t.difficulty, agent=t.agent,
+                   seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
+                   end_reason=t.end_reason.value if t.end_reason else None, end_detail=_text(t.end_detail, "end_detail"),
+                   accepted=reward.accepted if reward else None, policy=reward.policy if reward else None,
+                   n_steps=len(t.steps), invalid_actions=t.invalid_actions, final_state_hash=t.final_state_hash,
+                   fingerprint=t.fingerprint,
+                   error=_text(t.error, "error"), error_kind=t.error_kind.value if t.error_kind else None,
+                   package_version=t.package_version, started_at=t.started_at,
+                   finished_at=t.finished_at, task=task_json,
+                   reset_observation=t.reset_observation.model_dump_json(),
+                   gate_failures=json.dumps(reward.gate_failures if reward else []),
+                   violations=json.dumps(reward.violations if reward else []), final_diff=_text(t.final_diff, "final_diff"),
+                   start_progress=t.start_progress, group_id=t.group_id)
+        step_rows = [dict(rollout_id=t.rollout_id, idx=s.index, tool=_text(s.action.tool, "tool"),
+                          arguments=_text(s.action.arguments_text(), "arguments"),
+                          observation=s.observation.model_dump_json(),
+                          error_kind=s.observation.error.kind.value if s.observation.error else None,
+                          duration_ms=s.duration_ms,
+                          agent_info=_json(split_turn(s.agent_info)[0], "agent_info") if s.agent_info is not None else None,
+                          progress=s.progress, step_reward=s.step_reward,
+                          progress_error=_text(s.progress_error, "progress_error")) for s in t.steps]
+        comp_rows = [dict(rollout_id=t.rollout_id, name=n, value=c.value, weight=c.weight, detail=c.detail)
+                     for n, c in (reward.components.items() if reward else ())]
+        return cls(row, step_rows, comp_rows, encode_turns(t.rollout_id, t.steps))
+
+    def write(self, conn) -> None:
+        _Rows.write_all(conn, [self])
+
+    @staticmethod
+    def write_all(conn, batch: Sequence[_Rows]) -> None:
+        conn.execute(insert(rollouts), [r.rollout for r in batch])
+        for table, field in ((steps, "steps"), (reward_components, "components"), (turns, "turns")):
+            table_rows = [row for r in batch for row in getattr(r, field)]
+            if table_rows:
+                conn.execute(insert(table), table_rows)

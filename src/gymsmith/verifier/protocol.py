@@ -35,9 +35,13 @@ class VerifyRequest(BaseModel):
     prepare: bool = Field(default=False, description="Only warm the worker's caches for `task` (the checks module's "
                           "optional `prepare(task)`): nothing is scored, the final state is not read, and the "
                           "response carries neither reward nor error unless preparing failed.")
+    digest: bool = Field(default=False, description="Also return the final state's content hash, as "
+                         "`Environment.state_hash()` gives it (the checks module's optional `state_digest(path)`).")
 
 
 class VerifyResponse(BaseModel):
     request_id: int
     reward: Reward | None = None
     error: str | None = Field(default=None, description="Set when the checks could not produce a verdict.")
+    digest: str | None = Field(default=None, description="The final state's content hash, when asked for and the "
+                               "family's checks compute it.")

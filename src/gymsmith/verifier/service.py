@@ -7,6 +7,7 @@ import itertools
 import logging
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -25,14 +26,21 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 60.0
 
 
+def _niced(nice: int) -> list[str]:
+    """The command prefix that starts a process at CPU priority `nice` (from its first instruction, imports
+    included), where the system has `nice`; none for 0."""
+    tool = shutil.which("nice") if nice else None
+    return [tool, "-n", str(nice)] if tool else []
+
+
 class _Worker:
     """One verifier process. Not thread-safe: the pool hands each worker to one caller at a time."""
 
-    def __init__(self, env: Mapping[str, str] | None):
+    def __init__(self, env: Mapping[str, str] | None, nice: int = 0):
         self.proc = subprocess.Popen(
             # -P: the working directory is not put on sys.path, so a random.py, json.py or sitecustomize.py
             # where gymsmith was started cannot replace what the verifier imports (issue 20)
-            [sys.executable, "-P", "-m", "gymsmith.verifier.worker"],
+            _niced(nice) + [sys.executable, "-P", "-m", "gymsmith.verifier.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             env={**os.environ, **(env or {})}, start_new_session=True,
         )
@@ -89,29 +97,47 @@ class _Worker:
         self.proc.wait()
 
     def close(self) -> None:
+        self.end_input()
+        self.reap()
+
+    def end_input(self) -> None:
+        """Close the process's input: it exits once it has answered what it was sent."""
         if self.alive():
             cast(IO[str], self.proc.stdin).close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.kill()
+
+    def reap(self) -> None:
+        """Wait for the process to exit (after `end_input`), at most 5 s; then kill it."""
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def _reap(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.reap()
 
 
 class VerifierService:
     """Scores final states in separate processes. Thread-safe; `workers` verifications run at once.
 
     A crash, a timeout or an error inside the checks raises VerifierError: it is never turned into a
-    reward of 0. A dead or timed-out worker is replaced on the next call.
+    reward of 0. A dead or timed-out worker is replaced on the next call. `nice` (0 to 19): the workers' CPU
+    priority below the caller's (the async engine's speculative verifications use only CPU nothing else wants).
     """
 
-    def __init__(self, *, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None):
+    def __init__(self, *, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None,
+                 nice: int = 0):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.timeout_s, self._env, self._workers = timeout_s, env, workers
+        if not 0 <= nice <= 19:
+            raise ValueError(f"nice must be in [0, 19], got {nice}")
+        self.timeout_s, self._env, self._workers, self._nice = timeout_s, env, workers, nice
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         for _ in range(workers):
             self._idle.put(None)  # started lazily
         self._ids = itertools.count(1)
+        self.verifications = 0  # states scored by the workers (`verify`; a preparation is not one)
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._taking_all = threading.RLock()  # two callers each holding some workers while waiting for the rest would deadlock
@@ -123,24 +149,33 @@ class VerifierService:
         """Return the Reward for `final_state` of `task` under `policy`. Raises VerifierError, ValueError (policy).
 
         A final state marked `ungradable` by its environment is a rejected reward of 0 without running checks."""
+        return self.verify_with_digest(task, final_state, policy=policy, digest=False)[0]
+
+    def verify_with_digest(self, task: TaskSpec, final_state: FinalState, *, policy: str = DEFAULT_POLICY,
+                           digest: bool = True) -> tuple[Reward, str | None]:
+        """`verify`, and (with `digest`) the final state's content hash computed by the verifier, as the
+        environment's `state_hash()` gives it: None when the family's checks do not compute it (no
+        `state_digest`) or the state is ungradable. Raises what `verify` raises."""
         get_policy(policy)
         if final_state.ungradable is not None:  # the environment could not snapshot what the agent left: its failure
             return Reward.rejected(policy=policy, reason=f"ungradable final state: {final_state.ungradable}",
-                                   ungradable=final_state.ungradable)
+                                   ungradable=final_state.ungradable), None
         if not Path(final_state.path).exists():
             raise VerifierError(f"final state {final_state.path} does not exist")
         request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind=final_state.kind,
-                                final_state_path=final_state.path, policy=policy)
+                                final_state_path=final_state.path, policy=policy, digest=digest)
         worker = self._idle.get()
         try:
             worker = self._live(worker)
             response = worker.call(request, self.timeout_s)
         finally:
             self._idle.put(worker if worker is not None and worker.alive() else None)
+        with self._lock:
+            self.verifications += 1
         if response.error is not None or response.reward is None:
             log.warning("verification of task %s failed: %s", task.id, (response.error or "no reward").splitlines()[0][:300])
             raise VerifierError(response.error or "verifier returned neither a reward nor an error")
-        return response.reward
+        return response.reward, response.digest
 
     def start(self) -> "VerifierService":
         """Start the worker processes now instead of at their first verification, so that their interpreter
@@ -234,9 +269,11 @@ class VerifierService:
         """`worker`, or a new one in its place when it was never started or has died."""
         if worker is not None and worker.alive():
             return worker
+        if self._closed:  # a call that outlived close() (a thread of a stopped engine) starts nothing that is never closed
+            raise VerifierError("the verifier service is closed")
         if worker is not None:
             log.warning("verifier process %d ended (exit code %s); starting another", worker.proc.pid, worker.proc.poll())
-        worker = _Worker(self._env)
+        worker = _Worker(self._env, self._nice)
         with self._lock:
             self._all.append(worker)
         return worker
@@ -246,7 +283,10 @@ class VerifierService:
         with self._lock:
             return [w.proc.pid for w in self._all if w.alive()]
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the workers: each exits once its input ends. With `wait` (the default) return once they have
+        exited (a worker still running after 5 s is killed); without, at once, and a background thread waits for
+        them (the async engine: a run need not wait out its verifiers' interpreter shutdowns)."""
         with self._lock:
             self._closed = True
             if self._later is not None:
@@ -256,9 +296,13 @@ class VerifierService:
         if self._taking_all.acquire(timeout=5):
             self._taking_all.release()
         with self._lock:
-            for w in self._all:
-                w.close()
-            self._all.clear()
+            workers, self._all = self._all, []
+        for w in workers:  # every worker told first, then waited for: their exits overlap
+            w.end_input()
+        if wait:
+            _reap(workers)
+        else:
+            threading.Thread(target=_reap, args=(workers,), daemon=True, name="gymsmith-verifier-reap").start()
 
     def __enter__(self) -> "VerifierService":
         return self

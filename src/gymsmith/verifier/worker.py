@@ -39,7 +39,9 @@ def handle(request: VerifyRequest) -> VerifyResponse:
         raise TypeError(f"{family.checks_module}.verify returned {type(result).__name__}, expected CheckResult")
     reward = apply_policy(result, request.policy)
     reward.ungradable = ungradable  # typed, so the runner can end the rollout as UNGRADABLE_STATE
-    return VerifyResponse(request_id=request.request_id, reward=reward)
+    state_digest = getattr(checks, "state_digest", None) if request.digest and ungradable is None else None
+    digest = state_digest(Path(request.final_state_path)) if state_digest is not None else None
+    return VerifyResponse(request_id=request.request_id, reward=reward, digest=digest)
 
 
 def main() -> None:

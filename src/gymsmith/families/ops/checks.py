@@ -917,6 +917,16 @@ def verify(task: TaskSpec, final_state: Path) -> CheckResult:
         pristine.close()
 
 
+def state_digest(final_state: Path) -> str:
+    """The content hash of the database at `final_state`, as the environment's `state_hash()` gives it for the
+    same state (the verifier computes it for a speculative verification, off the engine's process)."""
+    final = open_snapshot(str(final_state))
+    try:
+        return WORLD.digest(final)
+    finally:
+        final.close()
+
+
 def prepare(task: TaskSpec) -> None:
     """Warm this process's caches for `task` (`VerifierService.prepare`): its world, its pristine database and
     that database's rows, and what verifying the untouched start state computes (a staffing task's cheapest

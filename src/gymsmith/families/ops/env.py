@@ -11,7 +11,7 @@ from typing import Any
 
 from gymsmith.core.errors import StaleTaskError
 from gymsmith.core.types import ActionErrorKind, Observation, TaskSpec
-from gymsmith.envs.base import FinalState, ToolEnvironment, error_observation
+from gymsmith.envs.base import FinalState, ToolEnvironment, error_observation, image_digest
 from gymsmith.families.ops import tools
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.families.ops.schema import WORLD
@@ -99,13 +99,26 @@ class OpsEnvironment(ToolEnvironment):
 
     def final_state(self, directory: Path) -> FinalState:
         assert self.conn is not None, "reset() must be called first"
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "final.sqlite"
-        path.write_bytes(self.conn.serialize())
-        os.chmod(path, 0o444)
-        return FinalState(kind="sqlite", path=str(path), digest=self.state_hash())
+        return FinalState(kind="sqlite", path=_write_snapshot(self.conn.serialize(), directory), digest=self.state_hash())
+
+    # `StateImages`: the database is the whole state, and the snapshot is its serialized bytes
+    def state_image(self) -> bytes:
+        assert self.conn is not None, "reset() must be called first"
+        return self.conn.serialize()
+
+    def image_snapshot(self, image: bytes, directory: Path) -> FinalState:
+        return FinalState(kind="sqlite", path=_write_snapshot(image, directory), digest=image_digest(image))
 
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def _write_snapshot(image: bytes, directory: Path) -> str:
+    """The snapshot file of a database image, read-only, in `directory`; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "final.sqlite"
+    path.write_bytes(image)
+    os.chmod(path, 0o444)
+    return str(path)
