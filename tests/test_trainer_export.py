@@ -121,6 +121,25 @@ def test_a_discounting_trainer_gets_step_and_turn_rewards_shaped_with_its_gamma(
         export_trainer(store, tmp_path / "g.jsonl", gamma=0.0)
 
 
+def test_a_run_with_step_rewards_is_exported_only_with_the_trainers_gamma(ops, tmp_path):
+    """As the live interfaces do (`gamma=` with step rewards), the export refuses to guess the discount for runs
+    with per-step values: a default of 1.0 would pay a discounting trainer part of the progress an agent undoes.
+    Nothing is written then; a run without step values needs none."""
+    with ScriptedChatServer(WitnessPolicy({}), vllm=True, calls_per_reply=2) as server:
+        task, t = _rollout(ops, server, policy="shaped", step_rewards=True)
+        plain_task, plain = _rollout(ops, server)
+    store = TrajectoryStore(tmp_path / "t.db")
+    for run_id, (tk, tr) in {"valued": (task, t), "plain": (plain_task, plain)}.items():
+        store.create_run(run_id, purpose="train", config={})
+        tr.run_id, tr.rollout_id = run_id, f"{run_id}-0"
+        assert store.add(tr, tk)
+    with pytest.raises(ValueError, match="run 'valued' has step rewards: give the trainer's discount"):
+        export_trainer(store, tmp_path / "v.jsonl")
+    assert not (tmp_path / "v.jsonl").exists()
+    assert export_trainer(store, tmp_path / "p.jsonl", run_ids=["plain"]).rows == 1  # no step values: no gamma needed
+    assert export_trainer(store, tmp_path / "v.jsonl", gamma=0.99).rollouts == 2
+
+
 def test_loss_mask_marks_model_tokens_only_across_turns_and_tool_calls(ops, tmp_path):
     """Mask 1 exactly on the tokens the model produced (each reply's body and <|im_end|>), 0 on everything the
     environment added between replies: every tool result of a two-call reply, the role headers, the next

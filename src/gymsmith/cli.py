@@ -815,14 +815,15 @@ def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet fil
            fmt: str = typer.Option("rollouts", "--format", help="rollouts: one row per rollout, to --parquet; trainer: "
                                    "token ids, logprobs and loss mask of model rollouts (docs/trainers.md), to --out."),
            out: Optional[Path] = typer.Option(None, help="Output file of --format trainer: NAME.parquet or NAME.jsonl."),
-           gamma: float = typer.Option(1.0, help="--format trainer: the trainer's discount per step (0 < gamma <= 1); "
-                                       "step and turn rewards become gamma V(s') - V(s) (docs/trainers.md).")
+           gamma: Optional[float] = typer.Option(None, help="--format trainer: the trainer's discount per step (0 < "
+                                                 "gamma <= 1; 1.0 if it does not discount), required for runs with "
+                                                 "step rewards: they become gamma V(s') - V(s) (docs/trainers.md).")
            ) -> None:
     """Export stored rollouts (steps, with their progress and step rewards, and reward components nested) to Parquet;
     with --format trainer, the model rollouts as token sequences for a GRPO/PPO trainer."""
     if fmt == "trainer":
         return _export_trainer(store, run, out or parquet, gamma)
-    if gamma != 1.0:
+    if gamma is not None:
         raise ValueError("--gamma is for --format trainer (the rollouts format keeps the stored step rewards)")
     if fmt != "rollouts":
         raise ValueError(f"--format {fmt!r}: expected rollouts or trainer")
@@ -834,7 +835,7 @@ def export(parquet: Optional[Path] = typer.Option(None, help="Output Parquet fil
     console.print(f"wrote {n} rollouts to {parquet}")
 
 
-def _export_trainer(store: str, run_ids: list[str], out: Optional[Path], gamma: float) -> None:
+def _export_trainer(store: str, run_ids: list[str], out: Optional[Path], gamma: Optional[float]) -> None:
     from gymsmith.store.trainer import export_trainer  # pyarrow only when exporting
 
     if out is None:

@@ -115,18 +115,21 @@ class TrainerExport:
 
 
 def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[str] | None = None,
-                   gamma: float = 1.0) -> TrainerExport:
+                   gamma: float | None = None) -> TrainerExport:
     """Write the trainer dataset of `run_ids` (all runs if None) to `path`: Parquet, or JSON lines when the name ends
     in .jsonl (one row per line, `TRAINER_SCHEMA`'s fields). Written under a temporary name and renamed.
 
     `gamma`, the trainer's discount: step rewards are gamma V(s_t) - V(s_t-1) per step and turn rewards gamma
     V(end of turn) - V(before it) per turn (`progress.step_rewards`), so that a discounted return still credits only
-    the progress a rollout ends with (docs/trainers.md). Raises ValueError for another file name ending or a
-    gamma outside (0, 1]."""
+    the progress a rollout ends with (docs/trainers.md). Required when a rollout exported has per-step values (run
+    with step rewards), as the live interfaces require it: rewards shaped for another discount pay part of the
+    progress an agent undoes. Raises ValueError for another file name ending, a gamma outside (0, 1], or no gamma
+    for rollouts with step values; nothing is written then."""
     path = Path(path)
     if path.suffix not in (".parquet", ".jsonl"):
         raise ValueError(f"trainer export {str(path)!r}: expected a file name ending in .parquet or .jsonl")
-    check_discount(gamma, "--gamma")  # before anything is read: an export with no rollout is refused too
+    if gamma is not None:
+        check_discount(gamma, "--gamma")  # before anything is read: an export with no rollout is refused too
     rows = store.rollout_rows(run_ids)
     advantages = group_advantages(rows)
     scored = [r for r in rows if r["status"] != RolloutStatus.ERROR]
@@ -141,6 +144,12 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
             for s in conn.execute(select(steps.c.rollout_id, steps.c.progress).where(steps.c.rollout_id.in_(part))
                                   .order_by(steps.c.rollout_id, steps.c.idx)):
                 progress[s.rollout_id].append(s.progress)
+    valued = sorted({r["run_id"] for r in scored if any(v is not None for v in progress[r["rollout_id"]])})
+    if gamma is None and valued:
+        raise ValueError(f"run {valued[0]!r} has step rewards: give the trainer's discount per step with --gamma "
+                         "(gamma=; 1.0 if it does not discount): rewards shaped for another discount pay part of the "
+                         "progress an agent undoes (docs/trainers.md, 'Per-step rewards')")
+    discount = 1.0 if gamma is None else gamma
     records, used, without = [], 0, 0
     for r in scored:
         turn_of = decode_turns(turn_rows[r["rollout_id"]])
@@ -150,11 +159,11 @@ def export_trainer(store: TrajectoryStore, path: str | Path, *, run_ids: list[st
             continue
         used += 1
         values = progress[r["rollout_id"]]
-        rewards = step_rewards(r["start_progress"], values, gamma)
+        rewards = step_rewards(r["start_progress"], values, discount)
         starts = sorted(turn_of)  # a turn's steps run up to the next turn's first step
         ends = dict(zip(starts, starts[1:] + [len(values)]))
         for n, seg in enumerate(parts):
-            turn_rewards = [_turn_reward(r["start_progress"], values, a, ends[a], gamma) for a in seg.turn_steps]
+            turn_rewards = [_turn_reward(r["start_progress"], values, a, ends[a], discount) for a in seg.turn_steps]
             records.append({
                 "rollout_id": r["rollout_id"], "run_id": r["run_id"], "task_id": r["task_id"], "agent": r["agent"],
                 "split": r["split"], "seed": r["seed"], "group_id": r["group_id"], "segment": n,
