@@ -77,6 +77,9 @@ DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
     ("_x = id('ab') == id('a' + 'b')\n", "uses id"),
     ("_x = object.__repr__('ab') != object.__repr__('a' + 'b')\n", "uses __repr__"),  # the address (attacker 62)
     ("_x = object.__hash__('ab')\n", "uses __hash__"),
+    ("_x = object.__eq__('ab', 'a' + 'b') is True\n", "uses __eq__"),  # True only for the same object
+    ("class _A:\n    pass\n\n\n_x = _A.__eq__('ab', 'a' + 'b')\n", "uses __eq__"),  # object's, inherited
+    ("_x = object.__ne__('ab', 'a' + 'b')\n", "uses __ne__"),
     ("import operator\n_x = operator.is_\n", "uses is_"),
     ("_M = object()\n_M = 'x'\n\n\ndef _g(v):\n    return v is _M\n", "compares identities (v is _M)"),  # rebound
     # process-wide state under a public name: the count of ABC registrations the loaded code made (attacker 61)
@@ -153,6 +156,8 @@ def test_what_observes_the_process_is_named(added, read):
     # identity with singletons, types and a module's own sentinel
     "_MISSING = object()\n\n\ndef _g(v=_MISSING, w=None):\n    return v is _MISSING or w is None or type(v) is int\n",
     "class _P:\n    __hash__ = None\n\n    def __repr__(self):\n        return '_P()'\n",  # defined, not read
+    "class _Q:\n    def __eq__(self, other):\n        return isinstance(other, _Q)\n\n    def __ne__(self, other):\n"
+    "        return not self == other\n",
 ])
 def test_an_honest_fixs_ordinary_code_is_not_a_read(added):
     assert process_reads(REFERENCE + "\n" + added, REFERENCE, frozenset({"mypkg"})) == []

@@ -80,9 +80,10 @@ DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "
                            "license", "copyright", "credits"})
 # calls that reach an attribute by a name given as text: only called directly, with literal names that are no read
 ATTRIBUTE_CALLS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
-# an object's address, read as an attribute (`object.__repr__(s)`, `object.__hash__(s)` of a str: a sixty-second
-# attacker's spelling of the interned-name tell); defining them in a class is not reading them
-ADDRESS_ATTRIBUTES = frozenset({"__repr__", "__hash__"})
+# an object's address or identity, read as an attribute (`object.__repr__(s)`, `object.__hash__(s)` of a str: a
+# sixty-second attacker's spelling of the interned-name tell; `object.__eq__(a, b)` is True exactly when a is b, and
+# NotImplemented otherwise, as is any class's that does not define its own); defining them in a class is not reading
+ADDRESS_ATTRIBUTES = frozenset({"__repr__", "__hash__", "__eq__", "__ne__"})
 # a module's dunders that say nothing of the process; any other name with a leading underscore, read from a module
 # the task does not own, is private state the module keeps for the process: `re._cache` held the patterns the
 # verifier's own code had compiled before the agent's ran (a fifty-seventh attacker's tell, accepted on 36 of 36
