@@ -158,3 +158,56 @@ def test_model_agent_needs_an_endpoint(tmp_path):
     with pytest.raises(ValueError, match="agent 'model' needs an endpoint"):
         run(RunConfig(run_id="m", taskset=TaskSetSpec(family="ops", count=1), agents=["model"]),
             TrajectoryStore(tmp_path / "unused.db"))
+
+
+def _flooder(messages, n):
+    """A policy that floods its own context: every reply asks for twenty pages of fifty records."""
+    if sum(1 for m in messages if m["role"] == "assistant") >= 3:
+        return [{"tool": "submit", "arguments": {}}]
+    return [{"tool": "search_records", "arguments": {"entity": "orders", "limit": 50}}] * 20
+
+
+def test_a_conversation_past_the_models_context_is_the_agents_failure_not_an_error(tmp_path):
+    """An independent attacker's agent sent one reply of many tool calls, so that the next request overflowed the
+    server's context (HTTP 400, as vLLM answers): stored as an infrastructure error, its failures were left out of
+    means and exports and retried until a clean attempt succeeded. A request refused after the rollout's first
+    reply is the conversation's doing: the agent's failure, reward 0, not retried. Refused at the first request,
+    before the agent said anything, it is still the endpoint's (an error)."""
+    tasks = build_taskset(TaskSetSpec(family="ops", count=3, split="train", base_seed=41))
+    store = TrajectoryStore(tmp_path / "c.db")
+    with ScriptedChatServer(_flooder, calls_per_reply=20, context_chars=6_000) as server:
+        config = RunConfig(run_id="flood", taskset=TaskSetSpec(family="ops", count=3, split="train", base_seed=41),
+                           agents=["model"], model=_config(server), retries=2)
+        run(config, store, tasks=tasks)
+        requests = server.requests
+    rows = store.rollout_rows(["flood"])
+    assert len(rows) == 3 and all(r["status"] == "truncated" and r["end_reason"] == "agent_failure" for r in rows)
+    assert all(r["reward"] == 0.0 and "ModelRequestRefused" in r["end_detail"] for r in rows)
+    assert "maximum context length" in rows[0]["end_detail"]
+    assert requests == 3 * 2  # per rollout: the first reply and the refused request, never a retried attempt
+    with ScriptedChatServer(_flooder, context_chars=10) as server:  # the task alone is past it
+        config = RunConfig(run_id="tiny", taskset=TaskSetSpec(family="ops", count=1, split="train", base_seed=41),
+                           agents=["model"], model=_config(server), retries=0)
+        run(config, store, tasks=tasks[:1])
+    [row] = store.rollout_rows(["tiny"])
+    assert row["status"] == "error" and row["error_kind"] == "model_endpoint" and "HTTP 400" in row["error"]
+
+
+@pytest.mark.parametrize("finish", [{"why": "stop"}, "s" * 40, 10**20, "st\u00f6p\ud800", ["stop"]])
+def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_path, finish):
+    """An attacker's server sent a finish reason the store's column could not hold (a dict, a long text, a huge
+    integer, a lone surrogate): the rollouts written with it in one transaction were all lost and the run stopped,
+    on every resume too. What the model server sends is kept only if it is what it claims: here, None."""
+    tasks = build_taskset(TaskSetSpec(family="ops", count=4, split="train", base_seed=42))
+    store = TrajectoryStore(tmp_path / "f.db")
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), finish_reason=finish) as server:
+        config = RunConfig(run_id="finish", taskset=TaskSetSpec(family="ops", count=4, split="train", base_seed=42),
+                           agents=["model"], seeds=2, model=_config(server, timeout_s=5))
+        out = run(config, store, tasks=tasks)
+    rows = store.rollout_rows(["finish"])
+    assert len(rows) == 8 and all(r["status"] == "completed" for r in rows)
+    turns = [s.agent_info["turn"] for t in out for s in t.steps if s.agent_info and "turn" in s.agent_info]
+    assert turns and all(turn["finish_reason"] is None for turn in turns)
+    back = store.trajectory(out[0].rollout_id)
+    assert [s.agent_info["turn"]["finish_reason"] for s in back.steps if s.agent_info and "turn" in s.agent_info] \
+        == [None] * len([s for s in out[0].steps if s.agent_info and "turn" in s.agent_info])

@@ -111,3 +111,25 @@ def test_the_memory_location_is_an_in_memory_store_not_a_file(tmp_path, monkeypa
     finally:
         store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rollout_that_cannot_be_stored_fails_alone_in_a_batch(filled, postgres_url):
+    """Rollouts that end together are written in one transaction (`add_many`); one that the database refuses (here
+    an agent name past its column on PostgreSQL) must not take the others with it: an independent attacker's
+    poisoned reply lost every rollout of its batch and stopped the run. Each is then written on its own; the one
+    refused gets its exception back, the others are stored, and one already stored is reported as such."""
+    _, _, trajectories = filled
+    from gymsmith.registry import get_family
+
+    ops = get_family("ops")
+    tasks = {t.task_id: ops.generate(0) for t in trajectories}  # the task row's JSON only; any task does
+    store = TrajectoryStore(postgres_url)
+    store.create_run("batch", purpose="train", config={})
+    batch = [t.model_copy(update={"run_id": "batch", "rollout_id": f"batch-{i}"}) for i, t in enumerate(trajectories[:4])]
+    batch[1].agent = "a" * 70  # agents.name is String(64)
+    assert store.add(batch[3], tasks[batch[3].task_id]) is True  # already stored before the batch
+    results = store.add_many([(t, tasks[t.task_id]) for t in batch])
+    assert results[0] is True and results[2] is True and results[3] is False
+    assert isinstance(results[1], Exception) and "too long" in str(results[1])
+    assert {r["rollout_id"] for r in store.rollout_rows(["batch"])} == {"batch-0", "batch-2", "batch-3"}
+    assert store.add_many([(t, tasks[t.task_id]) for t in (batch[0], batch[2])]) == [False, False]  # a resume

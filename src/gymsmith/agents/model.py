@@ -5,7 +5,11 @@ to the environment, which answers with error observations; a reply with no tool 
 NO_TOOL_CALL action; several tool calls in one reply are executed in order before the model is asked
 again; a conversation past `max_context_chars` is truncated by the declared policy. HTTP 429, 5xx,
 timeouts and dropped connections are retried with exponential backoff; when retries run out the agent
-raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward.
+raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward. A request
+refused for its content (HTTP 400, 413, 422: past the model's context) after the rollout's first reply is the
+conversation's doing, and so the agent's: ModelRequestRefused, a failure with reward 0, never an error (a policy
+that floods its context would otherwise have its failures dropped, or retried until one succeeds). A server's
+finish reason, token ids and logprobs are kept only when they are what they claim (`tokens.read_turn`).
 
 For training, each reply's first step carries the turn in `step_info["turn"]` (`tokens.ModelTurn`: the exact
 messages sent, the reply, finish reason and, where the server gives them, token ids and logprobs). The agent
@@ -26,7 +30,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from gymsmith.agents.endpoint import validate_base_url
 from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
-from gymsmith.core.errors import ModelEndpointError  # defined in core: the runner classifies it
+from gymsmith.core.errors import ModelEndpointError, ModelRequestRefused  # in core: the runner classifies them
 from gymsmith.core.types import NO_TOOL_CALL, Action, AgentRole, Observation, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -99,6 +103,7 @@ class ModelAgent:
         self.queue: list[dict[str, Any]] = []  # tool calls of the last reply not yet executed
         self.awaiting: dict[str, Any] | None = None  # the call whose observation comes next
         self.truncated_messages = 0
+        self.replies = 0  # answered this rollout: a request refused after one is the conversation's (REFUSED_REQUEST)
         self._token_context: list[int | None] = []  # the last turn's prompt and completion ids (tokens.chain_prompt)
         # each message's compact JSON, encoded once: messages are only ever appended, never changed, and the
         # conversation is sent whole on every call (encoding it again each time was most of the engine's CPU)
@@ -211,6 +216,9 @@ class ModelAgent:
             if response.status_code == 429 or response.status_code >= 500:
                 failures.append(f"HTTP {response.status_code}")
                 continue
+            if response.status_code in REFUSED_REQUEST and self.replies:  # the conversation, not the endpoint
+                raise ModelRequestRefused(f"{c.base_url} refused the conversation after {self.replies} replies: HTTP "
+                                          f"{response.status_code}: {response.text[:300]}")
             if response.status_code != 200:
                 raise ModelEndpointError(f"{c.base_url}: HTTP {response.status_code}: {response.text[:300]}")
             try:
@@ -229,6 +237,7 @@ class ModelAgent:
             turn = dict(read_turn(data, messages, reply, level=level))
             self._token_context = chain_prompt(turn, self._token_context)
             info["turn"] = turn
+            self.replies += 1
             return reply, info
         raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
 
@@ -263,3 +272,6 @@ def _turns(messages: list[dict[str, Any]], start: int = 0) -> list[list[int]]:
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 JSON_HEADERS = {"Content-Type": "application/json"}
+# statuses an endpoint refuses a request's content with (too long for the context, too large, unprocessable): after
+# the rollout's first reply, the conversation's growth is what it refuses (ModelRequestRefused: the agent's failure)
+REFUSED_REQUEST = frozenset({400, 413, 422})

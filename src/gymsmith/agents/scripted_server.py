@@ -67,10 +67,13 @@ class ScriptedChatServer:
     def __init__(self, policy: Policy | None = None, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
                  seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
                  models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
-                 calls_per_reply: int = 1):
+                 calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None):
         """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
         `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
-        `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise."""
+        `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise.
+        `context_chars`: a request whose messages' JSON is longer gets HTTP 400 "maximum context length", as vLLM
+        answers a prompt past the model's context. `finish_reason`: sent in every reply instead of the usual one
+        (any JSON value: what a misbehaving server might send)."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -80,6 +83,7 @@ class ScriptedChatServer:
         self.policy, self.fault_rate, self.faults, self.slow_s = policy, fault_rate, faults, slow_s
         self.seed, self.models = seed, models
         self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
+        self.context_chars, self.finish_reason = context_chars, finish_reason
         self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
@@ -118,6 +122,13 @@ class ScriptedChatServer:
                         server.refused[refused[0]] += 1
                     return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
                                                       "type": "invalid_request_error"}})
+                size = len(json.dumps(body.get("messages", [])))
+                if server.context_chars is not None and size > server.context_chars:
+                    with server.lock:
+                        server.requests += 1
+                    return self._send(400, {"error": {"message": f"This model's maximum context length is "
+                                                      f"{server.context_chars // 4} tokens. However, you requested "
+                                                      f"{size // 4} tokens.", "type": "BadRequestError"}})
                 fault = server._draw(body.get("messages", []))
                 if fault == "drop":
                     self.close_connection = True
@@ -184,7 +195,8 @@ class ScriptedChatServer:
         prompt = sum(len(json.dumps(m)) for m in messages) // 4
         response = {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": body.get("model", "scripted"),
                     "choices": [{"index": 0, "message": message,
-                                 "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                                 "finish_reason": self.finish_reason if self.finish_reason is not None else
+                                 "tool_calls" if message.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}}
         if self.vllm:
             _token_fields(body, response)

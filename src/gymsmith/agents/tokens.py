@@ -17,6 +17,7 @@ shares with the previous turn's prompt followed by its completion; `full_prompts
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -30,7 +31,7 @@ TOKEN_LEVELS: dict[str, dict[str, Any]] = {
     "off": {},
 }
 LEVEL_ORDER = tuple(TOKEN_LEVELS)  # "auto" starts at the first and steps down when a server refuses a field
-_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+_TOKEN_ID = re.compile(r"^token_id:([0-9]{1,10})$")
 
 
 class ModelTurn(BaseModel):
@@ -62,16 +63,18 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
         if all(isinstance(v, (int, float)) for v in values):
             logprobs = [float(v) for v in values]
         ids = [_TOKEN_ID.match(str(e.get("token", ""))) for e in content]
-        matched = [m for m in ids if m is not None]
-        if ids and len(matched) == len(ids):
-            completion_ids = [int(m.group(1)) for m in matched]
+        matched = [int(m.group(1)) for m in ids if m is not None]
+        if ids and len(matched) == len(ids) and max(matched) <= MAX_TOKEN_ID:
+            completion_ids = matched
+    if logprobs is not None and not all(math.isfinite(v) for v in logprobs):
+        logprobs = None
     given = _ints(choice.get("token_ids"))
     if completion_ids is None and given is not None and (logprobs is None or len(given) == len(logprobs)):
         completion_ids = given
     # built without validation, so the messages are the caller's objects, not copies: a rollout keeps one turn per
     # reply in memory, and copying every message into each would grow with the square of its length
     return ModelTurn.model_construct(
-        messages=list(messages), reply=reply, finish_reason=choice.get("finish_reason"),
+        messages=list(messages), reply=reply, finish_reason=finish_reason(choice.get("finish_reason")),
         prompt_ids=_ints(data.get("prompt_token_ids")) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
         prompt_kept=0, completion_ids=completion_ids, logprobs=logprobs, level=level)
 
@@ -104,8 +107,21 @@ def full_prompts(turns: list[dict[str, Any]]) -> list[list[int | None] | None]:
     return out
 
 
+MAX_TOKEN_ID = 2**31 - 1  # a vocabulary's ids fit; a larger "id" is no token (and no trainer's int column holds it)
+MAX_FINISH_REASON = 32
+
+
+def finish_reason(value: Any) -> str | None:
+    """The server's finish reason if it is one (a short printable ASCII word: stop, length, tool_calls, ...), else
+    None: what the model server sends reaches the store and the trainer export, so nothing else may."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_FINISH_REASON and value.isascii() and value.isprintable():
+        return value
+    return None
+
+
 def _ints(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and
+                                                 0 <= v <= MAX_TOKEN_ID for v in value):
         return list(value)
     return None
 
@@ -119,8 +135,8 @@ def _prompt_ids_of_logprobs(value: Any) -> list[int | None] | None:
     for position in value[1:]:
         if not isinstance(position, dict) or len(position) != 1:
             return None
-        key = next(iter(position))
-        if not str(key).isdigit():
+        key = str(next(iter(position)))
+        if not (key.isascii() and key.isdigit() and len(key) <= 10 and int(key) <= MAX_TOKEN_ID):
             return None
         ids.append(int(key))
     return ids

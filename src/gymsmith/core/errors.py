@@ -80,6 +80,13 @@ class ModelEndpointError(InfrastructureError):
     """The endpoint kept failing (HTTP errors, timeouts, dropped connections) after every retry."""
 
 
+class ModelRequestRefused(GymsmithError):
+    """The model endpoint refused a rollout's request after answering its earlier ones (HTTP 400, 413 or 422: the
+    conversation grew past the model's context, or past what the server takes in one request). What grew is the
+    agent's own doing, so it is the agent's failure (reward 0), never an infrastructure error: otherwise a policy
+    that floods its context would have its failures dropped, or retried until one succeeds."""
+
+
 class UngradableState(GymsmithError):
     """The final state the agent left cannot be graded (too large, special files, unreadable data...).
 

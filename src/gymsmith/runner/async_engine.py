@@ -120,10 +120,11 @@ class _BatchWriter:
         for i, (_, _, done) in enumerate(batch):
             if done.done():
                 continue
-            if failure is not None:
-                done.set_exception(failure)
+            outcome = failure if failure is not None else result.result()[i]
+            if isinstance(outcome, BaseException):  # this rollout alone could not be stored (`add_many`)
+                done.set_exception(outcome)
             else:
-                done.set_result(result.result()[i])
+                done.set_result(outcome)
         if self.pending:
             self._next()
 

@@ -153,20 +153,26 @@ class TrajectoryStore:
             return self._replace_error(t.rollout_id, rows.write)
         return True
 
-    def add_many(self, items: Sequence[tuple[Trajectory, TaskSpec]]) -> list[bool]:
+    def add_many(self, items: Sequence[tuple[Trajectory, TaskSpec]]) -> list[bool | Exception]:
         """`add` for each (trajectory, task) of `items`, all in one transaction when none of them is stored yet
-        (rollouts that end together: one statement per table instead of one per rollout and table); otherwise each
-        as `add` writes it. Returns what `add` would have returned for each, in order."""
-        if len(items) == 1:
-            return [self.add(*items[0])]
+        and all can be (rollouts that end together: one statement per table instead of one per rollout and table).
+        Otherwise nothing of that transaction is kept and each is written as `add` writes it, in a transaction of
+        its own, so that a rollout that cannot be stored fails alone. Returns, in order, what `add` returned for
+        each, or the exception it raised."""
         tasks: dict[str, str] = {}  # a task's JSON once per batch (a group's samples share their task)
-        rows = [_Rows.of(t, task, tasks) for t, task in items]
         try:
+            rows = [_Rows.of(t, task, tasks) for t, task in items]
             with self.engine.begin() as conn:
                 _Rows.write_all(conn, rows)
-        except IntegrityError:  # one of them is stored already (a resume, a retry): each on its own
-            return [self.add(t, task) for t, task in items]
+        except Exception:  # noqa: BLE001 - stored already (a resume, a retry), or one cannot be stored: each alone
+            return [self._add_or_failure(t, task) for t, task in items]
         return [True] * len(items)
+
+    def _add_or_failure(self, t: Trajectory, task: TaskSpec) -> bool | Exception:
+        try:
+            return self.add(t, task)
+        except Exception as exc:  # noqa: BLE001 - returned to its own caller: the rest of the batch is not its
+            return exc
 
     def _replace_error(self, rollout_id: str, write) -> bool:
         """Replace the stored rollout `rollout_id` by what `write(conn)` inserts, in one transaction, if it is stored

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gymsmith.agents.tokens import finish_reason
 from gymsmith.core.types import Step
 
 
@@ -33,8 +34,9 @@ def encode_turns(rollout_id: str, steps: Iterable[Step]) -> list[dict[str, Any]]
             continue
         messages = list(turn.get("messages") or [])
         kept = _common_prefix(context, messages)
+        # the finish reason is the model server's word: stored only if it is one (a column of 32 characters)
         rows.append(dict(rollout_id=rollout_id, step_idx=step.index, level=str(turn.get("level") or "off"),
-                         finish_reason=turn.get("finish_reason"), messages_kept=kept,
+                         finish_reason=finish_reason(turn.get("finish_reason")), messages_kept=kept,
                          messages=json.dumps(messages[kept:]), reply=json.dumps(turn.get("reply")),
                          prompt_kept=turn.get("prompt_kept") or 0, prompt_ids=_maybe_json(turn.get("prompt_ids")),
                          completion_ids=_maybe_json(turn.get("completion_ids")),
