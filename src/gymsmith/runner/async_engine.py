@@ -30,8 +30,11 @@ import contextlib
 import functools
 import gc
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 from gymsmith.agents.base import Agent
@@ -40,7 +43,7 @@ from gymsmith.envs.base import Environment
 from gymsmith.registry import get_family, split_of
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.runner.local import RolloutOutcome, RunConfig, RunTally, WorkItem, agent_factories
-from gymsmith.runner.episode import Episode
+from gymsmith.runner.episode import Episode, Verdict
 from gymsmith.runner.recovery import lost_trajectory
 from gymsmith.runner.rollout import rollout_coroutine
 from gymsmith.store.sql import TrajectoryStore
@@ -167,10 +170,15 @@ class _Speculation:
     def __init__(self) -> None:
         self.thread = ThreadPoolExecutor(1, thread_name_prefix="gymsmith-speculate")
         self.verifier = VerifierService(workers=1, nice=SPECULATION_NICE).start()
+        self.scratch = Path(tempfile.mkdtemp(prefix="gymsmith-speculative-"))  # the one thread's snapshot, rewritten
+
+    def submit(self, episode: Episode, image: bytes) -> Future[Verdict]:
+        return self.thread.submit(episode.verdict_of, image, self.verifier, self.scratch)
 
     def close(self) -> None:
-        self.thread.shutdown(wait=False, cancel_futures=True)
+        self.thread.shutdown(wait=True, cancel_futures=True)  # a speculation under way (one verification) ends first
         self.verifier.close(wait=False)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class _Calls:
@@ -187,7 +195,7 @@ class _Calls:
             return
         image = episode.speculation_image()
         if image is not None:
-            episode.speculate(image, self.speculation.thread.submit(episode.verdict_of, image, self.speculation.verifier))
+            episode.speculate(image, self.speculation.submit(episode, image))
 
     async def act(self, agent: Agent, observation: Observation) -> Any:
         if hasattr(agent, "act_async"):  # a model agent: the engine made it with the shared client

@@ -290,14 +290,18 @@ class Episode:
             self._speculated[1].cancel()
         self._speculated = (image, verdict)
 
-    def verdict_of(self, image: bytes, verifier: VerifierService) -> Verdict:
+    def verdict_of(self, image: bytes, verifier: VerifierService, scratch: Path | None = None) -> Verdict:
         """`verifier`'s reward for the state whose image is `image`, and the snapshot's diff. Blocking, and reads
-        nothing of the live environment (any thread). Raises what `VerifierService.verify` raises."""
+        nothing of the live environment (any thread). `scratch`: a directory of the caller's own to write the
+        snapshot in (its earlier one replaced; one caller at a time), instead of a new temporary one per call.
+        Raises what `VerifierService.verify` raises."""
         assert isinstance(self.env, StateImages)
-        with tempfile.TemporaryDirectory(prefix="gymsmith-speculative-") as tmp:
-            final = self.env.image_snapshot(image, Path(tmp))
+        if scratch is not None:
+            final = self.env.image_snapshot(image, scratch)
             reward, digest = verifier.verify_with_digest(self.task, final, policy=self.policy)
             return Verdict(reward, final.diff, digest)
+        with tempfile.TemporaryDirectory(prefix="gymsmith-speculative-") as tmp:
+            return self.verdict_of(image, verifier, Path(tmp))
 
     def _kept_verdict(self) -> Verdict | None:
         """The speculative verdict, if the final state's image is the one it verified (the same bytes: the same

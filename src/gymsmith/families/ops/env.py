@@ -116,9 +116,11 @@ class OpsEnvironment(ToolEnvironment):
 
 
 def _write_snapshot(image: bytes, directory: Path) -> str:
-    """The snapshot file of a database image, read-only, in `directory`; its path."""
+    """The snapshot file of a database image, read-only, in `directory` (replacing one written there before); its
+    path. Written under another name and renamed into place: a reader never sees half of it."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "final.sqlite"
-    path.write_bytes(image)
-    os.chmod(path, 0o444)
+    path, partial = directory / "final.sqlite", directory / "final.sqlite.partial"
+    partial.write_bytes(image)
+    os.chmod(partial, 0o444)
+    os.replace(partial, path)
     return str(path)
