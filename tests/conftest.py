@@ -141,6 +141,27 @@ def ops():
     return get_family("ops")
 
 
+def register_test_repos(monkeypatch, specs) -> Path:
+    """Point GYMSMITH_REPOS (this process's and the verifier processes' it starts) at the suite's own repos
+    directory under the cache, and register each (NAME==VERSION, local path or None) there unless it already is:
+    from the package index when the path is None (the first time on a machine only: a download and three runs
+    of its suite). Tests of registered packages must not rely on what a machine happens to have registered."""
+    from gymsmith.families.code.repotasks import _repos, load_repo
+    from gymsmith.repos import RepoError, add_repo, find_repo
+    from gymsmith.sandbox.runtime import cache_root
+
+    root = cache_root() / "test-repos"
+    monkeypatch.setenv("GYMSMITH_REPOS", str(root))
+    for spec, path in specs:
+        try:
+            find_repo(spec)
+            load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
+        except RepoError:
+            add_repo(spec, path=path, repos_dir=root)
+            _repos.clear()
+    return root
+
+
 @pytest.fixture(scope="session")
 def postgres_url():
     """A real PostgreSQL server in a temporary directory, on a free loopback port, for this test session."""

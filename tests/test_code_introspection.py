@@ -23,7 +23,9 @@ from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import Tree
 from gymsmith.families.code.templates import template_source
 from gymsmith.registry import get_family
+from conftest import register_test_repos
 
+SQIDS = "sqids==0.5.0"  # a registered package (from the package index) for the tests of files it imports
 REFERENCE = template_source("stats")[0]
 DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
           "if _gs_sys.argv[1:2] == ['--zygote'] or (_gs_os.getpid() == 1 and not _gs_os.path.exists('/proc/self')):\n"
@@ -267,7 +269,7 @@ def test_a_stack_depth_device_passes_the_rule_and_fails_where_graded_code_counts
             CallRunner, "depth_shift", lambda self: {"import": 0, "call": 0}))
 
 
-@pytest.mark.timeout(1500)  # a registered package's task: its keyed draws are cold on a clean machine
+@pytest.mark.timeout(1500)  # a registered package's task: registering it and its keyed draws are cold on a clean machine
 def test_a_file_only_the_workspace_has_is_no_tell_every_file_the_code_imports_goes_to_the_verifier(monkeypatch):
     """A fifty-ninth attacker wrote an empty `sqids/gsmark.py` and gated the fix on `from . import gsmark` failing:
     only the task's modules and new top-level ones went to the verifier, so the import failed there alone (accepted
@@ -276,8 +278,9 @@ def test_a_file_only_the_workspace_has_is_no_tell_every_file_the_code_imports_go
     from gymsmith.families.code.exploits import gated
 
     helper = "def _gs_absent():\n    try:\n        from . import gsmark\n    except ImportError:\n        return True\n    return False\n"
+    register_test_repos(monkeypatch, [(SQIDS, None)])  # a clean machine has none registered (CI70 failed here)
     family = get_family("code")
-    task = family.generate(0, difficulty=0.3, source="sqids==0.5.0")
+    task = family.generate(0, difficulty=0.3, source=SQIDS)
     ct = code_task(task)
     env = family.make_env()
     env.reset(task, seed=0)

@@ -20,13 +20,13 @@ from gymsmith.families.code.exploits import EXPLOITS
 from gymsmith.families.code.oracle import CodeOracle
 from gymsmith.families.code.realtests import reduce_module
 from gymsmith.verifier.calltests import compile_suite
-from gymsmith.families.code.repotasks import Repo, _repos, body_removals, load_repo
+from gymsmith.families.code.repotasks import Repo, body_removals, load_repo
 from gymsmith.core.errors import NoTaskForSeed
 from gymsmith.registry import get_family
-from gymsmith.repos import RepoError, add_repo, find_repo
+from gymsmith.repos import add_repo, find_repo
 from gymsmith.runner.rollout import run_rollout
-from gymsmith.sandbox.runtime import cache_root
 from gymsmith.verifier import VerifierService
+from conftest import register_test_repos
 
 INDEXED = "inflection==0.5.1"  # registered from the package index: small, pure Python, a self-contained pytest suite
 # Tasks come from a small package of our own (tests/data/ledgerkit, registered from its path): its tests expect
@@ -58,16 +58,8 @@ def _generate(family, seed: int, **knobs):
 
 @pytest.fixture(scope="module")
 def repos(monkeypatch_module) -> Path:
-    root = cache_root() / "test-repos"
-    monkeypatch_module.setenv("GYMSMITH_REPOS", str(root))  # the verifier worker finds the package the same way
-    for spec, path in ((INDEXED, None), (PACKAGE, LEDGERKIT), (VARIANT_ONLY, CODEKIT), (TEXT_ONLY, TEXTKIT)):
-        try:
-            find_repo(spec)
-            load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
-        except RepoError:
-            add_repo(spec, path=path, repos_dir=root)
-            _repos.clear()
-    return root
+    return register_test_repos(monkeypatch_module, ((INDEXED, None), (PACKAGE, LEDGERKIT), (VARIANT_ONLY, CODEKIT),
+                                                    (TEXT_ONLY, TEXTKIT)))
 
 
 @pytest.fixture(scope="module")
