@@ -43,9 +43,12 @@ def test_many_rollouts_in_flight_each_stored_once(tmp_path):
     assert all(s.agent_info["latency_ms"] >= 200 for s in stored.steps)
 
 
-def test_timeouts_per_call_and_per_rollout_are_stored_errors_with_reasons(tmp_path):
+def test_timeouts_per_call_and_per_rollout_are_stored_with_reasons(tmp_path):
+    """A reply that never arrives within the call's timeout while the endpoint answers a one-token request at once
+    (the fake endpoint answers tool-less requests without its latency) is the policy's slow generation: the agent's
+    failure, reward 0. A rollout cut off by its own deadline, each call in time, is an error naming the limit."""
     store = TrajectoryStore(tmp_path / "t.db")
-    with FakeEndpoint(latency_s=2.0, calls=2) as endpoint:  # every call takes longer than the call timeout
+    with FakeEndpoint(latency_s=2.0, calls=2) as endpoint:  # every reply takes longer than the call timeout
         per_call = RunConfig(run_id="call", taskset=TaskSetSpec(family="ops", count=3), agents=["model"], retries=0,
                              model=_model(endpoint, timeout_s=0.2, max_retries=1, backoff_s=0.01))
         run(per_call, store)
@@ -54,9 +57,10 @@ def test_timeouts_per_call_and_per_rollout_are_stored_errors_with_reasons(tmp_pa
                                 retries=0, model=_model(endpoint), rollout_timeout_s=1.0)
         run(per_rollout, store)
     calls = store.rollout_rows(["call"])
-    assert len(calls) == 3 and all(r["status"] == "error" and r["reward"] is None for r in calls)
-    assert all("no usable reply after 2 attempts: ReadTimeout, ReadTimeout" in r["error"] and r["error_kind"] == "model_endpoint"
-               for r in calls)
+    assert len(calls) == 3 and all(r["status"] == "truncated" and r["end_reason"] == "agent_failure" and
+                                   r["reward"] == 0.0 for r in calls)
+    assert all("no usable reply after 2 attempts: ReadTimeout, ReadTimeout" in r["end_detail"] and
+               "while it answered a one-token request" in r["end_detail"] for r in calls)
     rollouts = store.rollout_rows(["rollout"])
     assert len(rollouts) == 3 and all(r["status"] == "error" and r["reward"] is None for r in rollouts)
     assert all(r["error"].startswith("rollout timed out: not finished after 1 s") and r["error_kind"] == "rollout_timeout"

@@ -211,3 +211,25 @@ def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_pat
     back = store.trajectory(out[0].rollout_id)
     assert [s.agent_info["turn"]["finish_reason"] for s in back.steps if s.agent_info and "turn" in s.agent_info] \
         == [None] * len([s for s in out[0].steps if s.agent_info and "turn" in s.agent_info])
+
+
+@pytest.mark.parametrize("kind", ["slow", "http_500"])
+def test_a_reply_the_endpoint_cannot_give_in_time_is_the_agents_failure_while_it_answers_others(tmp_path, kind):
+    """A seventy-fourth attacker's policy failed, then generated to its token limit more slowly than the call's
+    timeout allowed: every retry timed out, the rollout was stored as an infrastructure error, dropped from means and
+    the export, and retried until an attempt succeeded (acceptance 9/16 became 16/16). After the rollout's first
+    reply, a call that still times out (or fails with 5xx: the server breaking on what the model wrote) while the
+    endpoint answers a one-token request in time is the conversation's failure: reward 0, not retried. When the
+    endpoint answers nothing (down from the first call) it stays an infrastructure error."""
+    tasks = build_taskset(TaskSetSpec(family="ops", count=3, split="train", base_seed=43))
+    store = TrajectoryStore(tmp_path / "s.db")
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=(kind, 1), slow_s=1.5) as server:
+        config = RunConfig(run_id="slow", taskset=TaskSetSpec(family="ops", count=3, split="train", base_seed=43),
+                           agents=["model"], model=_config(server, max_retries=1), retries=2)
+        run(config, store, tasks=tasks)
+        faults = server.fault_counts[f"conversation_{kind}"]
+    rows = store.rollout_rows(["slow"])
+    assert len(rows) == 3 and all(r["status"] == "truncated" and r["end_reason"] == "agent_failure" for r in rows)
+    assert all(r["reward"] == 0.0 and "ModelRequestRefused" in r["end_detail"] for r in rows)
+    assert "while it answered a one-token request" in rows[0]["end_detail"]
+    assert faults == 3 * 2  # two attempts per rollout, one rollout attempt each: nothing retried beyond the call's

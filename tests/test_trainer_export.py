@@ -202,3 +202,23 @@ def test_servers_without_vllm_fields_step_down_and_older_vllm_prompt_ids(ops, tm
     turn = read_turn(old_vllm, messages, reply, level="vllm")
     assert turn.prompt_ids == [None] + prompt[1:] and turn.completion_ids == completion
     assert turn.logprobs == [-0.25] * len(completion) and turn.finish_reason == "stop"
+
+
+def test_token_fields_are_kept_only_when_valid_and_an_empty_completion_is_one():
+    """What a server sends for a reply's tokens reaches the store and the export: kept when it is what it claims,
+    None otherwise (a seventy-third attacker's finish reason broke the store), and a completion of no tokens is an
+    empty list, not a missing one (a seventy-fourth attacker's empty replies left their rollouts out of the export)."""
+    reply = {"role": "assistant", "content": ""}
+
+    def turn(choice, **data):
+        return read_turn({"choices": [{"message": reply, **choice}], **data}, [], reply, level="vllm")
+
+    empty = turn({"finish_reason": "stop", "token_ids": [], "logprobs": {"content": []}})
+    assert (empty.completion_ids, empty.logprobs, empty.finish_reason) == ([], [], "stop")
+    assert turn({"logprobs": {"content": []}}).completion_ids == []  # ids from logprob entries: none
+    assert turn({"token_ids": [1, 2**31]}).completion_ids is None  # past any vocabulary
+    assert turn({"logprobs": {"content": [{"token": "token_id:7", "logprob": float("nan")}]}}).logprobs is None
+    assert turn({"logprobs": {"content": [{"token": "token_id:99999999999", "logprob": -1.0}]}}).completion_ids is None
+    assert turn({"finish_reason": {"a": 1}}).finish_reason is None and turn({"finish_reason": "x" * 33}).finish_reason is None
+    assert turn({}, prompt_logprobs=[None, {"\u0663": -1.0}]).prompt_ids is None  # an Arabic-Indic digit is no id
+    assert segments({0: dict(empty, prompt_ids=[1, 2])})[0].completion_ids == []

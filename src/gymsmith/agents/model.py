@@ -8,7 +8,13 @@ timeouts and dropped connections are retried with exponential backoff; when retr
 raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward. A request
 refused for its content (HTTP 400, 413, 422: past the model's context) after the rollout's first reply is the
 conversation's doing, and so the agent's: ModelRequestRefused, a failure with reward 0, never an error (a policy
-that floods its context would otherwise have its failures dropped, or retried until one succeeds). A server's
+that floods its context would otherwise have its failures dropped, or retried until one succeeds). So is a call that
+still times out or fails (5xx, a dropped connection, an unreadable body) after every retry, when the rollout has had
+a reply and the endpoint then answers a one-token request within `timeout_s`: the endpoint is up and not overloaded,
+and what it could not answer in time was this conversation's reply (a policy that generates until `max_tokens` at
+a rate slower than `timeout_s` allows, or whose output breaks the server); a timeout counts so from the first reply
+on (how long a reply takes to generate is the policy's), since that one-token request was answered in time. Rate
+limits (429) and failures to connect are always the endpoint's. A server's
 finish reason, token ids and logprobs are kept only when they are what they claim (`tokens.read_turn`).
 
 For training, each reply's first step carries the turn in `step_info["turn"]` (`tokens.ModelTurn`: the exact
@@ -239,7 +245,27 @@ class ModelAgent:
             info["turn"] = turn
             self.replies += 1
             return reply, info
-        raise ModelEndpointError(f"{c.base_url}: no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}")
+        attempts = f"no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}"
+        last = failures[-1]
+        # a reply too slow to arrive is the policy's generation, from the first reply on; a failure of another kind is
+        # the conversation's only once the agent has said something in it (the first request is the task's alone)
+        if (last in SLOW_REPLY or (self.replies and last not in NOT_THE_CONVERSATION)) and await self._answers_others():
+            raise ModelRequestRefused(f"{c.base_url}: {attempts}, after {self.replies} replies, while it answered a "
+                                      f"one-token request within {c.timeout_s:g} s: this conversation's reply took "
+                                      "longer than timeout_s, or the endpoint failed on it")
+        raise ModelEndpointError(f"{c.base_url}: {attempts}")
+
+    async def _answers_others(self) -> bool:
+        """Whether the endpoint answers a one-token completion of a short prompt within `timeout_s` (once): then it
+        is up and not overloaded, and what it could not answer in time, or failed on, was this conversation."""
+        c = self.config
+        body = _dumps({"model": c.model, "messages": [{"role": "user", "content": "Reply with one word."}],
+                       "max_tokens": 1, "temperature": 0}).encode("utf-8")
+        try:
+            response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
+        except (self._httpx.TimeoutException, self._httpx.TransportError):
+            return False
+        return response.status_code == 200
 
 
 def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> Any:
@@ -275,3 +301,7 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 # statuses an endpoint refuses a request's content with (too long for the context, too large, unprocessable): after
 # the rollout's first reply, the conversation's growth is what it refuses (ModelRequestRefused: the agent's failure)
 REFUSED_REQUEST = frozenset({400, 413, 422})
+# failures that say nothing of the conversation: the endpoint's own limits or reachability (a rollout's last failure
+# of another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)
+NOT_THE_CONVERSATION = frozenset({"HTTP 429", "ConnectError", "ConnectTimeout", "PoolTimeout"})
+SLOW_REPLY = frozenset({"ReadTimeout", "WriteTimeout"})  # sent, and not answered (or not taken) within timeout_s

@@ -67,13 +67,17 @@ class ScriptedChatServer:
     def __init__(self, policy: Policy | None = None, *, fault_rate: float = 0.0, faults: tuple[str, ...] = FAULT_KINDS,
                  seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
                  models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
-                 calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None):
+                 calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None,
+                 conversation_fault: tuple[str, int] | None = None):
         """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
         `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
         `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise.
         `context_chars`: a request whose messages' JSON is longer gets HTTP 400 "maximum context length", as vLLM
         answers a prompt past the model's context. `finish_reason`: sent in every reply instead of the usual one
-        (any JSON value: what a misbehaving server might send)."""
+        (any JSON value: what a misbehaving server might send). `conversation_fault`: (kind, k) makes every request
+        of a conversation with at least k replies in it fail, on every attempt: "slow" answers after `slow_s` (a
+        reply generated to its token limit), "http_500" fails (a server that breaks on what the model wrote); a
+        request without tools (a one-token check) is answered as usual."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -84,6 +88,9 @@ class ScriptedChatServer:
         self.seed, self.models = seed, models
         self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
         self.context_chars, self.finish_reason = context_chars, finish_reason
+        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500"):
+            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow' or 'http_500', k)")
+        self.conversation_fault = conversation_fault
         self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
@@ -129,6 +136,16 @@ class ScriptedChatServer:
                     return self._send(400, {"error": {"message": f"This model's maximum context length is "
                                                       f"{server.context_chars // 4} tokens. However, you requested "
                                                       f"{size // 4} tokens.", "type": "BadRequestError"}})
+                if server.conversation_fault is not None and body.get("tools"):
+                    kind, k = server.conversation_fault
+                    if sum(1 for m in body.get("messages", []) if m.get("role") == "assistant") >= k:
+                        with server.lock:
+                            server.requests += 1
+                            server.fault_counts[f"conversation_{kind}"] += 1
+                        if kind == "slow":
+                            time.sleep(server.slow_s)
+                            return self._send(200, server._reply(body, None))
+                        return self._send(500, {"error": {"message": "the server failed on this conversation"}})
                 fault = server._draw(body.get("messages", []))
                 if fault == "drop":
                     self.close_connection = True

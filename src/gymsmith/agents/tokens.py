@@ -64,7 +64,7 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
             logprobs = [float(v) for v in values]
         ids = [_TOKEN_ID.match(str(e.get("token", ""))) for e in content]
         matched = [int(m.group(1)) for m in ids if m is not None]
-        if ids and len(matched) == len(ids) and max(matched) <= MAX_TOKEN_ID:
+        if len(matched) == len(ids) and max(matched, default=0) <= MAX_TOKEN_ID:  # [] too: a reply of no tokens
             completion_ids = matched
     if logprobs is not None and not all(math.isfinite(v) for v in logprobs):
         logprobs = None
@@ -75,7 +75,7 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
     # reply in memory, and copying every message into each would grow with the square of its length
     return ModelTurn.model_construct(
         messages=list(messages), reply=reply, finish_reason=finish_reason(choice.get("finish_reason")),
-        prompt_ids=_ints(data.get("prompt_token_ids")) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
+        prompt_ids=_ints(data.get("prompt_token_ids") or None) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
         prompt_kept=0, completion_ids=completion_ids, logprobs=logprobs, level=level)
 
 
@@ -120,8 +120,9 @@ def finish_reason(value: Any) -> str | None:
 
 
 def _ints(value: Any) -> list[int] | None:
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and
-                                                 0 <= v <= MAX_TOKEN_ID for v in value):
+    """`value` if it is a list of token ids ([] included: a completion of no tokens), else None."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKEN_ID
+                                       for v in value):
         return list(value)
     return None
 

@@ -81,10 +81,12 @@ class ModelEndpointError(InfrastructureError):
 
 
 class ModelRequestRefused(GymsmithError):
-    """The model endpoint refused a rollout's request after answering its earlier ones (HTTP 400, 413 or 422: the
-    conversation grew past the model's context, or past what the server takes in one request). What grew is the
-    agent's own doing, so it is the agent's failure (reward 0), never an infrastructure error: otherwise a policy
-    that floods its context would have its failures dropped, or retried until one succeeds."""
+    """The model endpoint could not answer a rollout's conversation after answering its earlier requests: it
+    refused it (HTTP 400, 413 or 422: past the model's context, or past what the server takes in one request), or
+    every attempt timed out or failed while the endpoint answered a one-token request in time (the reply took
+    longer than the call's limit, or the output broke the server). The conversation is the agent's own doing, so
+    this is the agent's failure (reward 0), never an infrastructure error: otherwise a policy that floods its
+    context, or generates slowly to its token limit, would have its failures dropped, or retried until one succeeds."""
 
 
 class UngradableState(GymsmithError):
