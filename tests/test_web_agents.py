@@ -4,7 +4,8 @@ difficulty range; null and every red-team agent on none, each caught for the rea
 agent scores above null on any task.
 
 Each rollout costs ~1-3 s of Chromium on these 2 cores, and the suite must stay under 20 minutes, so rollouts run
-on subsets of the 50 generated tasks chosen by kind and difficulty, not the first N (`gymsmith check web` runs
+two at a time (two worker processes, a Chromium each: a rollout waits on its page as much as it computes) and on
+subsets of the 50 generated tasks chosen by kind and difficulty, not the first N (`gymsmith check web` runs
 every agent on every one of its tasks; test_web_exploits.py covers the same properties over plain HTTP):
 - oracle and null: per kind, six tasks evenly spaced by difficulty (the easiest and the hardest included) and
   the kind's first task (the later agents' task): 19 tasks. Was all 50 (the oracle never failed on one; the
@@ -90,21 +91,21 @@ def exploit_tasks(tasks):
 @pytest.fixture(scope="module")
 def everywhere(store, oracle_tasks, exploit_tasks):
     assert {t.id for t in exploit_tasks} <= {t.id for t in oracle_tasks}
-    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=1), store,
+    run(RunConfig(run_id="web-agents", purpose="audit", taskset=TASKS, agents=["oracle", "null"], concurrency=2), store,
         tasks=oracle_tasks)
     return store.rollout_rows(["web-agents"])
 
 
 @pytest.fixture(scope="module")
 def rows(store, exploit_tasks, everywhere):
-    run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=1), store,
+    run(RunConfig(run_id="web-subset", purpose="audit", taskset=TASKS, agents=sorted(SUBSET), concurrency=2), store,
         tasks=exploit_tasks)
     return everywhere + store.rollout_rows(["web-subset"])
 
 
 @pytest.fixture(scope="module")
 def later(store, first_of_kind, everywhere):
-    run(RunConfig(run_id="web-later", purpose="audit", taskset=TASKS, agents=sorted(LATER), concurrency=1), store,
+    run(RunConfig(run_id="web-later", purpose="audit", taskset=TASKS, agents=sorted(LATER), concurrency=2), store,
         tasks=first_of_kind)
     return store.rollout_rows(["web-later"])
 
