@@ -213,17 +213,17 @@ def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_pat
         == [None] * len([s for s in out[0].steps if s.agent_info and "turn" in s.agent_info])
 
 
-@pytest.mark.parametrize("kind", ["slow", "http_500"])
-def test_a_reply_the_endpoint_cannot_give_in_time_is_the_agents_failure_while_it_answers_others(tmp_path, kind):
+@pytest.mark.parametrize("kind, after", [("slow", 1), ("http_500", 1), ("http_504", 0), ("slow", 0)])
+def test_a_reply_the_endpoint_cannot_give_in_time_is_the_agents_failure_while_it_answers_others(tmp_path, kind, after):
     """A seventy-fourth attacker's policy failed, then generated to its token limit more slowly than the call's
     timeout allowed: every retry timed out, the rollout was stored as an infrastructure error, dropped from means and
     the export, and retried until an attempt succeeded (acceptance 9/16 became 16/16). After the rollout's first
-    reply, a call that still times out (or fails with 5xx: the server breaking on what the model wrote) while the
-    endpoint answers a one-token request in time is the conversation's failure: reward 0, not retried. When the
-    endpoint answers nothing (down from the first call) it stays an infrastructure error."""
+    reply, a call that still fails with 5xx (the server breaking on what the model wrote) while the endpoint answers
+    a one-token request quickly is the conversation's failure: reward 0, not retried; a timeout (ours, or a
+    gateway's 504: a seventy-fifth attacker's first reply behind a proxy) is so from the first reply on."""
     tasks = build_taskset(TaskSetSpec(family="ops", count=3, split="train", base_seed=43))
     store = TrajectoryStore(tmp_path / "s.db")
-    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=(kind, 1), slow_s=1.5) as server:
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=(kind, after), slow_s=1.5) as server:
         config = RunConfig(run_id="slow", taskset=TaskSetSpec(family="ops", count=3, split="train", base_seed=43),
                            agents=["model"], model=_config(server, max_retries=1), retries=2)
         run(config, store, tasks=tasks)
@@ -233,3 +233,38 @@ def test_a_reply_the_endpoint_cannot_give_in_time_is_the_agents_failure_while_it
     assert all(r["reward"] == 0.0 and "ModelRequestRefused" in r["end_detail"] for r in rows)
     assert "while it answered a one-token request" in rows[0]["end_detail"]
     assert faults == 3 * 2  # two attempts per rollout, one rollout attempt each: nothing retried beyond the call's
+
+
+def test_a_reply_held_up_while_the_endpoint_is_slow_to_answer_anything_stays_the_endpoints(tmp_path):
+    """The other side of the rule: a seventy-fifth attacker's honest policy, on a server whose queue held every
+    request (its one-token check too, answered in 1.45 s of a 2 s timeout), was scored as failing. A reply that does
+    not come while a one-token request also waits longer than a quarter of the timeout (at least a second) is the
+    load's: an infrastructure error, as before."""
+    tasks = build_taskset(TaskSetSpec(family="ops", count=2, split="train", base_seed=43))
+    store = TrajectoryStore(tmp_path / "q.db")
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=("slow", 0), slow_s=2.5,
+                            check_delay_s=1.45) as server:  # the attacker's figures: timeout 2 s, a check in 1.45 s
+        config = RunConfig(run_id="queue", taskset=TaskSetSpec(family="ops", count=2, split="train", base_seed=43),
+                           agents=["model"], model=_config(server, max_retries=1, timeout_s=2.0), retries=0)
+        run(config, store, tasks=tasks)
+    rows = store.rollout_rows(["queue"])
+    assert len(rows) == 2 and all(r["status"] == "error" and r["error_kind"] == "model_endpoint" for r in rows)
+    assert all(r["end_reason"] == "infrastructure" for r in rows)
+
+
+def test_the_rollout_deadline_covers_the_longest_model_call():
+    """A seventy-fifth attacker's policy timed out on every attempt of its last call, and the engine's deadline
+    (which left out the backoff between attempts and the endpoint check) cut the rollout off first: an
+    infrastructure error with no end reason. The deadline now covers all of one call, and lost rollouts say why."""
+    from gymsmith.runner.recovery import lost_trajectory
+    from gymsmith.core import ErrorKind
+
+    model = ModelAgentConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env=None, timeout_s=10,
+                             max_retries=4, backoff_s=4.5)
+    config = RunConfig(run_id="d", taskset=TaskSetSpec(family="ops", count=1), agents=["model"], model=model,
+                       time_limit_s=100)
+    assert model.check_s() == 2.5 and model.longest_call_s() == 10 * 5 + 4.5 * 15 + 2.5
+    assert config.rollout_deadline() == 100 + model.longest_call_s() + 60
+    task = build_taskset(TaskSetSpec(family="ops", count=1))[0]
+    lost = lost_trajectory(config, task, "model", 0, "cut off", ErrorKind.ROLLOUT_TIMEOUT)
+    assert lost.end_reason is not None and lost.end_reason.value == "infrastructure"

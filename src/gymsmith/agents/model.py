@@ -10,7 +10,8 @@ refused for its content (HTTP 400, 413, 422: past the model's context) after the
 conversation's doing, and so the agent's: ModelRequestRefused, a failure with reward 0, never an error (a policy
 that floods its context would otherwise have its failures dropped, or retried until one succeeds). So is a call that
 still times out or fails (5xx, a dropped connection, an unreadable body) after every retry, when the rollout has had
-a reply and the endpoint then answers a one-token request within `timeout_s`: the endpoint is up and not overloaded,
+a reply and the endpoint then answers a one-token request within `check_s()` (a quarter of `timeout_s`, at least a
+second): the endpoint is up and its queue short,
 and what it could not answer in time was this conversation's reply (a policy that generates until `max_tokens` at
 a rate slower than `timeout_s` allows, or whose output breaks the server); a timeout counts so from the first reply
 on (how long a reply takes to generate is the policy's), since that one-token request was answered in time. Rate
@@ -76,6 +77,16 @@ class ModelAgentConfig(BaseModel):
     @classmethod
     def _http_url(cls, value: str) -> str:
         return validate_base_url(value)
+
+    def check_s(self) -> float:
+        """How quickly the endpoint must answer a one-token request for a failed call to be the conversation's:
+        a quarter of `timeout_s`, at least a second (a one-token reply waits on the server's queue, as every reply
+        does: one slow to come means the load, not the conversation, held the call)."""
+        return min(self.timeout_s, max(1.0, self.timeout_s / 4))
+
+    def longest_call_s(self) -> float:
+        """The longest one model call of the agent can take: every attempt, the backoff between them, the check."""
+        return self.timeout_s * (self.max_retries + 1) + self.backoff_s * (2 ** self.max_retries - 1) + self.check_s()
 
 
 class ModelAgent:
@@ -219,7 +230,7 @@ class ModelAgent:
             except (self._httpx.TimeoutException, self._httpx.TransportError) as exc:
                 failures.append(f"{type(exc).__name__}")
                 continue
-            if response.status_code == 429 or response.status_code >= 500:
+            if response.status_code in (408, 429) or response.status_code >= 500:
                 failures.append(f"HTTP {response.status_code}")
                 continue
             if response.status_code in REFUSED_REQUEST and self.replies:  # the conversation, not the endpoint
@@ -251,19 +262,20 @@ class ModelAgent:
         # the conversation's only once the agent has said something in it (the first request is the task's alone)
         if (last in SLOW_REPLY or (self.replies and last not in NOT_THE_CONVERSATION)) and await self._answers_others():
             raise ModelRequestRefused(f"{c.base_url}: {attempts}, after {self.replies} replies, while it answered a "
-                                      f"one-token request within {c.timeout_s:g} s: this conversation's reply took "
+                                      f"one-token request within {c.check_s():g} s: this conversation's reply took "
                                       "longer than timeout_s, or the endpoint failed on it")
         raise ModelEndpointError(f"{c.base_url}: {attempts}")
 
     async def _answers_others(self) -> bool:
-        """Whether the endpoint answers a one-token completion of a short prompt within `timeout_s` (once): then it
-        is up and not overloaded, and what it could not answer in time, or failed on, was this conversation."""
+        """Whether the endpoint answers a one-token completion of a short prompt within `check_s()` (once): then it
+        is up and its queue short, and what it could not answer in time, or failed on, was this conversation."""
         c = self.config
         body = _dumps({"model": c.model, "messages": [{"role": "user", "content": "Reply with one word."}],
                        "max_tokens": 1, "temperature": 0}).encode("utf-8")
         try:
-            response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
-        except (self._httpx.TimeoutException, self._httpx.TransportError):
+            async with asyncio.timeout(c.check_s()):
+                response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
+        except (TimeoutError, self._httpx.TimeoutException, self._httpx.TransportError):
             return False
         return response.status_code == 200
 
@@ -304,4 +316,5 @@ REFUSED_REQUEST = frozenset({400, 413, 422})
 # failures that say nothing of the conversation: the endpoint's own limits or reachability (a rollout's last failure
 # of another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)
 NOT_THE_CONVERSATION = frozenset({"HTTP 429", "ConnectError", "ConnectTimeout", "PoolTimeout"})
-SLOW_REPLY = frozenset({"ReadTimeout", "WriteTimeout"})  # sent, and not answered (or not taken) within timeout_s
+# sent, and not answered (or not taken) in time: by us, or by a gateway in front of the server (504, 408)
+SLOW_REPLY = frozenset({"ReadTimeout", "WriteTimeout", "HTTP 504", "HTTP 408"})

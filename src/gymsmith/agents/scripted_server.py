@@ -68,7 +68,7 @@ class ScriptedChatServer:
                  seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
                  models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
                  calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None,
-                 conversation_fault: tuple[str, int] | None = None):
+                 conversation_fault: tuple[str, int] | None = None, check_delay_s: float = 0.0):
         """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
         `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
         `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise.
@@ -76,8 +76,9 @@ class ScriptedChatServer:
         answers a prompt past the model's context. `finish_reason`: sent in every reply instead of the usual one
         (any JSON value: what a misbehaving server might send). `conversation_fault`: (kind, k) makes every request
         of a conversation with at least k replies in it fail, on every attempt: "slow" answers after `slow_s` (a
-        reply generated to its token limit), "http_500" fails (a server that breaks on what the model wrote); a
-        request without tools (a one-token check) is answered as usual."""
+        reply generated to its token limit), "http_500" fails (a server that breaks on what the model wrote),
+        "http_504" is a gateway's timeout; a request without tools (a one-token check) is answered as usual, after
+        `check_delay_s` (a queue it waits in)."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -88,9 +89,9 @@ class ScriptedChatServer:
         self.seed, self.models = seed, models
         self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
         self.context_chars, self.finish_reason = context_chars, finish_reason
-        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500"):
-            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow' or 'http_500', k)")
-        self.conversation_fault = conversation_fault
+        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500", "http_504"):
+            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow', 'http_500' or 'http_504', k)")
+        self.conversation_fault, self.check_delay_s = conversation_fault, check_delay_s
         self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
@@ -145,7 +146,11 @@ class ScriptedChatServer:
                         if kind == "slow":
                             time.sleep(server.slow_s)
                             return self._send(200, server._reply(body, None))
+                        if kind == "http_504":
+                            return self._send(504, {"error": {"message": "gateway timeout"}})
                         return self._send(500, {"error": {"message": "the server failed on this conversation"}})
+                if not body.get("tools") and server.check_delay_s:
+                    time.sleep(server.check_delay_s)
                 fault = server._draw(body.get("messages", []))
                 if fault == "drop":
                     self.close_connection = True

@@ -77,8 +77,9 @@ class RunConfig(BaseModel):
                                       "once; default sized to the machine (`async_engine.default_max_in_flight`).")
     rollout_timeout_s: float | None = Field(default=None, gt=0, description="The async engine's wall-clock limit "
                                             "per rollout, past which it is cancelled and stored as an infrastructure "
-                                            "error; default `time_limit_s` plus the model's worst case (timeout x "
-                                            "attempts) plus the verifier's timeout.")
+                                            "error; default `time_limit_s` plus the longest one model call can "
+                                            "take (every attempt, the backoff, the endpoint check: "
+                                            "`ModelAgentConfig.longest_call_s`) plus the verifier's timeout.")
 
     def uses_engine(self) -> bool:
         """Whether this run goes to the async engine (`engine`, with 'auto' resolved)."""
@@ -88,7 +89,7 @@ class RunConfig(BaseModel):
         """`rollout_timeout_s`, or its default described there."""
         if self.rollout_timeout_s is not None:
             return self.rollout_timeout_s
-        model = self.model.timeout_s * (self.model.max_retries + 1) if self.model is not None else 0.0
+        model = self.model.longest_call_s() if self.model is not None else 0.0
         from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
         return self.time_limit_s + model + DEFAULT_TIMEOUT_S

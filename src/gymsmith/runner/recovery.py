@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 import gymsmith
-from gymsmith.core.types import ErrorKind, Observation, RolloutStatus, TaskSpec, Trajectory
+from gymsmith.core.types import EndReason, ErrorKind, Observation, RolloutStatus, TaskSpec, Trajectory
 from gymsmith.registry import split_of
 from gymsmith.runner.local import RolloutOutcome, RunConfig, RunTally
 from gymsmith.runner.rollout import rollout_id
@@ -35,7 +35,7 @@ def lost_trajectory(config: RunConfig, task: TaskSpec, agent: str, seed: int, re
                       difficulty=task.difficulty, seed=seed, agent=agent, package_version=gymsmith.__version__,
                       group_id=config.group_id(task.id, agent, seed),
                       reset_observation=Observation(text=""), status=RolloutStatus.ERROR, error=reason, error_kind=kind,
-                      started_at=now, finished_at=now)
+                      end_reason=EndReason.INFRASTRUCTURE, started_at=now, finished_at=now)
 
 
 class WorkerDeaths:
