@@ -176,8 +176,8 @@ class _Speculation:
         return self.thread.submit(episode.verdict_of, image, self.verifier, self.scratch)
 
     def close(self) -> None:
-        self.thread.shutdown(wait=True, cancel_futures=True)  # a speculation under way (one verification) ends first
-        self.verifier.close(wait=False)
+        self.verifier.close(wait=False)  # its input ends: a verification under way is answered, nothing else is
+        self.thread.shutdown(wait=True, cancel_futures=True)  # so this waits for that answer at most
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
