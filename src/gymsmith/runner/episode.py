@@ -295,9 +295,10 @@ class Episode:
         nothing of the live environment (any thread). `scratch`: a directory of the caller's own to write the
         snapshot in (its earlier one replaced; one caller at a time), instead of a new temporary one per call.
         Raises what `VerifierService.verify` raises."""
-        assert isinstance(self.env, StateImages)
+        env = self.env
+        assert _has_images(env)
         if scratch is not None:
-            final = self.env.image_snapshot(image, scratch)
+            final = env.image_snapshot(image, scratch)
             reward, digest = verifier.verify_with_digest(self.task, final, policy=self.policy)
             return Verdict(reward, final.diff, digest)
         with tempfile.TemporaryDirectory(prefix="gymsmith-speculative-") as tmp:

@@ -145,7 +145,7 @@ class TrajectoryStore:
         infrastructure error (status 'error'): a retried rollout then replaces it, in the same transaction
         (`RunConfig.retry_errors`).
         """
-        rows = _Rows.of(t, task)
+        rows = _Rows.of(t, task, {})
         try:
             with self.engine.begin() as conn:
                 rows.write(conn)
@@ -397,15 +397,12 @@ class _Rows:
         self.rollout, self.steps, self.components, self.turns = rollout, steps, components, turns
 
     @classmethod
-    def of(cls, t: Trajectory, task: TaskSpec, tasks: dict[str, str] | None = None) -> "_Rows":
+    def of(cls, t: Trajectory, task: TaskSpec, tasks: dict[str, str]) -> "_Rows":
         """`t`'s rows; `tasks` caches task JSON by task id across the rows of one batch."""
         reward = t.reward
-        if tasks is None or task.id not in tasks:
-            task_json = task.model_dump_json()
-            if tasks is not None:
-                tasks[task.id] = task_json
-        else:
-            task_json = tasks[task.id]
+        if task.id not in tasks:
+            tasks[task.id] = task.model_dump_json()
+        task_json = tasks[task.id]
         row = dict(rollout_id=t.rollout_id, run_id=t.run_id, task_id=t.task_id, family=t.family,
                    family_version=t.family_version, split=t.split.value, difficulty=t.difficulty, agent=t.agent,
                    seed=t.seed, status=t.status.value, reward=reward.value if reward else None,
