@@ -165,3 +165,19 @@ def test_blocking_environment_steps_run_off_the_loop_side_by_side(plugin_path, t
         reload_families()
     rows = store.rollout_rows(["block"])
     assert len(rows) == 8 and all(r["status"] == "completed" for r in rows), [r["error"] for r in rows][:2]
+
+
+def test_the_default_in_flight_leaves_room_for_every_rollout_to_reach_its_records_bound(monkeypatch, caplog):
+    """What one rollout may hold is bounded (`max_record_mib`); the engine's default in-flight count is sized so that
+    every rollout in flight reaching it still fits in three quarters of the memory available, and an explicit count
+    that could not is warned of."""
+    from gymsmith.runner import async_engine
+
+    monkeypatch.setattr(async_engine, "available_memory", lambda: 8 << 30)
+    assert [async_engine.default_max_in_flight("ops", mib << 20) for mib in (1, 16, 64)] == [512, 384, 96]
+    config = RunConfig(run_id="w", taskset=TaskSetSpec(family="ops", count=1), agents=["random"], max_record_mib=64)
+    with caplog.at_level("WARNING", logger="gymsmith.runner.async_engine"):
+        async_engine.AsyncEngine(config).close()
+        assert not caplog.records
+        async_engine.AsyncEngine(config, max_in_flight=200).close()
+    assert "could hold 12.5 GiB, more than the 8.0 GiB available" in caplog.text

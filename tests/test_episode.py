@@ -21,7 +21,7 @@ from gymsmith.core.types import Action, ActionErrorKind, EndReason, RolloutStatu
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.gym import GymsmithEnv
 from gymsmith.registry import get_family
-from gymsmith.runner.episode import Episode
+from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES, Episode, record_bytes
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.server import RemoteEnvironment
 from gymsmith.trainers import MultiTurnRollout
@@ -232,5 +232,64 @@ def test_the_time_limit_refuses_the_next_action_and_the_final_state_is_verified_
             outcome = episode.finish()
             assert episode.finish() is outcome and verifier.calls == verified + 1
             assert outcome.status is RolloutStatus.TRUNCATED and outcome.reward.accepted is False
+    finally:
+        env.close()
+
+
+FLOOD = {"tool": "search_records", "arguments": {"entity": "orders", "limit": 50}}
+
+
+def _flood_step_bytes(task) -> int:
+    """What one FLOOD step adds to an episode's record (`record_bytes`), measured on a real step."""
+    env = get_family("ops").make_env()
+    try:
+        with CountingVerifier() as verifier:
+            episode = Episode(env=env, task=task, verifier=verifier, policy=POLICY, max_steps=10)
+            episode.reset(0)
+            episode.step(Action(tool=FLOOD["tool"], arguments=FLOOD["arguments"]))
+            assert episode.record == record_bytes(episode.steps[0]) > 20_000
+            return episode.record
+    finally:
+        env.close()
+
+
+def test_a_record_past_its_bound_is_the_agents_failure_through_any_interface(solved, interfaces):
+    """A policy that asks for the largest observations it can, step after step, grew what the async engine holds
+    per rollout to 14-48 MiB (an independent attacker's; the in-flight default assumed 4), so that a run could be
+    killed for memory with every rollout in flight. Every interface's episode bounds its record
+    (`max_record_bytes`): past it, the agent has failed (reward 0), whatever it does after, the repair included;
+    the same repair after fewer reads is paid."""
+    task, witness = solved
+    per_step = _flood_step_bytes(task)
+    floods = DEFAULT_MAX_RECORD_BYTES // per_step + 1  # the step that passes the bound
+    assert floods + len(witness) + 1 < 2000
+    actions = [FLOOD] * floods + witness + [SUBMIT]
+    for name, play in interfaces.items():
+        paid, reason = play(task, actions, 2000)
+        assert (name, reason, paid) == (name, "agent_failure", [0.0])
+    paid, reason = by_runner(task, [FLOOD] * (floods - 2) + witness + [SUBMIT], 2000)
+    assert reason == "submitted" and paid[0] > 0.5
+
+
+def test_the_record_bound_counts_what_a_model_turn_holds(solved):
+    """A model agent's turn (token ids, logprobs, the messages sent, its reply) is part of the record: a policy
+    with few, small observations but long replies reaches the bound too."""
+    task, _ = solved
+    env = get_family("ops").make_env()
+    try:
+        with CountingVerifier() as verifier:
+            episode = Episode(env=env, task=task, verifier=verifier, policy=POLICY, max_steps=100,
+                              max_record_bytes=1 << 20)
+            episode.reset(0)
+            turn = {"messages": [{"role": "user", "content": "x"}] * 50, "reply": {"content": "y" * 20_000},
+                    "prompt_ids": list(range(1000, 3000)), "completion_ids": list(range(500)), "logprobs": [-0.5] * 500}
+            step = None
+            while not episode.over:
+                episode.step(Action(tool=READ["tool"], arguments=READ["arguments"]), agent_info={"turn": turn})
+                step = episode.steps[-1]
+            assert record_bytes(step) >= 4 * 20_000 + 40 * 3000 + 8 * 50
+            assert len(episode.steps) == (1 << 20) // record_bytes(step) + 1 < 10
+            assert episode.reason is EndReason.AGENT_FAILURE and "max_record_bytes" in episode.detail
+            assert episode.finish().reward.value == 0.0
     finally:
         env.close()

@@ -193,6 +193,35 @@ def test_a_conversation_past_the_models_context_is_the_agents_failure_not_an_err
     assert row["status"] == "error" and row["error_kind"] == "model_endpoint" and "HTTP 400" in row["error"]
 
 
+
+def _endless_flooder(messages, n):
+    """A policy that never submits and asks for the largest pages it can, n calls a reply."""
+    return [{"tool": "search_records", "arguments": {"entity": "orders", "limit": 50}}] * n
+
+
+def test_a_policy_that_floods_what_the_engine_holds_fails_at_its_records_bound(tmp_path):
+    """An independent attacker's policy (30 calls of 50 records a reply, 300 steps) made the async engine hold
+    14-48 MiB per rollout, past what its in-flight default assumed. A rollout's record is bounded
+    (`RunConfig.max_record_mib`, token ids and logprobs included): past it the rollout is the agent's failure,
+    reward 0, stored like any other; an honest policy under the same bound is untouched."""
+    spec = TaskSetSpec(family="ops", count=2, split="train", base_seed=43)
+    tasks = build_taskset(spec)
+    store = TrajectoryStore(tmp_path / "r.db")
+    with ScriptedChatServer(_endless_flooder, calls_per_reply=30, vllm=True) as server:
+        config = RunConfig(run_id="flood", taskset=spec, agents=["model"], model=_config(server, timeout_s=5),
+                           max_record_mib=1)
+        out = run(config, store, tasks=tasks)
+    assert len(out) == 2 and all(t.end_reason.value == "agent_failure" and t.reward.value == 0.0 for t in out)
+    assert all("max_record_bytes" in t.end_detail and len(t.steps) < 60 for t in out)
+    assert all(any(s.agent_info and s.agent_info.get("turn", {}).get("prompt_ids") for s in t.steps) for t in out)
+    rows = store.rollout_rows(["flood"])
+    assert len(rows) == 2 and all(r["status"] == "truncated" and r["reward"] == 0.0 for r in rows)
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), vllm=True) as server:
+        config = RunConfig(run_id="honest", taskset=spec, agents=["model"], model=_config(server, timeout_s=5),
+                           max_record_mib=1)
+        honest = run(config, store, tasks=tasks)
+    assert all(t.end_reason.value == "submitted" and t.reward.accepted for t in honest)
+
 @pytest.mark.parametrize("finish", [{"why": "stop"}, "s" * 40, 10**20, "st\u00f6p\ud800", ["stop"]])
 def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_path, finish):
     """An attacker's server sent a finish reason the store's column could not hold (a dict, a long text, a huge

@@ -26,6 +26,7 @@ from gymsmith.core.errors import GymsmithError, StoreError
 from gymsmith.core.types import RolloutStatus
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.repos.cli import repos_app
+from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES
 from gymsmith.runner.driver import run as run_config
 from gymsmith.runner.local import RunConfig, SummaryRow, error_reasons, summarize
 from gymsmith.runner.recovery import WORKER_DEATH_RETRIES
@@ -279,7 +280,8 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                  model_key_env: str = "OPENAI_API_KEY", backend: str = "local", address: Optional[str] = None,
                  paired_heldout: int = 0, group: Optional[int] = None, step_rewards: bool = False, tolerate_errors: bool = False,
                  as_json: bool = False,
-                 engine: str = "auto", max_in_flight: Optional[int] = None) -> None:
+                 engine: str = "auto", max_in_flight: Optional[int] = None,
+                 max_record_mib: Optional[float] = None) -> None:
     if engine not in ("auto", "async", "pool"):
         raise ValueError(f"--engine {engine!r}: expected auto, async or pool")
     model = None
@@ -293,14 +295,15 @@ def _run_command(purpose: str, family: str, count: int, agents: str, seeds: int,
                        agents=[a.strip() for a in agents.split(",") if a.strip()], seeds=seeds,
                        concurrency=concurrency, max_steps=max_steps, policy=policy, paired_heldout=paired_heldout,
                        step_rewards=step_rewards, group=group,
-                       engine=cast(Any, engine), max_in_flight=max_in_flight)  # pydantic checks both
+                       engine=cast(Any, engine), max_in_flight=max_in_flight,  # pydantic checks these
+                       max_record_mib=DEFAULT_MAX_RECORD_BYTES / 2**20 if max_record_mib is None else max_record_mib)
     _check_model_endpoint(config)
     fail_on_errors(execute(config, store, backend=backend, address=address, as_json=as_json), config.run_id,
                    tolerate=tolerate_errors)
 
 
 _PAIR_FIXED = ("agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy", "model_url",
-               "model_name", "model_key_env", "step_rewards")
+               "model_name", "model_key_env", "step_rewards", "max_record_mib")
 
 
 def _pair_command(ctx: typer.Context, family: str, run_id: str, count: int, store: str, concurrency: int, backend: str,
@@ -360,7 +363,7 @@ _SESSION_TIME_LIMIT = typer.Option(None, help="Seconds an episode may last (none
                                    "the pace); the call that passes it ends the episode, verified.")
 _POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
 _RETRY_FIXED = ("count", "agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy",
-                "model_name", "with_heldout", "step_rewards", "group")
+                "model_name", "with_heldout", "step_rewards", "group", "max_record_mib")
 
 
 def _retry_command(ctx: typer.Context, family: Optional[str], run_id: str, store: str, concurrency: int, backend: str,
@@ -429,8 +432,13 @@ _ENGINE = typer.Option("auto", help="async: model-bound rollouts as coroutines i
                        "at once (runner.async_engine); pool: one rollout per worker process (--concurrency); auto: "
                        "async when an agent is 'model'.")
 _MAX_IN_FLIGHT = typer.Option(None, min=1, max=100_000, help="The async engine's rollouts at once; default sized to "
-                              "this machine (ops: as many as a quarter of the free memory holds, at most 4096; code: "
+                              "this machine (ops: as many as a quarter of the free memory holds, and three quarters if "
+                              "each reached --max-record-mib, at most 4096; code: "
                               "32 per core; web: 2 per core).")
+_MAX_RECORD_MIB = typer.Option(None, min=0.001, max=1 << 20, help="What one rollout's record may hold in memory, "
+                               "in MiB (observations, actions, model turns); a rollout past it is the agent's failure, "
+                               "reward 0. Default 16; the async engine's in-flight default leaves room for every "
+                               "rollout to reach it.")
 _STEP_REWARDS = typer.Option(False, "--step-rewards", help="Store each step's progress and step reward, valued by the "
                              "verifier (one verification per step that changes the state; docs/trainers.md).")
 
@@ -451,7 +459,8 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
                                                    "rollouts of RUN_ID stored as infrastructure errors (its own "
                                                    "config; each result replaces its error row)."),
         step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON,
-        engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT) -> None:
+        engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT,
+        max_record_mib: Optional[float] = _MAX_RECORD_MIB) -> None:
     """Run agents on train-split tasks (held-out tasks only through `eval`, or evaluated alongside with --with-heldout).
     Exits 1 when any rollout ended in an infrastructure error, unless --tolerate-errors; --retry-errors RUN_ID runs
     those again. With the agent 'model', the endpoint is asked first (exit 2 when it is down or lacks the model)."""
@@ -463,7 +472,7 @@ def run(ctx: typer.Context, family: Optional[str] = typer.Argument(None, help="T
     _run_command("train", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, paired_heldout=with_heldout, group=group,
                  step_rewards=step_rewards, tolerate_errors=tolerate_errors, as_json=as_json,
-                 engine=engine, max_in_flight=max_in_flight)
+                 engine=engine, max_in_flight=max_in_flight, max_record_mib=max_record_mib)
 
 
 
@@ -478,7 +487,8 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
           pair: Optional[str] = typer.Option(None, help="A training run id: add the held-out tasks to it, with its "
                                              "agents and config (for `gymsmith audit divergence`)."),
           step_rewards: bool = _STEP_REWARDS, tolerate_errors: bool = _TOLERATE, as_json: bool = _SUMMARY_JSON,
-          engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT, group: Optional[int] = _GROUP) -> None:
+          engine: str = _ENGINE, max_in_flight: Optional[int] = _MAX_IN_FLIGHT, group: Optional[int] = _GROUP,
+          max_record_mib: Optional[float] = _MAX_RECORD_MIB) -> None:
     """Evaluate agents on held-out tasks only (with --pair, inside an existing training run). Exits 1 when any
     rollout ended in an infrastructure error, unless --tolerate-errors."""
     if pair is not None:
@@ -486,7 +496,7 @@ def eval_(ctx: typer.Context, family: str, count: int = typer.Option(20, help="H
     _run_command("eval", family, count, agents, seeds, run_id, store, difficulty, knob, base_seed, concurrency, max_steps,
                  policy, model_url, model_name, model_key_env, backend, address, step_rewards=step_rewards,
                  tolerate_errors=tolerate_errors, as_json=as_json, group=group,
-                 engine=engine, max_in_flight=max_in_flight)
+                 engine=engine, max_in_flight=max_in_flight, max_record_mib=max_record_mib)
 
 
 def _check_progress(family: str, line: str) -> None:

@@ -7,7 +7,7 @@ import json
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, field_validator, model_validator
 
 from gymsmith.core.hashing import content_hash
 
@@ -157,6 +157,8 @@ class Observation(BaseModel):
     text: str = Field(description="Text rendering for a language model.")
     data: Any = Field(default=None, description="The same result as JSON, for programmatic agents.")
     error: ActionError | None = Field(default=None, description="Set when the action had no effect.")
+    # the data's JSON length, when `envs.base.bound_observation` measured it (`envs.base.observation_chars`)
+    _data_chars: int | None = PrivateAttr(default=None)
 
 
 class StepResult(BaseModel):

@@ -186,7 +186,8 @@ def _scrub_data(value: Any) -> Any:
     return value
 
 
-def _bounded_data(data: Any) -> Any:
+def _bounded_data(data: Any) -> tuple[Any, int]:
+    """`data` within the cap (a note when larger or not JSON), and the length of its JSON text."""
     try:
         dumped = json.dumps(data, ensure_ascii=False, default=str)
         try:
@@ -195,26 +196,37 @@ def _bounded_data(data: Any) -> Any:
             data = _scrub_data(data)
             dumped = json.dumps(data, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError) as exc:
-        return {"unserialisable": f"{type(exc).__name__}: {clip(str(exc), 200)}"}
+        return {"unserialisable": f"{type(exc).__name__}: {clip(str(exc), 200)}"}, 300
     if len(dumped) > MAX_OBSERVATION_DATA_CHARS:
         return {"truncated": True, "chars": len(dumped), "limit": MAX_OBSERVATION_DATA_CHARS,
-                "note": "the data of this observation was larger than the cap; its text holds what fits"}
-    return data
+                "note": "the data of this observation was larger than the cap; its text holds what fits"}, 300
+    return data, len(dumped)
 
 
 def bound_observation(observation: Observation) -> Observation:
     """`observation` within the caps: text and error message cut, data replaced by a note when too large,
     lone surrogates escaped (so it can be stored as JSON and in SQL)."""
     text = clip(scrub(observation.text), MAX_OBSERVATION_CHARS)
-    data = observation.data if observation.data is None else _bounded_data(observation.data)
+    data, chars = (None, 0) if observation.data is None else _bounded_data(observation.data)
     error = observation.error
     if error is not None:
         message = clip(scrub(error.message), MAX_ERROR_CHARS)
         if message != error.message:
             error = ActionError(kind=error.kind, message=message)
-    if text is observation.text and data is observation.data and error is observation.error:
-        return observation
-    return Observation(text=text, data=data, error=error)
+    if not (text is observation.text and data is observation.data and error is observation.error):
+        observation = Observation(text=text, data=data, error=error)
+    observation._data_chars = chars  # measured here, where the data is encoded anyway
+    return observation
+
+
+def observation_chars(observation: Observation) -> int:
+    """The characters `observation` holds: its text, its data as JSON (as `bound_observation` measured it, else
+    measured now) and its error message."""
+    chars = observation._data_chars
+    if chars is None:
+        chars = 0 if observation.data is None else _bounded_data(observation.data)[1]
+        observation._data_chars = chars
+    return len(observation.text) + chars + (len(observation.error.message) if observation.error is not None else 0)
 
 
 # -- bounded arguments ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import logging
 import os
 import shutil
 import tempfile
@@ -43,13 +44,14 @@ from gymsmith.envs.base import Environment
 from gymsmith.registry import get_family, split_of
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.runner.local import RolloutOutcome, RunConfig, RunTally, WorkItem, agent_factories
-from gymsmith.runner.episode import Episode, Verdict
+from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES, Episode, Verdict
 from gymsmith.runner.recovery import lost_trajectory
 from gymsmith.runner.rollout import rollout_coroutine
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 BLOCKING_FAMILIES = frozenset({"code", "web"})  # their steps wait on sandboxes or a browser: run them off the loop
 MIB = 1 << 20
 MEMORY_PER_ROLLOUT = {"ops": 4 * MIB}  # measured: 632 MiB PSS in all for 1,024 in flight with 11-call conversations
@@ -59,18 +61,26 @@ DEFAULT_MAX_IN_FLIGHT = 4096
 SPECULATION_NICE = 10  # speculative verifications take the CPU the rollouts leave, not the rollouts' own
 
 
-def default_max_in_flight(family: str) -> int:
+def default_max_in_flight(family: str, record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int:
     """Rollouts in flight when `max_in_flight` is not set, sized to this machine: for a family whose steps
     block, a number per core (each rollout holds a sandbox or a browser); otherwise as many as a quarter of the
-    available memory holds, at most DEFAULT_MAX_IN_FLIGHT."""
+    available memory holds at their usual size, and as three quarters of it hold if every one reached its record's
+    bound (`record_bytes`: `RunConfig.max_record_mib`), so that no policy can make the engine run out of memory;
+    at most DEFAULT_MAX_IN_FLIGHT."""
     cores = os.cpu_count() or 1
     if family in MAX_IN_FLIGHT_PER_CORE:
         return MAX_IN_FLIGHT_PER_CORE[family] * cores
+    available = available_memory()
+    usual = available // 4 // MEMORY_PER_ROLLOUT.get(family, 16 * MIB)
+    return max(1, min(DEFAULT_MAX_IN_FLIGHT, usual, available * 3 // 4 // max(1, record_bytes)))
+
+
+def available_memory() -> int:
+    """The memory available to this process now, in bytes (8 GiB where the system does not say)."""
     try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
-        available = 8 << 30
-    return max(1, min(DEFAULT_MAX_IN_FLIGHT, available // 4 // MEMORY_PER_ROLLOUT.get(family, 16 * MIB)))
+        return 8 << 30
 
 
 def _loop_factory():
@@ -233,8 +243,15 @@ class AsyncEngine:
         self.config, self.client = config, None
         self.family = get_family(config.taskset.family)
         self.factories = agent_factories(config, self.family)
-        self.max_in_flight = max_in_flight or config.max_in_flight or default_max_in_flight(self.family.name)
+        self.max_in_flight = (max_in_flight or config.max_in_flight
+                              or default_max_in_flight(self.family.name, config.max_record_bytes()))
         self.blocking = bool(getattr(self.family, "blocking_steps", self.family.name in BLOCKING_FAMILIES))
+        worst, available = self.max_in_flight * config.max_record_bytes(), available_memory()
+        if not self.blocking and worst > available:
+            log.warning("%d rollouts in flight, each allowed a record of %g MiB (max_record_mib), could hold %.1f GiB, "
+                        "more than the %.1f GiB available: a policy that floods its observations could make this "
+                        "process run out of memory (lower --max-in-flight or max_record_mib)", self.max_in_flight,
+                        config.max_record_mib, worst / 2**30, available / 2**30)
         self.verifier = VerifierService(workers=verifier_workers or os.cpu_count() or 1).start()
         self.prepare_verifier = "model" in config.agents if prepare_verifier is None else prepare_verifier
         self.verify_threads = ThreadPoolExecutor(self.verifier._workers, thread_name_prefix="gymsmith-verify")
@@ -366,7 +383,7 @@ class AsyncEngine:
                     trajectory = await rollout_coroutine(
                         env=lane.env, agent=agent, task=task, split=split, seed=seed, run_id=c.run_id,
                         verifier=self.verifier, policy=c.policy, max_steps=c.max_steps, time_limit_s=c.time_limit_s,
-                        step_rewards=c.step_rewards, calls=_Calls(lane, self.verify_threads, self.speculation))
+                        step_rewards=c.step_rewards, max_record_bytes=c.max_record_bytes(), calls=_Calls(lane, self.verify_threads, self.speculation))
                 healthy = trajectory.end_reason is not EndReason.ENVIRONMENT_EXCEPTION and \
                     trajectory.status is not RolloutStatus.ERROR  # otherwise the next rollout gets a fresh environment
             except TimeoutError:

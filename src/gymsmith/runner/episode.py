@@ -5,7 +5,8 @@ The runner (`runner.rollout`), Gymnasium (`gymsmith.gym`), MCP (`gymsmith.mcp_se
 is limited, ended, verified and scored the same way whichever of them a caller uses (docs/episodes.md):
 
 - it ends at the submit, at `max_steps` steps, at `time_limit_s` (time spent valuing states for step rewards does
-  not count), when the environment raises on the agent's input (reward 0: an environment bug the input met must
+  not count), when its record passes `max_record_bytes` (reward 0: what the policy's steps made the caller hold, an
+  estimate by `record_bytes`, is bounded whatever the policy does), when the environment raises on the agent's input (reward 0: an environment bug the input met must
   not let a policy escape its score) or when the caller reports the agent's failure (`fail`, reward 0);
 - after the end nothing is accepted: a step is refused without reaching the environment;
 - the final state is verified exactly once, whatever ended the episode (`finish`; or its verdict was found while
@@ -50,13 +51,28 @@ from gymsmith.core.types import (
     StepResult,
     TaskSpec,
 )
-from gymsmith.envs.base import Environment, StateImages, bounded_action, clip, error_observation, preview, scrub
+from gymsmith.envs.base import (
+    Environment,
+    StateImages,
+    bounded_action,
+    clip,
+    error_observation,
+    observation_chars,
+    preview,
+    scrub,
+)
 from gymsmith.verifier.progress import ProgressMeter, StepValue, step_rewards, value_of
 from gymsmith.verifier.service import VerifierService
 
 DEFAULT_MAX_STEPS = 300  # every interface's default limits (`gymsmith run`'s RunConfig, serve, mcp)
 DEFAULT_TIME_LIMIT_S = 120.0
 MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
+DEFAULT_MAX_RECORD_BYTES = 16 << 20  # what one episode's record may hold (`record_bytes`): the async engine's in-flight
+# default is sized so that every rollout in flight can reach it (runner.async_engine.default_max_in_flight)
+# Python's memory per unit a step's record holds, measured on a model agent's ops rollouts (tracemalloc, the trajectory
+# and the agent alive: 2.7-3.9 bytes per character kept, observations in the step, the conversation, its JSON; token
+# ids above 255 and logprobs are objects of their own in lists)
+BYTES_PER_CHAR, BYTES_PER_TOKEN, BYTES_PER_MESSAGE = 4, 40, 8
 _FAILURES = frozenset({EndReason.AGENT_FAILURE, EndReason.ENVIRONMENT_EXCEPTION})
 
 
@@ -69,6 +85,23 @@ def _has_images(env: Environment) -> TypeGuard[StateImages]:
     if kind not in _IMAGES:
         _IMAGES[kind] = isinstance(env, StateImages)
     return _IMAGES[kind]
+
+
+def record_bytes(step: Step) -> int:
+    """An estimate of the memory `step`'s record holds wherever an episode is driven: its observation (text, data,
+    error), its action's arguments, and what the agent reported (a model turn's reply text, token ids, logprobs and
+    the list of the messages it sent; the agent's conversation holds the observations again, which BYTES_PER_CHAR
+    covers)."""
+    chars = observation_chars(step.observation) + len(step.action.arguments_text())
+    tokens = messages = 0
+    turn = (step.agent_info or {}).get("turn")
+    if isinstance(turn, dict):
+        tokens = sum(len(v) for v in (turn.get("prompt_ids"), turn.get("completion_ids"), turn.get("logprobs"))
+                     if isinstance(v, list))
+        messages = len(turn["messages"]) if isinstance(turn.get("messages"), list) else 0
+        content = turn["reply"].get("content") if isinstance(turn.get("reply"), dict) else None
+        chars += len(content) if isinstance(content, str) else 0
+    return chars * BYTES_PER_CHAR + tokens * BYTES_PER_TOKEN + messages * BYTES_PER_MESSAGE
 
 
 def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
@@ -124,6 +157,8 @@ class Episode:
     time_limit_s: float = math.inf
     step_rewards: bool = False
     gamma: float = 1.0  # with step rewards: the trainer's discount (`verifier.progress.step_rewards`)
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # the record's bound (`record_bytes`): past it, reward 0
+    record: int = 0  # the record's bytes so far (`record_bytes` of each step)
     steps: list[Step] = field(default_factory=list)
     first: Observation = field(default_factory=lambda: Observation(text=""))
     reason: EndReason | None = None  # set when the episode is over
@@ -194,10 +229,16 @@ class Episode:
             result = StepResult(observation=error_observation(ActionErrorKind.TOOL_ERROR, message), done=True,
                                 info={"environment_exception": self.detail})
         # the action that met an environment failure is a step too: the episode's value (0) is that step's
-        self.steps.append(Step(index=len(self.steps), action=bounded_action(action), observation=result.observation,
-                               duration_ms=round((time.perf_counter() - t0) * 1000, 3), agent_info=agent_info))
+        step = Step(index=len(self.steps), action=bounded_action(action), observation=result.observation,
+                    duration_ms=round((time.perf_counter() - t0) * 1000, 3), agent_info=agent_info)
+        self.steps.append(step)
+        self.record += record_bytes(step)
         if self.over:
             pass  # the environment failed on this action
+        elif self.record > self.max_record_bytes:  # before the submit: the record is held whatever the step was
+            self.fail(EndReason.AGENT_FAILURE, f"the episode's record reached {self.record:,} bytes at step {step.index}, "
+                      f"past its bound of {self.max_record_bytes:,} (max_record_bytes): the policy's actions and the "
+                      "observations they asked for are more than a rollout may hold")
         elif result.done:
             self._end(EndReason.SUBMITTED)
         elif len(self.steps) >= self.max_steps:

@@ -20,7 +20,7 @@ from gymsmith.core.types import EndReason, Reward, RolloutStatus, Split, TaskSpe
 from gymsmith.envs.base import Environment
 from gymsmith.registry.fingerprint import environment_fingerprint
 from gymsmith.registry import Family, TaskSetSpec, build_taskset, get_family, split_of
-from gymsmith.runner.episode import DEFAULT_MAX_STEPS, DEFAULT_TIME_LIMIT_S
+from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES, DEFAULT_MAX_STEPS, DEFAULT_TIME_LIMIT_S
 from gymsmith.runner.reuse import check_reuse
 from gymsmith.runner.rollout import run_rollout
 from gymsmith.store.sql import TrajectoryStore
@@ -55,6 +55,10 @@ class RunConfig(BaseModel):
     retry_errors: bool = Field(default=False, description="Run again the rollouts of this run id stored as "
                                "infrastructure errors; each new result replaces its error row (`TrajectoryStore.add`).")
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
+    max_record_mib: float = Field(default=DEFAULT_MAX_RECORD_BYTES / 2**20, gt=0, le=1 << 20, description="What one "
+                                  "rollout's record may hold in memory (`runner.episode.record_bytes`: observations, "
+                                  "actions, model turns); a rollout past it is the agent's failure, reward 0. The async "
+                                  "engine's in-flight default is sized so that every rollout can reach it.")
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
     concurrency: int = Field(default=2, ge=1, le=64)
     policy: str = DEFAULT_POLICY
@@ -84,6 +88,10 @@ class RunConfig(BaseModel):
     def uses_engine(self) -> bool:
         """Whether this run goes to the async engine (`engine`, with 'auto' resolved)."""
         return self.engine == "async" or (self.engine == "auto" and "model" in self.agents)
+
+    def max_record_bytes(self) -> int:
+        """`max_record_mib` in bytes."""
+        return int(self.max_record_mib * 2**20)
 
     def rollout_deadline(self) -> float:
         """`rollout_timeout_s`, or its default described there."""
@@ -291,7 +299,7 @@ class RolloutWorker:
                 trajectory = run_rollout(env=env, agent=agent, task=task, split=split, seed=seed,
                                          run_id=c.run_id, verifier=self.verifier, policy=c.policy,
                                          max_steps=c.max_steps, time_limit_s=c.time_limit_s,
-                                         step_rewards=c.step_rewards)
+                                         step_rewards=c.step_rewards, max_record_bytes=c.max_record_bytes())
             finally:
                 if hasattr(agent, "close"):
                     agent.close()

@@ -249,7 +249,7 @@ class RayRunner:
         size = config.batch_size(len(plan.work), workers_store=location is not None)
         in_flight, per_actor = IN_FLIGHT, 0  # batches per actor; rollouts in flight per actor's engine
         if config.uses_engine():  # the run's rollouts in flight, split among the actors
-            per_actor = -(-(config.max_in_flight or default_max_in_flight(config.taskset.family)) // len(actors))
+            per_actor = -(-(config.max_in_flight or default_max_in_flight(config.taskset.family, config.max_record_bytes())) // len(actors))
             size = max(size, -(-per_actor // ENGINE_CALLS)) if location is not None else size
         queue = list(reversed(task_chunks(plan.work, size)))
         if per_actor and queue:  # enough batches to fill the engine (a batch holds one task's rollouts: often < size)

@@ -14,7 +14,7 @@ from typing import Any
 from gymsmith.core.errors import GymsmithError
 
 IDENTITY = ("purpose", "taskset", "agents", "seeds", "group", "max_steps", "time_limit_s", "policy", "step_rewards",
-            "model")
+            "model", "max_record_mib")
 # where the server lives and how calls are retried are not the agent's behaviour (a model server that moved may
 # resume the run: `--retry-errors` with a new --model-url)
 _MODEL_OPERATIONAL = frozenset({"base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s"})

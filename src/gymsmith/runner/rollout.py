@@ -42,7 +42,7 @@ from gymsmith.core.errors import ModelEndpointError, VerifierError, is_infrastru
 from gymsmith.core.hashing import content_hash
 from gymsmith.core.types import Action, EndReason, ErrorKind, Observation, Reward, RolloutStatus, Split, TaskSpec, Trajectory
 from gymsmith.envs.base import Environment, preview
-from gymsmith.runner.episode import MAX_END_DETAIL_CHARS, Episode, describe_exception
+from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES, MAX_END_DETAIL_CHARS, Episode, describe_exception
 from gymsmith.verifier.service import VerifierService
 
 __all__ = ["MAX_END_DETAIL_CHARS", "RolloutCalls", "InlineCalls", "describe_exception", "error_kind", "rollout_coroutine",
@@ -106,7 +106,7 @@ def rollout_id(run_id: str, task_id: str, agent: str, seed: int) -> str:
 
 def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
                 verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float,
-                step_rewards: bool = False) -> Trajectory:
+                step_rewards: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Trajectory:
     """Run `agent` on `task` and return the trajectory, classified by the rule in the module docstring.
 
     Never raises for agent behaviour. The reward is None exactly when the status is ERROR, and every
@@ -116,12 +116,14 @@ def run_rollout(*, env: Environment, agent: Agent, task: TaskSpec, split: Split,
     """
     return run_inline(rollout_coroutine(env=env, agent=agent, task=task, split=split, seed=seed, run_id=run_id,
                                         verifier=verifier, policy=policy, max_steps=max_steps,
-                                        time_limit_s=time_limit_s, step_rewards=step_rewards, calls=InlineCalls()))
+                                        time_limit_s=time_limit_s, step_rewards=step_rewards,
+                                        max_record_bytes=max_record_bytes, calls=InlineCalls()))
 
 
 async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, split: Split, seed: int, run_id: str,
                             verifier: VerifierService, policy: str, max_steps: int, time_limit_s: float,
-                            step_rewards: bool = False, calls: RolloutCalls) -> Trajectory:
+                            step_rewards: bool = False, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                            calls: RolloutCalls) -> Trajectory:
     """`run_rollout`, reaching the agent, the environment and the verifier through `calls`. Cancelling it
     (a timeout, Ctrl-C) leaves nothing behind but the environment's state: the trajectory exists only once
     it returns."""
@@ -129,7 +131,7 @@ async def rollout_coroutine(*, env: Environment, agent: Agent, task: TaskSpec, s
                 family=task.family, family_version=task.family_version, split=split, difficulty=task.difficulty,
                 seed=seed, agent=agent.name, package_version=gymsmith.__version__)
     episode = Episode(env=env, task=task, verifier=verifier, policy=policy, max_steps=max_steps,
-                      time_limit_s=time_limit_s, step_rewards=step_rewards)
+                      time_limit_s=time_limit_s, step_rewards=step_rewards, max_record_bytes=max_record_bytes)
 
     def record(status: RolloutStatus, reason: EndReason, *, reward: Reward | None, detail: str | None = None,
                error: str | None = None, error_kind: ErrorKind | None = None, final_hash: str | None = None,
