@@ -27,7 +27,7 @@ from gymsmith.verifier import VerifierService
 def _rollout(ops, server, *, policy: str = "sparse", step_rewards: bool = False, **config):
     task = ops.generate(2, kind="fulfil", difficulty=0.1, fidelity=0.0)
     plans = {task.goal: generate_world(task.seed, task.knobs).witness}
-    server.policy.plans.update(plans)
+    getattr(server.policy, "plans", {}).update(plans)
     agent = ModelAgent(ModelAgentConfig(base_url=server.base_url, model="scripted", api_key_env=None, timeout_s=5,
                                         **config))
     try:
@@ -222,3 +222,51 @@ def test_token_fields_are_kept_only_when_valid_and_an_empty_completion_is_one():
     assert turn({"finish_reason": {"a": 1}}).finish_reason is None and turn({"finish_reason": "x" * 33}).finish_reason is None
     assert turn({}, prompt_logprobs=[None, {"\u0663": -1.0}]).prompt_ids is None  # an Arabic-Indic digit is no id
     assert segments({0: dict(empty, prompt_ids=[1, 2])})[0].completion_ids == []
+
+
+class Reader:
+    """Reads a different order each reply for 16 replies, then submits: a long conversation (counted by the calls:
+    past the context limit the messages no longer hold every reply)."""
+
+    def __init__(self):
+        self.replies = 0
+
+    def __call__(self, messages, n):
+        self.replies += 1
+        if self.replies > 16:
+            return [{"tool": "submit", "arguments": {}}]
+        return [{"tool": "get_record", "arguments": {"entity": "orders", "record_id": 1001 + self.replies % 4}}]
+
+
+def test_a_conversation_past_the_context_limit_holds_and_stores_each_turns_new_ids_only(ops, tmp_path):
+    """Past `max_context_chars` the agent drops the oldest turns, so a request no longer starts with the previous one:
+    each turn held its whole prompt ids again (a 30,000-token window is about 1.2 MB of Python ints a turn), and each
+    stored row the whole window of messages, so a long honest conversation grew with turns x window and reached the
+    record's bound (`max_record_bytes`). A turn now holds the run it repeats as a reference (`core.splice`); every
+    prompt and message list is rebuilt exactly, in memory, from the store and in the export."""
+    with ScriptedChatServer(Reader(), vllm=True) as server:
+        task, t = _rollout(ops, server, max_context_chars=3000)
+    turns = _turns(t)
+    assert len(turns) == 17 and t.status is RolloutStatus.COMPLETED
+    prompts = full_prompts([turn for _, turn in turns])
+    assert all(prompt == tt.prompt_ids(turn["messages"]) for (_, turn), prompt in zip(turns, prompts))
+    truncated = [turn for _, turn in turns if "earlier messages were removed" in str(turn["messages"][2:3])]
+    assert len(truncated) >= 8 and all(turn["prompt_copied"] > 500 for turn in truncated)
+    held = sum(len(turn["prompt_ids"]) for _, turn in turns)
+    assert held < sum(map(len, prompts)) / 5  # each id held about once
+
+    store = TrajectoryStore(tmp_path / "long.db")
+    store.create_run("tok", purpose="train", config={})
+    assert store.add(t, task)
+    back = store.trajectory(t.rollout_id)
+    assert [s.agent_info for s in back.steps] == [s.agent_info for s in t.steps]
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT messages_copied, length(messages) FROM turns ORDER BY step_idx").all()
+    assert sum(1 for copied, _ in rows if copied) >= len(truncated)
+    assert max(size for _, size in rows[-len(truncated):]) < 1500  # the new messages only, not the window
+
+    result = export_trainer(store, tmp_path / "long.jsonl")
+    exported = [json.loads(line) for line in (tmp_path / "long.jsonl").read_text().splitlines()]
+    assert result.rows == len(exported) >= 2  # a truncated request starts a segment of its own
+    starts = [p for p, (i, _) in zip(prompts, turns) if any(e["turn_steps"][0] == i for e in exported)]
+    assert [e["prompt_ids"] for e in exported] == starts

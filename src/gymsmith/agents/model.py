@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from gymsmith.agents.endpoint import validate_base_url
-from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, chain_prompt, read_turn, refused_field
+from gymsmith.agents.tokens import LEVEL_ORDER, TOKEN_LEVELS, TokenContext, chain_prompt, read_turn, refused_field
 from gymsmith.core.errors import ModelEndpointError, ModelRequestRefused  # in core: the runner classifies them
 from gymsmith.core.types import NO_TOOL_CALL, Action, AgentRole, Observation, TaskSpec
 
@@ -121,7 +121,7 @@ class ModelAgent:
         self.awaiting: dict[str, Any] | None = None  # the call whose observation comes next
         self.truncated_messages = 0
         self.replies = 0  # answered this rollout: a request refused after one is the conversation's (REFUSED_REQUEST)
-        self._token_context: list[int | None] = []  # the last turn's prompt and completion ids (tokens.chain_prompt)
+        self._token_context: TokenContext = ([], 0)  # the last turn's prompt and completion ids (tokens.chain_prompt)
         # each message's compact JSON, encoded once: messages are only ever appended, never changed, and the
         # conversation is sent whole on every call (encoding it again each time was most of the engine's CPU)
         self._encoded: list[str] = []

@@ -11,8 +11,10 @@ server returned, never raising for a field that is missing or malformed (that fi
 
 A rollout's prompts repeat each other: turn k's prompt is mostly turn k-1's prompt and completion. So that a rollout
 holds each id once (a thousand rollouts in flight, each with tens of turns of thousands of tokens, would otherwise
-hold gigabytes), `chain_prompt` keeps in a turn only the prompt ids after `prompt_kept`, the length of the prefix it
-shares with the previous turn's prompt followed by its completion; `full_prompts` rebuilds the whole prompts.
+hold gigabytes), `chain_prompt` keeps in a turn only the prompt ids it does not share with the previous turn's prompt
+followed by its completion (`core.splice`): the `prompt_kept` leading ones, and once the conversation passes the
+agent's context limit (its oldest turns dropped, so the prompt no longer starts with the last one), the run of
+`prompt_copied` ids from `prompt_copy_from` that it repeats after the note; `full_prompts` rebuilds the whole prompts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from gymsmith.core.splice import splice, unsplice
 
 TOKEN_LEVELS: dict[str, dict[str, Any]] = {
     "vllm": {"logprobs": True, "top_logprobs": 0, "return_tokens_as_token_ids": True, "return_token_ids": True,
@@ -46,6 +50,10 @@ class ModelTurn(BaseModel):
                                                 "gave only `prompt_logprobs`.")
     prompt_kept: int = Field(default=0, description="How many leading prompt ids equal the previous turn's prompt ids "
                              "followed by its completion ids (left out of `prompt_ids`; see `full_prompts`).")
+    prompt_copy_from: int = Field(default=0, description="Where in the previous turn's prompt and completion ids the "
+                                  "run this prompt repeats after its prefix starts (`core.splice`).")
+    prompt_copied: int = Field(default=0, description="That run's length (left out of `prompt_ids`; 0: none).")
+    prompt_copied_at: int = Field(default=0, description="Where in `prompt_ids` that run goes.")
     completion_ids: list[int] | None = Field(default=None, description="The reply's token ids (vLLM only).")
     logprobs: list[float] | None = Field(default=None, description="Per completion token, its logprob under the "
                                          "sampling model (aligned with `completion_ids`).")
@@ -76,23 +84,27 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
     return ModelTurn.model_construct(
         messages=list(messages), reply=reply, finish_reason=finish_reason(choice.get("finish_reason")),
         prompt_ids=_ints(data.get("prompt_token_ids") or None) or _prompt_ids_of_logprobs(data.get("prompt_logprobs")),
-        prompt_kept=0, completion_ids=completion_ids, logprobs=logprobs, level=level)
+        prompt_kept=0, prompt_copy_from=0, prompt_copied=0, prompt_copied_at=0, completion_ids=completion_ids,
+        logprobs=logprobs, level=level)
 
 
-def chain_prompt(turn: dict[str, Any], context: list[int | None]) -> list[int | None]:
-    """Cut from `turn` (a `dict(ModelTurn)` with its whole prompt) the prompt ids it shares with `context`, the previous
-    turn's prompt and completion ids, setting `prompt_kept`; return the context for the next turn."""
+TokenContext = tuple[list[int | None], int]  # the last turn's prompt and completion ids, and where its prompt ends
+MIN_COPIED = 16  # a shorter repeated run is kept as it is
+
+
+def chain_prompt(turn: dict[str, Any], context: TokenContext) -> TokenContext:
+    """Cut from `turn` (a `dict(ModelTurn)` with its whole prompt) the prompt ids it shares with `context` (the
+    previous turn's, `([], 0)` for the first), setting `prompt_kept` and the copied run; return the context for the
+    next turn."""
     prompt = turn.get("prompt_ids")
+    turn["prompt_kept"] = turn["prompt_copy_from"] = turn["prompt_copied"] = turn["prompt_copied_at"] = 0
     if prompt is None:
-        turn["prompt_kept"] = 0
-        return []
-    kept = 0
-    for a, b in zip(context, prompt):
-        if a != b:
-            break
-        kept += 1
-    turn["prompt_kept"], turn["prompt_ids"] = kept, prompt[kept:]
-    return prompt + list(turn.get("completion_ids") or [])
+        return [], 0
+    ids, prompt_end = context
+    cut = splice(ids, prompt, ends=(prompt_end, len(ids)), min_run=MIN_COPIED)
+    turn["prompt_kept"], turn["prompt_copy_from"], turn["prompt_copied"], turn["prompt_copied_at"] = cut[:4]
+    turn["prompt_ids"] = cut.tail
+    return prompt + list(turn.get("completion_ids") or []), len(prompt)
 
 
 def full_prompts(turns: list[dict[str, Any]]) -> list[list[int | None] | None]:
@@ -101,7 +113,9 @@ def full_prompts(turns: list[dict[str, Any]]) -> list[list[int | None] | None]:
     context: list[int | None] = []
     for turn in turns:
         tail = turn.get("prompt_ids")
-        prompt = None if tail is None else context[:turn.get("prompt_kept") or 0] + list(tail)
+        prompt = None if tail is None else unsplice(
+            context, turn.get("prompt_kept") or 0, turn.get("prompt_copy_from") or 0, turn.get("prompt_copied") or 0,
+            turn.get("prompt_copied_at") or 0, tail)
         out.append(prompt)
         context = [] if prompt is None else prompt + list(turn.get("completion_ids") or [])
     return out

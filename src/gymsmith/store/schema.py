@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 10  # 10: rollouts.error_kind; 9: check_results.status; 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
+SCHEMA_VERSION = 11  # 11: turns' copied runs; 10: rollouts.error_kind; 9: check_results.status; 7: steps.progress, step_reward, progress_error; rollouts.start_progress; 8: rollouts.group_id, turns
 metadata = MetaData()
 
 runs = Table(
@@ -94,6 +94,10 @@ turns = Table(  # schema 8: a model agent's replies, as trainers need them (stor
     Column("prompt_ids", Text),  # JSON list: the prompt's other ids (NULL: the server gave none)
     Column("completion_ids", Text),  # JSON list (NULL: the server gave none)
     Column("logprobs", Text),  # JSON list, one per completion token (NULL: the server gave none)
+    # schema 11: the run of the previous turn's messages (prompt ids) that a request repeats after its prefix, past the
+    # agent's context limit (core.splice; NULL or 0: none)
+    Column("messages_copy_from", Integer), Column("messages_copied", Integer), Column("messages_copied_at", Integer),
+    Column("prompt_copy_from", Integer), Column("prompt_copied", Integer), Column("prompt_copied_at", Integer),
 )
 
 reward_components = Table(

@@ -1,9 +1,11 @@
 """How the store keeps a model agent's turns (`agents.tokens.ModelTurn`, carried in a step's `agent_info["turn"]`).
 
 Each turn's request repeats the whole conversation so far, so storing it whole would grow with the square of the
-rollout's length. A row keeps only what is new: `messages_kept` leading messages equal to the previous turn's
-messages plus its reply, then the rest. Prompt ids come cut that way already (`prompt_kept`, `prompt_ids`: see
-`agents.tokens.chain_prompt`) and are stored as they are. `decode_turns` rebuilds every turn exactly.
+rollout's length. A row keeps only what is new against the previous turn's messages plus its reply (`core.splice`):
+`messages_kept` leading messages equal to them, and past the agent's context limit (its oldest turns dropped) the run
+of `messages_copied` of them from `messages_copy_from` that the request repeats, inserted at `messages_copied_at`;
+then the rest. Prompt ids come cut that way already (`agents.tokens.chain_prompt`) and are stored as they are.
+`decode_turns` rebuilds every turn exactly.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gymsmith.agents.tokens import finish_reason
+from gymsmith.core.splice import splice, unsplice
 from gymsmith.core.types import Step
 
 
@@ -33,12 +36,15 @@ def encode_turns(rollout_id: str, steps: Iterable[Step]) -> list[dict[str, Any]]
         if turn is None:
             continue
         messages = list(turn.get("messages") or [])
-        kept = _common_prefix(context, messages)
+        cut = splice(context, messages)
         # the finish reason is the model server's word: stored only if it is one (a column of 32 characters)
         rows.append(dict(rollout_id=rollout_id, step_idx=step.index, level=str(turn.get("level") or "off"),
-                         finish_reason=finish_reason(turn.get("finish_reason")), messages_kept=kept,
-                         messages=json.dumps(messages[kept:]), reply=json.dumps(turn.get("reply")),
-                         prompt_kept=turn.get("prompt_kept") or 0, prompt_ids=_maybe_json(turn.get("prompt_ids")),
+                         finish_reason=finish_reason(turn.get("finish_reason")), messages_kept=cut.kept,
+                         messages_copy_from=cut.copy_from, messages_copied=cut.copied, messages_copied_at=cut.at,
+                         messages=json.dumps(cut.tail), reply=json.dumps(turn.get("reply")),
+                         prompt_kept=turn.get("prompt_kept") or 0, prompt_copy_from=turn.get("prompt_copy_from") or 0,
+                         prompt_copied=turn.get("prompt_copied") or 0,
+                         prompt_copied_at=turn.get("prompt_copied_at") or 0, prompt_ids=_maybe_json(turn.get("prompt_ids")),
                          completion_ids=_maybe_json(turn.get("completion_ids")),
                          logprobs=_maybe_json(turn.get("logprobs"))))
         context = messages + [turn.get("reply")]
@@ -50,23 +56,17 @@ def decode_turns(rows: Iterable[Mapping[Any, Any]]) -> dict[int, dict[str, Any]]
     out: dict[int, dict[str, Any]] = {}
     context: list[Any] = []
     for row in sorted(rows, key=lambda r: r["step_idx"]):
-        messages = context[:row["messages_kept"]] + json.loads(row["messages"])
+        messages = unsplice(context, row["messages_kept"], row.get("messages_copy_from") or 0,
+                            row.get("messages_copied") or 0, row.get("messages_copied_at") or 0, json.loads(row["messages"]))
         turn = {"messages": messages, "reply": json.loads(row["reply"]), "finish_reason": row["finish_reason"],
                 "prompt_ids": _maybe_load(row["prompt_ids"]), "prompt_kept": row["prompt_kept"] or 0,
+                "prompt_copy_from": row.get("prompt_copy_from") or 0, "prompt_copied": row.get("prompt_copied") or 0,
+                "prompt_copied_at": row.get("prompt_copied_at") or 0,
                 "completion_ids": _maybe_load(row["completion_ids"]), "logprobs": _maybe_load(row["logprobs"]),
                 "level": row["level"]}
         out[row["step_idx"]] = turn
         context = messages + [turn["reply"]]
     return out
-
-
-def _common_prefix(a: list[Any], b: list[Any]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _maybe_json(value: Any) -> str | None:
