@@ -661,6 +661,45 @@ def test_graded_code_counts_the_frames_left_that_it_counts_under_pytest(runner):
     assert counts(graded=True) == under_pytest  # the limit is put back after each request: nothing accumulates
 
 
+def test_graded_code_counts_what_pytest_counts_wherever_a_test_reaches_it(runner):
+    """A seventy-sixth attacker counted the frames left at each call: pytest gives one fewer inside a comprehension,
+    a generator expression or a lambda, and another count through `len()` or `obj[k]`, while the package process
+    served every request from one depth. Its device, the fix only where a call counted what a direct call counts
+    under its own `run_tests`, was the bug under pytest for tests calling in a comprehension and the fix where
+    verified: accepted on 19 of 19 tasks. The driver now sends each request's depth in its test, and the package
+    process serves it there: through every operation a proxy forwards, in every context, graded code counts what
+    pytest counts."""
+    from gymsmith.verifier.calltests.depths import OPS, OPS_CALL_PROBE, OPS_MODULE, PROBE, PROBE_MODULE, _under_pytest
+
+    _, under_pytest = _under_pytest(runner)
+    suite = compile_suite(OPS_CALL_PROBE, "tests/test_gs_ops.py")
+    sources = {f"{PROBE_MODULE}.py": PROBE, f"{OPS_MODULE}.py": OPS}
+
+    def graded(**how):
+        return runner.observe(sources, [suite], **how).groups[0].stream.tests[0].slots[-1]
+
+    assert len(under_pytest) > 90 and {w for w, _, _ in under_pytest} == {"stmt", "comp", "genexp", "lambda",
+                                                                            "nested", "assert"}
+    assert graded(graded=True) == under_pytest
+    one_depth = {"import": 0, "call": runner.depth_shift()["call"]}  # every request served from one depth (before)
+    before = [n for _, _, n in graded(graded=False)]
+    assert [n + one_depth["call"] for n in before] != [n for _, _, n in under_pytest]
+
+
+def test_a_device_keyed_on_the_depth_of_each_call_is_the_bug_where_pytest_runs_the_bug(runner):
+    """The attacker's device in small: the fix only where the call counts what a direct call from a test counts
+    under pytest. Under pytest the call made in a comprehension runs the bug; graded, it does too."""
+    from gymsmith.verifier.calltests.depths import LEFT, PROBE, PROBE_MODULE, counts_under_pytest
+
+    direct = counts_under_pytest(runner)[1] - 1  # `left()` called in a test, one frame deeper than f's own
+    device = LEFT + f"\n\ndef f(x):\n    return x + 1 if left() == {direct} else x\n"
+    test = ("from m import f\n\n\ndef test_a():\n    y = f(1)\n    ys = [f(1) for _ in range(1)]\n"
+            "    assert y == 0\n    assert ys == 0\n")
+    observed = runner.observe({"m.py": device, f"{PROBE_MODULE}.py": PROBE}, [compile_suite(test, "tests/t.py")],
+                              graded=True)
+    assert observed.groups[0].stream.tests[0].slots == [2, [1]]  # pytest: the fix, then the bug
+
+
 def test_graded_code_prints_as_an_ordinary_process_does(runner):
     """The package process replaced stdout and stderr with a strict file of its own, so `print('\\udc80')` raised
     there alone: a sixty-first attacker's device, the fix only where printing a lone surrogate fails, was accepted

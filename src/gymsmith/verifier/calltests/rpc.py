@@ -121,14 +121,21 @@ def apply(op, obj, args):
     return _other(op, obj, args)
 
 
+MIN_LIMIT = 100  # the lowest recursion limit a request is served under (PackagePolicy.limit_for)
+
+
 class PackagePolicy:
     """The package process serves every request: it holds only the code under test.
 
-    `depth_shift` ({"import": n, "call": m}, graded runs): while it serves a request of the driver's (not one nested
-    in its own request to the driver), the recursion limit is moved by n for an import and by m for anything else,
-    then put back. The host chooses them so that graded code counts as many frames left, at its import and in a
-    call a test makes, as under pytest (`runner.CallRunner.depth_shift`): recursing until RecursionError then tells
-    the verifier's process from an ordinary pytest run of the tests no more than anything else does."""
+    `depth_shift` ({"import": n, "call": m, "ops": {op: k}}, graded runs): while it serves a request of the driver's
+    (not one nested in its own request to the driver), the recursion limit is moved by n for an import, and for any
+    other operation by its own k (m for one not listed) less the request's depth `d`: how far below its test
+    function's frame the driver made the request, in the units the interpreter counts (frames and the C calls that
+    count as frames), with the driver's own frames around an observed expression taken out. Then it is put back.
+    The host measures the shifts so that graded code counts as many frames left, at its import and wherever a test
+    reaches it (a call, an operator, inside a comprehension or a lambda), as under pytest
+    (`runner.CallRunner.depth_shift`): recursing until RecursionError then tells the verifier's process from an
+    ordinary pytest run of the tests no more than anything else does."""
 
     accepts_std_names = True
 
@@ -139,11 +146,17 @@ class PackagePolicy:
     def check(self, op, obj, args):
         return None
 
-    def limit_for(self, op):
-        """The recursion limit to serve a driver's `op` under (None: leave it)."""
+    def limit_for(self, op, depth):
+        """The recursion limit to serve a driver's `op` made `depth` units below its test's frame under (None:
+        leave it)."""
         if self.depth_shift is None:
             return None
-        return self.base_limit + self.depth_shift["import" if op == "import" else "call"]
+        if op == "import":
+            return self.base_limit + self.depth_shift["import"]
+        shift = self.depth_shift.get("ops", {}).get(op, self.depth_shift["call"])
+        # at least MIN_LIMIT: below the package process's own depth the limit cannot be set (a test recursing that
+        # deep leaves graded code more frames than pytest would)
+        return max(MIN_LIMIT, self.base_limit + shift - (depth if type(depth) is int else 0))
 
 
 class DriverPolicy:
@@ -230,6 +243,12 @@ class Link:
         self.waiting = 0  # our requests awaiting an answer
         self.broken = None
         self.Proxy = make_proxy_class(self)
+        # the driver's side: how many frames the interpreter has left (`server.remaining_reader`), read at each test's
+        # start (`test_base`) and at each request, so the package process can serve it at the test's own depth; and
+        # the units of the driver's own frames around an observed expression (`observing`), which pytest has not
+        self.remaining = None
+        self.test_base = 0
+        self.observing = 0
 
     # -- the wire ----------------------------------------------------------------------------------------
     def _send(self, message):
@@ -263,9 +282,12 @@ class Link:
             raise LinkBroken(self.broken)
         self.counter += 1
         number = self.counter
+        message = {"q": number, "op": op, "o": target, "args": [self.encode(a) for a in args]}
+        if self.remaining is not None and self.waiting == 0:  # a test's own request: how deep in the test it is
+            message["d"] = self.test_base - self.remaining() - self.observing
         self.waiting += 1  # the other side's requests served meanwhile are nested in this one
         try:
-            self._send({"q": number, "op": op, "o": target, "args": [self.encode(a) for a in args]})
+            self._send(message)
             while True:
                 message = self._recv()
                 if "q" in message:
@@ -300,8 +322,9 @@ class Link:
     def serve(self, message):
         """Answer one request of the other side (on one of our objects, or an import)."""
         number = message.get("q")
-        op, target, raw = message.get("op"), message.get("o"), message.get("args")
-        if type(number) is not int or type(op) is not str or type(raw) is not list or len(message) != 4:
+        op, target, raw, depth = message.get("op"), message.get("o"), message.get("args"), message.get("d")
+        if type(number) is not int or type(op) is not str or type(raw) is not list or \
+                len(message) != 4 + ("d" in message) or not (depth is None or type(depth) is int and abs(depth) < 1 << 20):
             self.fail("a malformed request")
         try:
             args = [self.decode(a) for a in raw]
@@ -314,7 +337,7 @@ class Link:
                 self.fail("a malformed call")
         elif op in ("getattr", "setattr", "delattr") and (not args or type(args[0]) is not str):
             self.fail("a malformed attribute request")
-        limit = self.policy.limit_for(op) if self.waiting == 0 and isinstance(self.policy, PackagePolicy) else None
+        limit = self.policy.limit_for(op, depth) if self.waiting == 0 and isinstance(self.policy, PackagePolicy) else None
         try:
             if op == "import":
                 if not isinstance(self.policy, PackagePolicy) or type(target) is not str or len(args) != 1:

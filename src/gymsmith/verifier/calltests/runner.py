@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from gymsmith.sandbox.base import Limits
 from gymsmith.sandbox.runtime import PythonRuntime
@@ -62,7 +62,7 @@ class CallRunner(WarmServer):
 
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s, runtime=runtime)
-        self._depth_shift: dict[str, int] | None = None
+        self._depth_shift: dict[str, Any] | None = None
 
     @staticmethod
     def _pump(stream, sink) -> None:
@@ -116,11 +116,11 @@ class CallRunner(WarmServer):
                 self._stop()
             return reply, data
 
-    def depth_shift(self) -> dict[str, int]:
-        """The recursion-limit shifts ({"import": n, "call": m}) graded runs serve the code under test with, so
-        that it counts the frames left it counts under pytest in this runner's runtime (`depths`); measured on
-        first use (a pytest run and a call check, about a second), then kept. Raises VerifierError when they
-        cannot be measured."""
+    def depth_shift(self) -> dict[str, Any]:
+        """The recursion-limit shifts ({"import": n, "call": m, "ops": {operation: k}}) graded runs serve the code
+        under test with, so that it counts the frames left it counts under pytest in this runner's runtime, at
+        import and wherever a test reaches it (`depths`); measured on first use (a pytest run and two call checks,
+        about two seconds), then kept. Raises VerifierError when they cannot be measured."""
         if self._depth_shift is None:
             from gymsmith.verifier.calltests.depths import pytest_depth_shift
 
@@ -128,18 +128,20 @@ class CallRunner(WarmServer):
         return self._depth_shift
 
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
-                group_timeout_s: float = 2.0, graded: bool = False) -> Observation:
+                group_timeout_s: float = 2.0, graded: bool = False,
+                depth_shift: dict[str, Any] | None = None) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite; the code under
         test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0). With
         `graded` (an agent's code being verified), the code under test counts as many frames left, at its import
-        and in a test's call, as under pytest (`depth_shift`); references and draws run unshifted (their answers
-        are the same unless the code recurses within some 40 frames of the limit).
+        and wherever a test reaches it, as under pytest (`depth_shift`); references and draws run unshifted (their
+        answers are the same unless the code recurses within some 40 frames of the limit). `depth_shift`: these
+        shifts instead (`depths` measures with them).
 
         Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
         malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
         """
         slots = [[t.slots for t in s.tests] for s in suites]
-        shift = self.depth_shift() if graded else None
+        shift = depth_shift if depth_shift is not None else self.depth_shift() if graded else None
         with self.lock:
             self.ensure_started()
             n, job_dir = self.jobs.write(sources)

@@ -3,8 +3,9 @@
 It reads jobs as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
      "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"], "hash_seed": 0}
-(a group may also give "depth_shift": {"import": n, "call": m}, the package process's recursion limit moved by them
-while it imports or calls the code under test; see group_depth_shift)
+(a group may also give "depth_shift": {"import": n, "call": m, "ops": {op: k}}, the package process's recursion limit
+moved by them while it imports or serves the test's requests, less each request's depth in its test; see
+group_depth_shift and rpc.PackagePolicy)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to a *package* process, which imports the code under
 test from the job directory and answers the driver's requests (`rpc.py`). Package processes are forked by the
@@ -51,12 +52,52 @@ def job_hash_seed(job):
 
 def group_depth_shift(group):
     """The recursion-limit shifts the group's package process serves graded code under, as JSON text: {"import":
-    int, "call": int}, each in -500..500 (both 0 unless the host gave them; see `rpc.PackagePolicy`)."""
+    int, "call": int, "ops": {name: int}}, each in -500..500 (empty: the package process serves at its own depth,
+    unless the host gave them; see `rpc.PackagePolicy`)."""
     shift = group.get("depth_shift")
-    if type(shift) is not dict or set(shift) != {"import", "call"} or \
-            not all(type(v) is int and -500 <= v <= 500 for v in shift.values()):
-        shift = {"import": 0, "call": 0}
-    return json.dumps(shift)
+    if type(shift) is not dict or set(shift) - {"ops"} != {"import", "call"}:
+        return ""
+    ops = shift.get("ops", {})
+    if type(ops) is not dict or len(ops) > 100 or not all(type(k) is str and len(k) <= 16 for k in ops):
+        return ""
+    if not all(type(v) is int and -500 <= v <= 500 for v in (shift["import"], shift["call"], *ops.values())):
+        return ""
+    return json.dumps({"import": shift["import"], "call": shift["call"], "ops": ops}, separators=(",", ":"))
+
+
+def remaining_reader():
+    """A function giving how many frames this thread has left before RecursionError (CPython 3.11's thread state
+    `recursion_remaining`: frames and the C calls that count as frames), or None where it cannot be read as that
+    (checked here: one frame deeper is one fewer, a limit moved by k moves it by k). The driver reads it so that
+    the package process can serve each request at the depth the test made it (`rpc.PackagePolicy`)."""
+    if sys.version_info[:2] != (3, 11) or sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+
+        state = ctypes.pythonapi.PyThreadState_Get
+        state.restype = ctypes.c_void_p
+        # PyThreadState (3.11): prev, next, interp, int _initialized, int _static, int recursion_remaining
+        field = ctypes.c_int
+
+        def remaining():
+            return field.from_address(state() + 32).value
+
+        def deeper():
+            return remaining()
+
+        here, below = remaining(), deeper()
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + 100)
+        try:
+            moved = remaining()
+        finally:
+            sys.setrecursionlimit(limit)
+        if here - below != 1 or moved - here != 100 or not 0 < here <= limit:
+            return None
+        return remaining
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
 
 
 def start_zygote(hash_seed):
@@ -131,6 +172,7 @@ def child(group, job, w):
     sys.stdout = sys.stderr = open(os.devnull, "w")
     module_name = group["path"][:-3].replace("/", ".")
     link = rpc.Link(answers_r, requests_w, rpc.DriverPolicy(module_name))
+    link.remaining = REMAINING
     remote = set(job.get("remote", ()))
     real_import = builtins.__import__
 
@@ -184,11 +226,14 @@ def child(group, job, w):
         return rpc.exception_mro(exc)[:64]
 
     def observe(slot, fn):
+        link.observing = OBSERVE_UNITS  # this frame and the lambda's: pytest evaluates the expression in the test's
         try:
             value = fn()
         except BaseException as exc:  # noqa: BLE001 - whatever the code under test raised is the observation
             send({"slot": slot, "raised": mro(exc)})
             return
+        finally:
+            link.observing = 0
         try:
             send({"slot": slot, "v": encode(value)})
         except RecursionError:
@@ -218,6 +263,7 @@ def child(group, job, w):
     for i, name in enumerate(group["tests"]):
         send({"test": i})
         try:
+            link.test_base = REMAINING() if REMAINING is not None else 0
             namespace[name]()
             send({"done": i, "ok": True})
         except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
@@ -231,6 +277,8 @@ def child(group, job, w):
 
 
 MIDDLE: list[int] = []  # a pipe the relay moves bytes through, made once
+REMAINING = None  # remaining_reader(), made once: drivers send each request's depth in its test
+OBSERVE_UNITS = 2  # an observed expression runs in a lambda called by observe: two frames pytest does not have
 
 
 def emit(message):
@@ -305,14 +353,16 @@ def run_group(index, group, job, deadline):
 
 
 def main():
+    global REMAINING
     set_dumpable(False)
+    REMAINING = remaining_reader()
     gc.freeze()
     sys.dont_write_bytecode = True
     if not world_works():
         emit({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc, net)"})
         return
     MIDDLE[:] = os.pipe()
-    emit({"ready": True})
+    emit({"ready": True, "depths": REMAINING is not None})
     for line in sys.stdin:
         if not line.strip():
             continue
