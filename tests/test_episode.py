@@ -17,7 +17,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from gymsmith.core.types import Action, ActionErrorKind, EndReason, RolloutStatus, Split, StepResult
+from gymsmith.core.types import Action, ActionErrorKind, EndReason, Observation, RolloutStatus, Split, Step, StepResult
+from gymsmith.envs.base import bound_observation
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.gym import GymsmithEnv
 from gymsmith.registry import get_family
@@ -258,7 +259,7 @@ def test_a_record_past_its_bound_is_the_agents_failure_through_any_interface(sol
     per rollout to 14-48 MiB (an independent attacker's; the in-flight default assumed 4), so that a run could be
     killed for memory with every rollout in flight. Every interface's episode bounds its record
     (`max_record_bytes`): past it, the agent has failed (reward 0), whatever it does after, the repair included;
-    the same repair after fewer reads is paid."""
+    the same repair after half as many reads is paid."""
     task, witness = solved
     per_step = _flood_step_bytes(task)
     floods = DEFAULT_MAX_RECORD_BYTES // per_step + 1  # the step that passes the bound
@@ -267,7 +268,7 @@ def test_a_record_past_its_bound_is_the_agents_failure_through_any_interface(sol
     for name, play in interfaces.items():
         paid, reason = play(task, actions, 2000)
         assert (name, reason, paid) == (name, "agent_failure", [0.0])
-    paid, reason = by_runner(task, [FLOOD] * (floods - 2) + witness + [SUBMIT], 2000)
+    paid, reason = by_runner(task, [FLOOD] * (floods // 2) + witness + [SUBMIT], 2000)
     assert reason == "submitted" and paid[0] > 0.5
 
 
@@ -287,9 +288,20 @@ def test_the_record_bound_counts_what_a_model_turn_holds(solved):
             while not episode.over:
                 episode.step(Action(tool=READ["tool"], arguments=READ["arguments"]), agent_info={"turn": turn})
                 step = episode.steps[-1]
-            assert record_bytes(step) >= 4 * 20_000 + 40 * 3000 + 8 * 50
+            assert record_bytes(step) >= 3 * 20_000 + 40 * 3000 + 8 * 50
             assert len(episode.steps) == (1 << 20) // record_bytes(step) + 1 < 10
             assert episode.reason is EndReason.AGENT_FAILURE and "max_record_bytes" in episode.detail
             assert episode.finish().reward.value == 0.0
     finally:
         env.close()
+
+
+def test_the_record_bound_counts_text_as_python_stores_it():
+    """Python stores a text of characters beyond the Basic Multilingual Plane in 4 bytes a character: a policy that
+    reads back files of emoji held four times what the same length of ASCII holds, and the record counts it so."""
+    def step(text):
+        return Step(index=0, action=Action(tool="read_file", arguments={"path": "a"}),
+                    observation=bound_observation(Observation(text=text, data={"content": text})), duration_ms=1.0)
+
+    ascii_, astral = record_bytes(step("a" * 50_000)), record_bytes(step("\U0001F600" * 50_000))
+    assert ascii_ >= 3 * 2 * 50_000 and astral - ascii_ >= 3 * 2 * 3 * 50_000  # 3 more bytes a character, twice, x3

@@ -157,8 +157,8 @@ class Observation(BaseModel):
     text: str = Field(description="Text rendering for a language model.")
     data: Any = Field(default=None, description="The same result as JSON, for programmatic agents.")
     error: ActionError | None = Field(default=None, description="Set when the action had no effect.")
-    # the data's JSON length, when `envs.base.bound_observation` measured it (`envs.base.observation_chars`)
-    _data_chars: int | None = PrivateAttr(default=None)
+    # the memory of the data's JSON text, when `envs.base.bound_observation` measured it (`envs.base.observation_bytes`)
+    _data_bytes: int | None = PrivateAttr(default=None)
 
 
 class StepResult(BaseModel):

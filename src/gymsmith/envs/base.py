@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import reprlib
+import sys
 import traceback
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -187,7 +188,8 @@ def _scrub_data(value: Any) -> Any:
 
 
 def _bounded_data(data: Any) -> tuple[Any, int]:
-    """`data` within the cap (a note when larger or not JSON), and the length of its JSON text."""
+    """`data` within the cap (a note when larger or not JSON), and the memory its JSON text takes (`sys.getsizeof`:
+    4 bytes a character for text with characters beyond the Basic Multilingual Plane, 1 for ASCII)."""
     try:
         dumped = json.dumps(data, ensure_ascii=False, default=str)
         try:
@@ -196,18 +198,18 @@ def _bounded_data(data: Any) -> tuple[Any, int]:
             data = _scrub_data(data)
             dumped = json.dumps(data, ensure_ascii=False, default=str)
     except (ValueError, TypeError, RecursionError) as exc:
-        return {"unserialisable": f"{type(exc).__name__}: {clip(str(exc), 200)}"}, 300
+        return {"unserialisable": f"{type(exc).__name__}: {clip(str(exc), 200)}"}, 400
     if len(dumped) > MAX_OBSERVATION_DATA_CHARS:
         return {"truncated": True, "chars": len(dumped), "limit": MAX_OBSERVATION_DATA_CHARS,
-                "note": "the data of this observation was larger than the cap; its text holds what fits"}, 300
-    return data, len(dumped)
+                "note": "the data of this observation was larger than the cap; its text holds what fits"}, 400
+    return data, sys.getsizeof(dumped)
 
 
 def bound_observation(observation: Observation) -> Observation:
     """`observation` within the caps: text and error message cut, data replaced by a note when too large,
     lone surrogates escaped (so it can be stored as JSON and in SQL)."""
     text = clip(scrub(observation.text), MAX_OBSERVATION_CHARS)
-    data, chars = (None, 0) if observation.data is None else _bounded_data(observation.data)
+    data, size = (None, 0) if observation.data is None else _bounded_data(observation.data)
     error = observation.error
     if error is not None:
         message = clip(scrub(error.message), MAX_ERROR_CHARS)
@@ -215,18 +217,19 @@ def bound_observation(observation: Observation) -> Observation:
             error = ActionError(kind=error.kind, message=message)
     if not (text is observation.text and data is observation.data and error is observation.error):
         observation = Observation(text=text, data=data, error=error)
-    observation._data_chars = chars  # measured here, where the data is encoded anyway
+    observation._data_bytes = size  # measured here, where the data is encoded anyway
     return observation
 
 
-def observation_chars(observation: Observation) -> int:
-    """The characters `observation` holds: its text, its data as JSON (as `bound_observation` measured it, else
-    measured now) and its error message."""
-    chars = observation._data_chars
-    if chars is None:
-        chars = 0 if observation.data is None else _bounded_data(observation.data)[1]
-        observation._data_chars = chars
-    return len(observation.text) + chars + (len(observation.error.message) if observation.error is not None else 0)
+def observation_bytes(observation: Observation) -> int:
+    """The memory `observation`'s text takes, with its data's as JSON text (as `bound_observation` measured it, else
+    measured now) and its error message's (`sys.getsizeof`: astral characters take 4 bytes each, ASCII 1)."""
+    size = observation._data_bytes
+    if size is None:
+        size = 0 if observation.data is None else _bounded_data(observation.data)[1]
+        observation._data_bytes = size
+    error = observation.error
+    return sys.getsizeof(observation.text) + size + (sys.getsizeof(error.message) if error is not None else 0)
 
 
 # -- bounded arguments ------------------------------------------------------------------------------

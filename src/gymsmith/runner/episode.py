@@ -31,6 +31,7 @@ each where it belongs (`runner.async_engine`): `reset`, `value_start`, `step`, `
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
 import time
 import traceback
@@ -57,7 +58,7 @@ from gymsmith.envs.base import (
     bounded_action,
     clip,
     error_observation,
-    observation_chars,
+    observation_bytes,
     preview,
     scrub,
 )
@@ -70,9 +71,10 @@ MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored 
 DEFAULT_MAX_RECORD_BYTES = 16 << 20  # what one episode's record may hold (`record_bytes`): the async engine's in-flight
 # default is sized so that every rollout in flight can reach it (runner.async_engine.default_max_in_flight)
 # Python's memory per unit a step's record holds, measured on a model agent's ops rollouts (tracemalloc, the trajectory
-# and the agent alive: 2.7-3.9 bytes per character kept, observations in the step, the conversation, its JSON; token
-# ids above 255 and logprobs are objects of their own in lists)
-BYTES_PER_CHAR, BYTES_PER_TOKEN, BYTES_PER_MESSAGE = 4, 40, 8
+# and the agent alive: 2.7-3.9 times the text kept, which the step, the conversation and its JSON each hold; token ids
+# above 255 and logprobs are objects of their own in lists; a step of tiny observations held about 10 kB: its models,
+# dicts and the model turn's)
+COPIES, BYTES_PER_TOKEN, BYTES_PER_MESSAGE, BYTES_PER_STEP = 3, 40, 8, 12_000
 _FAILURES = frozenset({EndReason.AGENT_FAILURE, EndReason.ENVIRONMENT_EXCEPTION})
 
 
@@ -89,10 +91,11 @@ def _has_images(env: Environment) -> TypeGuard[StateImages]:
 
 def record_bytes(step: Step) -> int:
     """An estimate of the memory `step`'s record holds wherever an episode is driven: its observation (text, data,
-    error), its action's arguments, and what the agent reported (a model turn's reply text, token ids, logprobs and
-    the list of the messages it sent; the agent's conversation holds the observations again, which BYTES_PER_CHAR
-    covers)."""
-    chars = observation_chars(step.observation) + len(step.action.arguments_text())
+    error), its action's arguments and a model turn's reply text, each held about COPIES times (the step, the agent's
+    conversation, its JSON), as `sys.getsizeof` sizes them (so a character beyond the Basic Multilingual Plane counts
+    4 bytes, as Python stores it); a model turn's token ids, logprobs and the list of the messages it sent; and what
+    any step holds besides (BYTES_PER_STEP)."""
+    size = observation_bytes(step.observation) + sys.getsizeof(step.action.arguments_text())
     tokens = messages = 0
     turn = (step.agent_info or {}).get("turn")
     if isinstance(turn, dict):
@@ -100,8 +103,8 @@ def record_bytes(step: Step) -> int:
                      if isinstance(v, list))
         messages = len(turn["messages"]) if isinstance(turn.get("messages"), list) else 0
         content = turn["reply"].get("content") if isinstance(turn.get("reply"), dict) else None
-        chars += len(content) if isinstance(content, str) else 0
-    return chars * BYTES_PER_CHAR + tokens * BYTES_PER_TOKEN + messages * BYTES_PER_MESSAGE
+        size += sys.getsizeof(content) if isinstance(content, str) else 0
+    return BYTES_PER_STEP + size * COPIES + tokens * BYTES_PER_TOKEN + messages * BYTES_PER_MESSAGE
 
 
 def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
