@@ -17,6 +17,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 
+WORK = 4  # items compared per item of the sequences, at most
+
+
 class Splice(NamedTuple):
     """`new` as `kept` leading items of the context, then `tail`, with the context's `copied` items from
     `copy_from` inserted at `at` in it (all 0 when nothing is copied)."""
@@ -30,14 +33,17 @@ class Splice(NamedTuple):
 
 def splice(context: Sequence[Any], new: Sequence[Any], *, ends: Iterable[int] | None = None, min_run: int = 1) -> Splice:
     """`new` told against `context`: its common prefix, and the longest run after it that equals a run of `context`
-    ending at one of `ends` (default: the context's end), used when at least `min_run` long. Linear in the lengths,
-    plus, for each candidate end of the run in `new` (an item equal to the last of a context run), that run's length."""
+    ending at one of `ends` (default: the context's end), used when at least `min_run` long. Linear in the lengths:
+    the runs compared item by item are bounded in all (WORK per item), past which the longest found so far is used
+    (a conversation of one repeated token would otherwise cost its length squared: what a policy writes reaches
+    here)."""
     kept = 0
     for a, b in zip(context, new):
         if a != b:
             break
         kept += 1
     best, best_end, best_source = 0, 0, 0
+    budget = WORK * (len(context) + len(new))
     sources = {len(context)} if ends is None else set(ends)
     for source in sorted(e for e in sources if 0 < e <= len(context)):
         last = context[source - 1]
@@ -46,11 +52,14 @@ def splice(context: Sequence[Any], new: Sequence[Any], *, ends: Iterable[int] | 
                 break
             if new[end - 1] != last:
                 continue
-            m, limit = 1, min(end - kept, source)
+            m, limit = 1, min(end - kept, source, budget)
             while m < limit and new[end - 1 - m] == context[source - 1 - m]:  # a wrong candidate stops within a few
                 m += 1
+            budget -= m
             if m > best:
                 best, best_end, best_source = m, end, source
+            if budget <= 0:
+                break
     if best < min_run:
         return Splice(kept, 0, 0, 0, list(new[kept:]))
     start = best_end - best
