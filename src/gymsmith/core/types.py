@@ -160,6 +160,15 @@ class Observation(BaseModel):
     # the memory of the data's JSON text, when `envs.base.bound_observation` measured it (`envs.base.observation_bytes`)
     _data_bytes: int | None = PrivateAttr(default=None)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal by what the agent sees (pydantic's own would compare the measured size too, which an observation
+        read back from JSON lacks)."""
+        if not isinstance(other, Observation):
+            return NotImplemented
+        return (self.text, self.data, self.error) == (other.text, other.data, other.error)
+
+    __hash__ = None  # type: ignore[assignment]  # as pydantic's models: mutable, so unhashable
+
 
 class StepResult(BaseModel):
     observation: Observation
