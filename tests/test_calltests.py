@@ -700,6 +700,21 @@ def test_a_device_keyed_on_the_depth_of_each_call_is_the_bug_where_pytest_runs_t
     assert observed.groups[0].stream.tests[0].slots == [2, [1]]  # pytest: the fix, then the bug
 
 
+def test_an_exception_class_renamed_after_a_builtin_is_not_taken_for_it(runner):
+    """A seventy-eighth attacker's idea, found to work: a class of the agent's renamed `builtins.ValueError` (its
+    `__module__` and `__qualname__` set) was reported as ValueError, so the check of `pytest.raises(ValueError)`
+    held where pytest, for which it is no ValueError, fails. A class naming the standard library or builtins is
+    reported so only if it is the class found there; an honest subclass still reports its builtin bases."""
+    source = ("class Fake(Exception):\n    pass\n\n\nFake.__module__ = 'builtins'\nFake.__qualname__ = 'ValueError'\n\n\n"
+              "class Honest(ValueError):\n    pass\n\n\ndef f():\n    raise Fake('x')\n\n\ndef g():\n    raise Honest('y')\n")
+    test = ("import pytest\nfrom m import f, g\n\n\ndef test_a():\n    with pytest.raises(ValueError):\n        f()\n"
+            "    with pytest.raises(ValueError):\n        g()\n")
+    fake, honest = runner.observe({"m.py": source}, [compile_suite(test, "tests/t.py")], graded=True) \
+        .groups[0].stream.tests[0].slots
+    assert fake.mro[0] == ("?builtins", "ValueError") and ("builtins", "ValueError") not in fake.mro
+    assert honest.mro[:2] == (("m", "Honest"), ("builtins", "ValueError"))
+
+
 def test_graded_code_prints_as_an_ordinary_process_does(runner):
     """The package process replaced stdout and stderr with a strict file of its own, so `print('\\udc80')` raised
     there alone: a sixty-first attacker's device, the fix only where printing a lone surrogate fails, was accepted

@@ -197,11 +197,18 @@ def _type_name(obj):
 
 
 def _mro_names(cls):
+    """The (module, qualname) of each class in `cls`'s MRO. A class that names a module of the standard library (or
+    builtins) is reported so only if it is the class found there by that name: a class of the agent's renamed
+    `builtins.ValueError` is "?builtins" (the judge matches raised exceptions by their builtin classes, and pytest's
+    `raises(ValueError)` would not take it: a seventy-eighth attacker's idea, found to work)."""
     try:
         out = []
         for c in cls.__mro__[:64]:
             module, qualname = c.__module__, c.__qualname__
-            out.append([module[:MAX_NAME] if type(module) is str else "?", qualname[:MAX_NAME] if type(qualname) is str else "?"])
+            module = module[:MAX_NAME] if type(module) is str else "?"
+            if (module == "builtins" or module.partition(".")[0] in sys.stdlib_module_names) and _std_name(c) is None:
+                module = "?" + module
+            out.append([module, qualname[:MAX_NAME] if type(qualname) is str else "?"])
         return out
     except BaseException:  # noqa: BLE001
         return [["?", "?"]]
