@@ -715,6 +715,39 @@ def test_an_exception_class_renamed_after_a_builtin_is_not_taken_for_it(runner):
     assert honest.mro[:2] == (("m", "Honest"), ("builtins", "ValueError"))
 
 
+def test_an_exception_class_whose_metaclass_claims_another_mro_is_judged_by_its_real_one(runner):
+    """A seventy-ninth attacker's metaclass gave `__mro__` as a property claiming ValueError for a class deriving
+    from KeyError: the MRO was read as that attribute, so `pytest.raises(ValueError)` held where pytest, which reads
+    the type's own, fails (accepted on 4 of 4 tasks). The type's own slots are read."""
+    source = ("Claims = type('Claims', (type,), {'_' + '_mro_' + '_': property(lambda c: (c, ValueError, Exception, "
+              "BaseException, object))})\nE = Claims('E', (KeyError,), {})\n\n\ndef f():\n    raise E('x')\n")
+    test = "import pytest\nfrom m import f\n\n\ndef test_a():\n    with pytest.raises(ValueError):\n        f()\n"
+    [raised] = runner.observe({"m.py": source}, [compile_suite(test, "tests/t.py")], graded=True).groups[0].stream.tests[0].slots
+    assert raised.mro[:2] == (("m", "E"), ("builtins", "KeyError")) and ("builtins", "ValueError") not in raised.mro
+
+
+def test_what_pytest_would_fail_the_judge_does_not_pass():
+    """Three places a seventy-ninth attacker found the verdict looser than pytest's, each passing a fix that broke
+    what worked: a name the test rebinds was judged as the module constant of that name; an object of the code's
+    was falsy and unequal to anything (`assert not bag`, `bag != 1` held whatever the object); an absolute
+    tolerance alone was widened by the default relative one."""
+    from gymsmith.verifier.calltests.compiler import Approx
+    from gymsmith.verifier.calltests.judge import _approx_equal, _CheckFailed, evaluate
+    from gymsmith.verifier.calltests.wire import Opaque
+
+    source = ('from m import decode, encode\n\ntext = "hello"\n\n\ndef test_a():\n    text = decode(encode("hello"))\n'
+              '    assert text == "hello"\n\n\ndef test_b():\n    assert encode(text) == "x"\n')
+    rebound, kept = compile_suite(source, "tests/t.py").tests
+    assert rebound.slots == 1 and rebound.checks == (("cmp", ("slot", 0), [("==", ("const", "hello"))]),)
+    assert kept.checks == (("cmp", ("slot", 0), [("==", ("const", "x"))]),)  # the constant as an input stays one
+    bag = [Opaque("m.Bag")]
+    for check in (("not", ("slot", 0)), ("cmp", ("slot", 0), [("!=", ("const", 1))])):
+        with pytest.raises(_CheckFailed):
+            evaluate(check, bag)
+    assert evaluate(("cmp", ("slot", 0), [("is not", ("const", None))]), bag) is True  # as pytest: not None
+    assert not _approx_equal(1500.0009, Approx(1500.0, None, 1e-6)) and _approx_equal(1500.0009, Approx(1500.0))
+
+
 def test_graded_code_prints_as_an_ordinary_process_does(runner):
     """The package process replaced stdout and stderr with a strict file of its own, so `print('\\udc80')` raised
     there alone: a sixty-first attacker's device, the fix only where printing a lone surrogate fails, was accepted

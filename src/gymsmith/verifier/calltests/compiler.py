@@ -202,6 +202,12 @@ class _Compiler:
                     and assigned.get(stmt.targets[0].id) == 1 and _is_literal(stmt.value)):
                 local_literals[stmt.targets[0].id] = stmt
                 env[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+        # any other name the test binds is computed beside the code under test, whatever a module constant of that
+        # name holds (`text = decode(encode("hello")); assert text == "hello"` was judged constant == constant: a
+        # seventy-ninth attacker)
+        for name in _bound_names(fn.body):
+            if name not in local_literals:
+                env.pop(name, None)
         body: list[ast.stmt] = []
         checks: list[Check] = []
         raise_slots: set[int] = set()
@@ -275,6 +281,24 @@ class _Compiler:
             else:
                 raise UnsupportedTest(f"{_where(self.path, call)}: unknown exception {item.id!r}")
         return tuple(out)
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """Every name the statements bind: assigned, a loop or `with` target, an exception's name, a def, class or import."""
+    names: set[str] = set()
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del):
+                names.add(n.id)
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                names.add(n.name)
+            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(n.name)
+            elif isinstance(n, ast.alias):
+                names.add((n.asname or n.name).partition(".")[0])
+            elif isinstance(n, ast.MatchAs | ast.MatchStar) and n.name:
+                names.add(n.name)
+    return names
 
 
 def _inputs(body: list[ast.stmt], env: dict[str, Any]) -> frozenset[str]:

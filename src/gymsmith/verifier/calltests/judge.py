@@ -36,8 +36,11 @@ def _approx_equal(observed: Any, expected: Approx) -> bool:
             return False
         if math.isinf(e) or math.isinf(a):
             return a == e
-        rel = 1e-6 if expected.rel is None else expected.rel
-        tol = max(rel * abs(e), 1e-12 if expected.abs is None else expected.abs)
+        if expected.rel is None and expected.abs is not None:  # as pytest: an absolute tolerance alone is the tolerance
+            tol = expected.abs
+        else:
+            rel = 1e-6 if expected.rel is None else expected.rel
+            tol = max(rel * abs(e), 1e-12 if expected.abs is None else expected.abs)
         return abs(a - e) <= tol
 
     e = expected.expected
@@ -59,7 +62,9 @@ def _equal(a: Any, b: Any) -> bool:
 def _compare(op: str, a: Any, b: Any) -> bool:
     if op == "==":
         return _equal(a, b)
-    if op == "!=":
+    if op == "!=":  # an object of the package's equals nothing here, so `!=` would hold for any: undecided, failed
+        if isinstance(a, Opaque) or isinstance(b, Opaque):
+            raise _CheckFailed("an object of the code under test is not judged unequal")
         return not _equal(a, b)
     if op == "is":
         return a is b if (a is None or b is None or type(a) is bool or type(b) is bool) else False
@@ -128,7 +133,12 @@ def _builtin_bases(raised: Raised) -> frozenset[str]:
 
 
 def _truth(value: Any) -> bool:
-    if isinstance(value, Opaque | Raised):
+    """Python's truth of a decoded value. An object of the package's has none here (pytest would call its `__bool__`
+    or `__len__`, code of the agent's): a check that needs it fails, `not` included (it held for any such object, so
+    `assert not bag` passed a `Bag.remove` that removed nothing: a seventy-ninth attacker)."""
+    if isinstance(value, Opaque):
+        raise _CheckFailed("the truth of an object of the code under test is not judged")
+    if isinstance(value, Raised):
         return False
     return bool(value)
 

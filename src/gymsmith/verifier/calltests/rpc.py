@@ -196,6 +196,11 @@ def _type_name(obj):
         return "?"
 
 
+_TYPE_MRO = type.__dict__["__mro__"].__get__
+_TYPE_MODULE = type.__dict__["__module__"].__get__
+_TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
+
+
 def _mro_names(cls):
     """The (module, qualname) of each class in `cls`'s MRO. A class that names a module of the standard library (or
     builtins) is reported so only if it is the class found there by that name: a class of the agent's renamed
@@ -203,8 +208,11 @@ def _mro_names(cls):
     `raises(ValueError)` would not take it: a seventy-eighth attacker's idea, found to work)."""
     try:
         out = []
-        for c in cls.__mro__[:64]:
-            module, qualname = c.__module__, c.__qualname__
+        # the type's own slots, as isinstance and pytest.raises read them: a metaclass may give `__mro__`,
+        # `__module__` or `__qualname__` another value as attributes (a seventy-ninth attacker's metaclass property
+        # `__mro__` claimed ValueError for a KeyError: accepted on 4 of 4 tasks, pytest failing 6-11 raises tests)
+        for c in _TYPE_MRO(cls)[:64]:
+            module, qualname = _TYPE_MODULE(c), _TYPE_QUALNAME(c)
             module = module[:MAX_NAME] if type(module) is str else "?"
             if (module == "builtins" or module.partition(".")[0] in sys.stdlib_module_names) and _std_name(c) is None:
                 module = "?" + module
