@@ -68,7 +68,11 @@ PROCESS_NAMES = frozenset({
     "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__", "__base__", "__mro__",
     "__dict__", "__loader__", "__spec__", "__file__", "__main__", "__traceback__", "__import__", "__reduce__",
     "__reduce_ex__", "__getattribute__", "__self__", "__func__", "__defaults__", "__kwdefaults__", "__path__",
-    "__cached__", "__package__"})
+    "__cached__", "__package__",
+    # what the interpreter writes into a module's globals: the warnings machinery's registry holds the number of
+    # times the process's warning filters changed (0 in the verifier's package process, 14 under pytest: an
+    # eighty-first attacker read it after `bool(NotImplemented)` warned, accepted on 14 of 14 tasks)
+    "__warningregistry__"})
 # calls that resolve names at run time, run code from text, or read what the process can reach: a read wherever the
 # name appears (`e = eval; e(...)` too)
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
@@ -187,9 +191,18 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
 
 def _finalizers(nodes: list[ast.AST]) -> set[str]:
     """The finalizers among `nodes` (FINALIZER's comment): a `__del__` named anywhere (defined, read, given as text),
-    a generator or coroutine whose `yield` or `await` lies inside a `try` or `with` of its own body."""
+    and what could name one where no text shows it (an eighty-first attacker's `type('C', (), {'__d' + 'el__': f})`):
+    a class built by `type` from a namespace that is not a dict of literal names, a metaclass (a class deriving from
+    `type`, whose `__new__` can add any name); a generator or coroutine whose `yield` or `await` lies inside a `try`
+    or `with` of its own body, or that delegates (`yield from`, `await`: closing it closes, and runs, the other)."""
     found: set[str] = set()
     for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" and \
+                len(node.args) == 3 and not (isinstance(node.args[2], ast.Dict) and all(
+                    isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.args[2].keys)):
+            found.add("builds a class from a computed namespace (type)")
+        if isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == "type" for b in node.bases):
+            found.add(f"defines a metaclass ({_clip(node.name)})")
         name = node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else node.id \
             if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.value \
             if isinstance(node, ast.Constant) else None
@@ -201,13 +214,13 @@ def _finalizers(nodes: list[ast.AST]) -> set[str]:
 
 
 def _closes_with_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a `yield` or `await` of `function`'s own body (not of a nested function or class) lies inside a `try`
-    or `with`."""
+    """Whether a `yield` of `function`'s own body (not of a nested function or class) lies inside a `try` or `with`,
+    or the body delegates (`yield from`, `await`)."""
     def walk(node: ast.AST, guarded: bool) -> bool:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
                 continue
-            if isinstance(child, ast.Yield | ast.YieldFrom | ast.Await) and guarded:
+            if isinstance(child, ast.YieldFrom | ast.Await) or isinstance(child, ast.Yield) and guarded:
                 return True
             inside = guarded or isinstance(child, ast.Try | ast.TryStar | ast.With | ast.AsyncWith)
             if walk(child, inside):
