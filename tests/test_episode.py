@@ -18,7 +18,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gymsmith.core.types import Action, ActionErrorKind, EndReason, Observation, RolloutStatus, Split, Step, StepResult
-from gymsmith.envs.base import bound_observation
+from gymsmith.envs.base import bound_observation, bounded_action
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.gym import GymsmithEnv
 from gymsmith.registry import get_family
@@ -288,7 +288,7 @@ def test_the_record_bound_counts_what_a_model_turn_holds(solved):
             while not episode.over:
                 episode.step(Action(tool=READ["tool"], arguments=READ["arguments"]), agent_info={"turn": turn})
                 step = episode.steps[-1]
-            assert record_bytes(step) >= 3 * 20_000 + 40 * 3000 + 8 * 50
+            assert record_bytes(step) >= 2 * 20_000 + 40 * 3000 + 8 * 50  # the reply: its text and its JSON
             assert len(episode.steps) == (1 << 20) // record_bytes(step) + 1 < 10
             assert episode.reason is EndReason.AGENT_FAILURE and "max_record_bytes" in episode.detail
             assert episode.finish().reward.value == 0.0
@@ -305,3 +305,20 @@ def test_the_record_bound_counts_text_as_python_stores_it():
 
     ascii_, astral = record_bytes(step("a" * 50_000)), record_bytes(step("\U0001F600" * 50_000))
     assert ascii_ >= 3 * 2 * 50_000 and astral - ascii_ >= 3 * 2 * 3 * 50_000  # 3 more bytes a character, twice, x3
+
+
+def test_the_record_counts_a_reply_whole_and_text_as_its_json_holds_it():
+    """An eighty-second attacker's policy sent tool calls whose arguments were over the cap: the step keeps a prefix,
+    but the conversation, the turn and the store keep them whole, and the record counted the prefix (one rollout
+    held 88 MiB against an estimate of 2.4). And a control character takes six bytes in the conversation's JSON.
+    The reply counts whole, and text as its JSON holds it."""
+    arguments = json.dumps({"entity": "orders", "q": "a" * 300_000})
+    reply = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "search_records", "arguments": arguments}}]}
+    step = Step(index=0, action=bounded_action(Action(tool="search_records", arguments=arguments)),
+                observation=bound_observation(Observation(text="refused")), duration_ms=1.0,
+                agent_info={"turn": {"messages": [], "reply": reply}})
+    assert len(step.action.arguments_text()) < 2_000 and record_bytes(step) >= 2 * 300_000
+    control = Step(index=0, action=Action(tool="get_status", arguments={}), duration_ms=1.0,
+                   observation=bound_observation(Observation(text="\x01" * 50_000)))
+    assert record_bytes(control) >= 6 * 50_000 + 2 * 50_000

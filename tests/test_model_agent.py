@@ -222,6 +222,25 @@ def test_a_policy_that_floods_what_the_engine_holds_fails_at_its_records_bound(t
         honest = run(config, store, tasks=tasks)
     assert all(t.end_reason.value == "submitted" and t.reward.accepted for t in honest)
 
+
+def test_a_gateway_refusing_what_the_policy_wrote_is_the_agents_failure(tmp_path):
+    """An eighty-second attacker put a gateway answering 403 to content it refuses in front of the model, and had its
+    policy write that content on the tasks it gave up on: 6 failing rollouts of 12 became infrastructure errors,
+    left out of the means and the trainer export (mean reward of the rest 1.0 against 0.5). Once the agent has
+    replied, a refusal of any status is the conversation's while the endpoint answers a one-token request; at the
+    first request it is still the endpoint's."""
+    spec = TaskSetSpec(family="ops", count=2, split="train", base_seed=44)
+    tasks = build_taskset(spec)
+    store = TrajectoryStore(tmp_path / "g.db")
+    for run_id, k in (("after", 1), ("first", 0)):
+        with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=("http_403", k)) as server:
+            run(RunConfig(run_id=run_id, taskset=spec, agents=["model"], model=_config(server, timeout_s=5), retries=0),
+                store, tasks=tasks)
+    after, first = store.rollout_rows(["after"]), store.rollout_rows(["first"])
+    assert len(after) == 2 and all(r["end_reason"] == "agent_failure" and r["reward"] == 0.0 and "HTTP 403" in
+                                   r["end_detail"] for r in after)
+    assert len(first) == 2 and all(r["status"] == "error" and r["error_kind"] == "model_endpoint" for r in first)
+
 @pytest.mark.parametrize("finish", [{"why": "stop"}, "s" * 40, 10**20, "st\u00f6p\ud800", ["stop"]])
 def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_path, finish):
     """An attacker's server sent a finish reason the store's column could not hold (a dict, a long text, a huge

@@ -237,7 +237,14 @@ class ModelAgent:
                 raise ModelRequestRefused(f"{c.base_url} refused the conversation after {self.replies} replies: HTTP "
                                           f"{response.status_code}: {response.text[:300]}")
             if response.status_code != 200:
-                raise ModelEndpointError(f"{c.base_url}: HTTP {response.status_code}: {response.text[:300]}")
+                refused = f"{c.base_url}: HTTP {response.status_code}: {response.text[:300]}"
+                # any other refusal once the agent has replied (a gateway refusing what the policy wrote with 403,
+                # 451, ...: an eighty-second attacker's 6 failing rollouts of 12 vanished from means and the export)
+                # is the conversation's while the endpoint answers a one-token request; else the endpoint's
+                if self.replies and await self._answers_others():
+                    raise ModelRequestRefused(f"{refused}, after {self.replies} replies, while it answered a one-token "
+                                              f"request within {c.check_s():g} s: the endpoint refused this conversation")
+                raise ModelEndpointError(refused)
             try:
                 data = response.json()
                 message = data["choices"][0]["message"]

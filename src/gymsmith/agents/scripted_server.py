@@ -77,7 +77,8 @@ class ScriptedChatServer:
         (any JSON value: what a misbehaving server might send). `conversation_fault`: (kind, k) makes every request
         of a conversation with at least k replies in it fail, on every attempt: "slow" answers after `slow_s` (a
         reply generated to its token limit), "http_500" fails (a server that breaks on what the model wrote),
-        "http_504" is a gateway's timeout; a request without tools (a one-token check) is answered as usual, after
+        "http_504" is a gateway's timeout, "http_403" a gateway refusing the content; a request without tools (a
+        one-token check) is answered as usual, after
         `check_delay_s` (a queue it waits in)."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
@@ -89,8 +90,9 @@ class ScriptedChatServer:
         self.seed, self.models = seed, models
         self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
         self.context_chars, self.finish_reason = context_chars, finish_reason
-        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500", "http_504"):
-            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow', 'http_500' or 'http_504', k)")
+        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500", "http_504", "http_403"):
+            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow', 'http_500', 'http_504' or "
+                             "'http_403', k)")
         self.conversation_fault, self.check_delay_s = conversation_fault, check_delay_s
         self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
@@ -148,6 +150,8 @@ class ScriptedChatServer:
                             return self._send(200, server._reply(body, None))
                         if kind == "http_504":
                             return self._send(504, {"error": {"message": "gateway timeout"}})
+                        if kind == "http_403":
+                            return self._send(403, {"error": {"message": "refused by the gateway's content rules"}})
                         return self._send(500, {"error": {"message": "the server failed on this conversation"}})
                 if not body.get("tools") and server.check_delay_s:
                     time.sleep(server.check_delay_s)

@@ -221,15 +221,16 @@ def bound_observation(observation: Observation) -> Observation:
     return observation
 
 
-def observation_bytes(observation: Observation) -> int:
+def observation_bytes(observation: Observation, *, data_copies: int = 1) -> int:
     """The memory `observation`'s text takes, with its data's as JSON text (as `bound_observation` measured it, else
-    measured now) and its error message's (`sys.getsizeof`: astral characters take 4 bytes each, ASCII 1)."""
+    measured now; times `data_copies`) and its error message's (`sys.getsizeof`: astral characters take 4 bytes each,
+    ASCII 1)."""
     size = observation._data_bytes
     if size is None:
         size = 0 if observation.data is None else _bounded_data(observation.data)[1]
         observation._data_bytes = size
     error = observation.error
-    return sys.getsizeof(observation.text) + size + (sys.getsizeof(error.message) if error is not None else 0)
+    return sys.getsizeof(observation.text) + size * data_copies + (sys.getsizeof(error.message) if error is not None else 0)
 
 
 # -- bounded arguments ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ each where it belongs (`runner.async_engine`): `reset`, `value_start`, `step`, `
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import tempfile
@@ -71,10 +72,10 @@ MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored 
 DEFAULT_MAX_RECORD_BYTES = 16 << 20  # what one episode's record may hold (`record_bytes`): the async engine's in-flight
 # default is sized so that every rollout in flight can reach it (runner.async_engine.default_max_in_flight)
 # Python's memory per unit a step's record holds, measured on a model agent's ops rollouts (tracemalloc, the trajectory
-# and the agent alive: 2.7-3.9 times the text kept, which the step, the conversation and its JSON each hold; token ids
-# above 255 and logprobs are objects of their own in lists; a step of tiny observations held about 10 kB: its models,
-# dicts and the model turn's)
-COPIES, BYTES_PER_TOKEN, BYTES_PER_MESSAGE, BYTES_PER_STEP = 3, 40, 8, 12_000
+# and the agent alive: an observation's data held as objects about three times its JSON; token ids above 255 and
+# logprobs are objects of their own in lists; a step of tiny observations held about 10 kB: its models, dicts and the
+# model turn's)
+DATA_COPIES, BYTES_PER_TOKEN, BYTES_PER_MESSAGE, BYTES_PER_STEP = 3, 40, 8, 12_000
 _FAILURES = frozenset({EndReason.AGENT_FAILURE, EndReason.ENVIRONMENT_EXCEPTION})
 
 
@@ -90,21 +91,42 @@ def _has_images(env: Environment) -> TypeGuard[StateImages]:
 
 
 def record_bytes(step: Step) -> int:
-    """An estimate of the memory `step`'s record holds wherever an episode is driven: its observation (text, data,
-    error), its action's arguments and a model turn's reply text, each held about COPIES times (the step, the agent's
-    conversation, its JSON), as `sys.getsizeof` sizes them (so a character beyond the Basic Multilingual Plane counts
-    4 bytes, as Python stores it); a model turn's token ids, logprobs and the list of the messages it sent; and what
-    any step holds besides (BYTES_PER_STEP)."""
-    size = observation_bytes(step.observation) + sys.getsizeof(step.action.arguments_text())
+    """An estimate of the memory `step`'s record holds wherever an episode is driven, as `sys.getsizeof` sizes texts
+    (a character beyond the Basic Multilingual Plane counts the 4 bytes Python stores it in): the observation's text
+    (held by the step and the agent's conversation) and its JSON (the conversation's encoded copy, where a control
+    character takes six), its data (as objects, DATA_COPIES times its JSON) and error; the action's arguments as
+    stored; a model turn's reply whole (its text and every tool call's arguments, whatever the step kept of them,
+    and its JSON), token ids, logprobs and the list of the messages it sent; and what any step holds besides."""
+    observation = step.observation
+    size = observation_bytes(observation, data_copies=DATA_COPIES) + sys.getsizeof(observation.text) + \
+        sys.getsizeof(_json_text(observation.text)) + sys.getsizeof(step.action.arguments_text())
     tokens = messages = 0
     turn = (step.agent_info or {}).get("turn")
     if isinstance(turn, dict):
         tokens = sum(len(v) for v in (turn.get("prompt_ids"), turn.get("completion_ids"), turn.get("logprobs"))
                      if isinstance(v, list))
         messages = len(turn["messages"]) if isinstance(turn.get("messages"), list) else 0
-        content = turn["reply"].get("content") if isinstance(turn.get("reply"), dict) else None
-        size += sys.getsizeof(content) if isinstance(content, str) else 0
-    return BYTES_PER_STEP + size * COPIES + tokens * BYTES_PER_TOKEN + messages * BYTES_PER_MESSAGE
+        size += _reply_bytes(turn.get("reply"))
+    return BYTES_PER_STEP + size + tokens * BYTES_PER_TOKEN + messages * BYTES_PER_MESSAGE
+
+
+def _reply_bytes(reply: Any) -> int:
+    """A model reply's texts (its content, each tool call's name and arguments) and its JSON, as held."""
+    if not isinstance(reply, dict):
+        return 0
+    texts = [reply.get("content")]
+    for call in reply.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            texts += [function.get("name"), function.get("arguments")]
+    raw = sum(sys.getsizeof(t) for t in texts if isinstance(t, str))
+    try:
+        return raw + sys.getsizeof(_json_text(reply))
+    except (TypeError, ValueError, RecursionError):
+        return 2 * raw
+
+
+_json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # as the model agent encodes
 
 
 def describe_exception(exc: BaseException, *, trace: bool = True) -> str:
