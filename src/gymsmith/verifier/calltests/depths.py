@@ -130,9 +130,6 @@ class P:
     def __round__(self, digits=None):
         return note("round", 1)
 
-    def __enter__(self):
-        return note("enter", self)
-
     def __exit__(self, kind, exc, tb):
         return note("exit", False)
 
@@ -142,68 +139,20 @@ class P:
     def __subclasscheck__(self, cls):
         return note("subclasscheck", False)
 
-    def __iter__(self):
-        return note("iter", It())
 
-    def __next__(self):
-        return note("next", 1)
+def _unary(op, value):
+    def method(self):
+        return note(op, self if value is SELF else value())
+    return method
 
-    def __len__(self):
-        return note("len", 1)
 
-    def __bool__(self):
-        return note("bool", True)
-
-    def __hash__(self):
-        return note("hash", 1)
-
-    def __repr__(self):
-        return note("repr", "p")
-
-    def __str__(self):
-        return note("str", "p")
-
-    def __bytes__(self):
-        return note("bytes", b"")
-
-    def __index__(self):
-        return note("index", 1)
-
-    def __int__(self):
-        return note("int", 1)
-
-    def __float__(self):
-        return note("float", 1.0)
-
-    def __complex__(self):
-        return note("complex", 1j)
-
-    def __reversed__(self):
-        return note("reversed", iter(()))
-
-    def __dir__(self):
-        return note("dir", [])
-
-    def __trunc__(self):
-        return note("trunc", 1)
-
-    def __floor__(self):
-        return note("floor", 1)
-
-    def __ceil__(self):
-        return note("ceil", 1)
-
-    def __neg__(self):
-        return note("neg", self)
-
-    def __pos__(self):
-        return note("pos", self)
-
-    def __abs__(self):
-        return note("abs", self)
-
-    def __invert__(self):
-        return note("invert", self)
+SELF = object()  # what neg, pos, abs, invert and enter return
+for _op, _value in (("iter", It), ("next", lambda: 1), ("len", lambda: 1), ("bool", lambda: True),
+                    ("hash", lambda: 1), ("repr", lambda: "p"), ("str", lambda: "p"), ("bytes", lambda: b""),
+                    ("index", lambda: 1), ("int", lambda: 1), ("float", lambda: 1.0), ("complex", lambda: 1j),
+                    ("reversed", lambda: iter(())), ("dir", list), ("trunc", lambda: 1), ("floor", lambda: 1),
+                    ("ceil", lambda: 1), ("enter", SELF), ("neg", SELF), ("pos", SELF), ("abs", SELF), ("invert", SELF)):
+    setattr(P, "__" + _op + "__", _unary(_op, _value))
 
 
 def _binary(op):
