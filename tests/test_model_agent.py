@@ -101,7 +101,7 @@ def test_endpoint_down_is_an_infrastructure_error(ops):
         agent.close()
     assert t.status is RolloutStatus.ERROR and t.reward is None
     assert "no usable reply after 3 attempts: HTTP 500, HTTP 500, HTTP 500" in t.error
-    assert server.requests == 3
+    assert server.requests == 3 + 1  # and the one-token request that tells a down endpoint from a failing reply
 
 
 def test_act_raises_endpoint_error_for_the_runner(ops):
@@ -171,8 +171,9 @@ def test_a_conversation_past_the_models_context_is_the_agents_failure_not_an_err
     """An independent attacker's agent sent one reply of many tool calls, so that the next request overflowed the
     server's context (HTTP 400, as vLLM answers): stored as an infrastructure error, its failures were left out of
     means and exports and retried until a clean attempt succeeded. A request refused after the rollout's first
-    reply is the conversation's doing: the agent's failure, reward 0, not retried. Refused at the first request,
-    before the agent said anything, it is still the endpoint's (an error)."""
+    reply is the conversation's doing: the agent's failure, reward 0, not retried. Refused at the first request while
+    the endpoint answers a one-token request, it is too (vLLM answers 400 when its tool parser fails on a first reply),
+    its detail naming the refusal: a task the model's context cannot hold scores 0, never an error left out of means."""
     tasks = build_taskset(TaskSetSpec(family="ops", count=3, split="train", base_seed=41))
     store = TrajectoryStore(tmp_path / "c.db")
     with ScriptedChatServer(_flooder, calls_per_reply=20, context_chars=6_000) as server:
@@ -185,12 +186,13 @@ def test_a_conversation_past_the_models_context_is_the_agents_failure_not_an_err
     assert all(r["reward"] == 0.0 and "ModelRequestRefused" in r["end_detail"] for r in rows)
     assert "maximum context length" in rows[0]["end_detail"]
     assert requests == 3 * 2  # per rollout: the first reply and the refused request, never a retried attempt
-    with ScriptedChatServer(_flooder, context_chars=10) as server:  # the task alone is past it
+    with ScriptedChatServer(_flooder, context_chars=200) as server:  # the task alone is past it, a short prompt not
         config = RunConfig(run_id="tiny", taskset=TaskSetSpec(family="ops", count=1, split="train", base_seed=41),
                            agents=["model"], model=_config(server), retries=0)
         run(config, store, tasks=tasks[:1])
     [row] = store.rollout_rows(["tiny"])
-    assert row["status"] == "error" and row["error_kind"] == "model_endpoint" and "HTTP 400" in row["error"]
+    assert row["status"] == "truncated" and row["end_reason"] == "agent_failure" and row["reward"] == 0.0
+    assert "HTTP 400" in row["end_detail"] and "after 0 replies" in row["end_detail"]
 
 
 
@@ -226,9 +228,9 @@ def test_a_policy_that_floods_what_the_engine_holds_fails_at_its_records_bound(t
 def test_a_gateway_refusing_what_the_policy_wrote_is_the_agents_failure(tmp_path):
     """An eighty-second attacker put a gateway answering 403 to content it refuses in front of the model, and had its
     policy write that content on the tasks it gave up on: 6 failing rollouts of 12 became infrastructure errors,
-    left out of the means and the trainer export (mean reward of the rest 1.0 against 0.5). Once the agent has
-    replied, a refusal of any status is the conversation's while the endpoint answers a one-token request; at the
-    first request it is still the endpoint's."""
+    left out of the means and the trainer export (mean reward of the rest 1.0 against 0.5). A refusal of any status,
+    at the first request as after it (the first reply is the policy's too), is the conversation's while the endpoint
+    answers a one-token request."""
     spec = TaskSetSpec(family="ops", count=2, split="train", base_seed=44)
     tasks = build_taskset(spec)
     store = TrajectoryStore(tmp_path / "g.db")
@@ -239,7 +241,8 @@ def test_a_gateway_refusing_what_the_policy_wrote_is_the_agents_failure(tmp_path
     after, first = store.rollout_rows(["after"]), store.rollout_rows(["first"])
     assert len(after) == 2 and all(r["end_reason"] == "agent_failure" and r["reward"] == 0.0 and "HTTP 403" in
                                    r["end_detail"] for r in after)
-    assert len(first) == 2 and all(r["status"] == "error" and r["error_kind"] == "model_endpoint" for r in first)
+    assert len(first) == 2 and all(r["end_reason"] == "agent_failure" and r["reward"] == 0.0 and "HTTP 403" in
+                                   r["end_detail"] for r in first)
 
 @pytest.mark.parametrize("finish", [{"why": "stop"}, "s" * 40, 10**20, "st\u00f6p\ud800", ["stop"]])
 def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_path, finish):
@@ -261,14 +264,15 @@ def test_a_finish_reason_that_is_not_one_is_not_stored_and_breaks_no_run(tmp_pat
         == [None] * len([s for s in out[0].steps if s.agent_info and "turn" in s.agent_info])
 
 
-@pytest.mark.parametrize("kind, after", [("slow", 1), ("http_500", 1), ("http_504", 0), ("slow", 0)])
+@pytest.mark.parametrize("kind, after", [("slow", 1), ("http_500", 1), ("http_504", 0), ("slow", 0), ("http_500", 0)])
 def test_a_reply_the_endpoint_cannot_give_in_time_is_the_agents_failure_while_it_answers_others(tmp_path, kind, after):
     """A seventy-fourth attacker's policy failed, then generated to its token limit more slowly than the call's
     timeout allowed: every retry timed out, the rollout was stored as an infrastructure error, dropped from means and
     the export, and retried until an attempt succeeded (acceptance 9/16 became 16/16). After the rollout's first
     reply, a call that still fails with 5xx (the server breaking on what the model wrote) while the endpoint answers
-    a one-token request quickly is the conversation's failure: reward 0, not retried; a timeout (ours, or a
-    gateway's 504: a seventy-fifth attacker's first reply behind a proxy) is so from the first reply on."""
+    a one-token request quickly is the conversation's failure: reward 0, not retried; so is a timeout (ours, or a
+    gateway's 504: a seventy-fifth attacker's first reply behind a proxy) and a 5xx from the first reply on (an
+    eighty-fifth attacker's first replies broke the server: 8 failing samples of 16 left the means and the export)."""
     tasks = build_taskset(TaskSetSpec(family="ops", count=3, split="train", base_seed=43))
     store = TrajectoryStore(tmp_path / "s.db")
     with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=(kind, after), slow_s=1.5) as server:

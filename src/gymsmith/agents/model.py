@@ -8,14 +8,15 @@ timeouts and dropped connections are retried with exponential backoff; when retr
 raises ModelEndpointError, which the runner records as an infrastructure error, not as a low reward. A request
 refused for its content (HTTP 400, 413, 422: past the model's context) after the rollout's first reply is the
 conversation's doing, and so the agent's: ModelRequestRefused, a failure with reward 0, never an error (a policy
-that floods its context would otherwise have its failures dropped, or retried until one succeeds). So is a call that
-still times out or fails (5xx, a dropped connection, an unreadable body) after every retry, when the rollout has had
-a reply and the endpoint then answers a one-token request within `check_s()` (a quarter of `timeout_s`, at least a
-second): the endpoint is up and its queue short,
-and what it could not answer in time was this conversation's reply (a policy that generates until `max_tokens` at
-a rate slower than `timeout_s` allows, or whose output breaks the server); a timeout counts so from the first reply
-on (how long a reply takes to generate is the policy's), since that one-token request was answered in time. Rate
-limits (429) and failures to connect are always the endpoint's. A server's
+that floods its context would otherwise have its failures dropped, or retried until one succeeds). So is any other
+refusal, and a call that still times out or fails (5xx, a dropped connection, an unreadable body) after every retry,
+from the rollout's first request on, when the endpoint then answers a one-token request within `check_s()` (a
+quarter of `timeout_s`, at least a second): the endpoint is up and its queue short, and what it could not answer,
+or answered with an error, was this conversation, whose every reply is the policy's own generation (a policy that
+generates until `max_tokens` slower than `timeout_s` allows, or whose output breaks the server: an eighty-fifth
+attacker's first replies made the server answer 500, and its failing samples left the means and the export). A
+task whose prompt alone the endpoint refuses is so too: reward 0, its detail naming the refusal. Rate limits (429)
+and failures to connect are always the endpoint's. A server's
 finish reason, token ids and logprobs are kept only when they are what they claim (`tokens.read_turn`).
 
 For training, each reply's first step carries the turn in `step_info["turn"]` (`tokens.ModelTurn`: the exact
@@ -238,10 +239,11 @@ class ModelAgent:
                                           f"{response.status_code}: {response.text[:300]}")
             if response.status_code != 200:
                 refused = f"{c.base_url}: HTTP {response.status_code}: {response.text[:300]}"
-                # any other refusal once the agent has replied (a gateway refusing what the policy wrote with 403,
-                # 451, ...: an eighty-second attacker's 6 failing rollouts of 12 vanished from means and the export)
-                # is the conversation's while the endpoint answers a one-token request; else the endpoint's
-                if self.replies and await self._answers_others():
+                # any other refusal (a gateway refusing what the policy wrote with 403, 451, ...: an eighty-second
+                # attacker's 6 failing rollouts of 12 vanished from means and the export; vLLM's 400 when its tool
+                # parser fails on a reply), at the first request too, is the conversation's while the endpoint answers
+                # a one-token request; else the endpoint's
+                if await self._answers_others():
                     raise ModelRequestRefused(f"{refused}, after {self.replies} replies, while it answered a one-token "
                                               f"request within {c.check_s():g} s: the endpoint refused this conversation")
                 raise ModelEndpointError(refused)
@@ -265,9 +267,9 @@ class ModelAgent:
             return reply, info
         attempts = f"no usable reply after {c.max_retries + 1} attempts: {', '.join(failures)}"
         last = failures[-1]
-        # a reply too slow to arrive is the policy's generation, from the first reply on; a failure of another kind is
-        # the conversation's only once the agent has said something in it (the first request is the task's alone)
-        if (last in SLOW_REPLY or (self.replies and last not in NOT_THE_CONVERSATION)) and await self._answers_others():
+        # a reply too slow to arrive, or one the server fails on, is the policy's generation, from the first reply on
+        # (an eighty-fifth attacker's first replies made the server answer 500: 8 failing samples of 16 left the means)
+        if last not in NOT_THE_CONVERSATION and await self._answers_others():
             raise ModelRequestRefused(f"{c.base_url}: {attempts}, after {self.replies} replies, while it answered a "
                                       f"one-token request within {c.check_s():g} s: this conversation's reply took "
                                       "longer than timeout_s, or the endpoint failed on it")
@@ -320,8 +322,6 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 # statuses an endpoint refuses a request's content with (too long for the context, too large, unprocessable): after
 # the rollout's first reply, the conversation's growth is what it refuses (ModelRequestRefused: the agent's failure)
 REFUSED_REQUEST = frozenset({400, 413, 422})
-# failures that say nothing of the conversation: the endpoint's own limits or reachability (a rollout's last failure
-# of another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)
+# failures that say nothing of the conversation: the endpoint's own limits or reachability (a call's last failure of
+# another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)
 NOT_THE_CONVERSATION = frozenset({"HTTP 429", "ConnectError", "ConnectTimeout", "PoolTimeout"})
-# sent, and not answered (or not taken) in time: by us, or by a gateway in front of the server (504, 408)
-SLOW_REPLY = frozenset({"ReadTimeout", "WriteTimeout", "HTTP 504", "HTTP 408"})
