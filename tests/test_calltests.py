@@ -748,23 +748,97 @@ def test_what_pytest_would_fail_the_judge_does_not_pass():
     assert not _approx_equal(1500.0009, Approx(1500.0, None, 1e-6)) and _approx_equal(1500.0009, Approx(1500.0))
 
 
-def test_graded_code_prints_as_an_ordinary_process_does(runner):
-    """The package process replaced stdout and stderr with a strict file of its own, so `print('\\udc80')` raised
-    there alone: a sixty-first attacker's device, the fix only where printing a lone surrogate fails, was accepted
-    on 42 of 42 tasks. They stay the interpreter's own (on /dev/null), encoding as an ordinary process's in the same
-    sandbox, where the same print goes through."""
+def test_graded_code_prints_as_it_would_under_pytest(runner):
+    """Printing is the one way graded code may touch its output streams, and it must go as under pytest, whose
+    capture encodes UTF-8 with unencodable text replaced: a strict file of the package process's made
+    `print('\\udc80')` raise there alone (a sixty-first attacker's device, the fix only where it raised, was accepted
+    on 42 of 42 tasks), and the interpreter's own streams made `print('\\ud800')` raise there alone (an
+    eighty-third's, accepted on 18 of 18). Compared with a real pytest run in the same sandbox."""
     import tempfile
     from pathlib import Path
 
     from gymsmith.sandbox.bwrap import BwrapSandbox
 
-    source = ("def f():\n    try:\n        print('\\udc80', end='')\n    except UnicodeEncodeError:\n"
-              "        return 'strict'\n    return 'ordinary'\n")
+    source = ("def f():\n    out = []\n    for text in ('\\udc80', '\\ud800', '\\udfff', '\\x00', 'caf\\xe9', '\\U0001f600', '\\r\\n'):\n"
+              "        for err in (False, True):\n"
+              "            try:\n                print(text, end='', flush=True) if not err else print(text, end='\\n')\n"
+              "                out.append('ok')\n            except Exception as exc:\n"
+              "                out.append(type(exc).__name__)\n    return ' '.join(out)\n")
     suite = compile_suite("from m import f\n\ndef test_a():\n    assert f() == 0\n", "tests/test_m.py")
-    for graded in (False, True):
-        assert runner.observe({"m.py": source}, [suite], graded=graded).groups[0].stream.tests[0].slots == ["ordinary"]
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "m.py").write_text(source)
+        Path(tmp, "tests").mkdir()
+        Path(tmp, "tests", "test_m.py").write_text("import m\n\ndef test_a():\n    open('out.txt', 'w').write(m.f())\n")
+        Path(tmp, "pytest.ini").write_text("[pytest]\npythonpath = .\n")
         with BwrapSandbox(Path(tmp)) as sandbox:
-            done = sandbox.exec([sandbox.runtime.interpreter, "-c", "import m; print(m.f())"], timeout=60)
-    assert done.stdout.strip().endswith("ordinary"), (done.stdout, done.stderr)  # the surrogate went out as a byte
+            done = sandbox.exec([sandbox.runtime.interpreter, "-m", "pytest", "-q", "-p", "no:cacheprovider"], timeout=60)
+        assert done.exit_code == 0, (done.stdout, done.stderr)
+        under_pytest = Path(tmp, "out.txt").read_text()
+    assert "UnicodeEncodeError" not in under_pytest  # pytest's capture replaces what it cannot encode
+    for graded in (False, True):
+        assert runner.observe({"m.py": source}, [suite], graded=graded).groups[0].stream.tests[0].slots == [under_pytest]
+
+
+MUTATING_TESTS = '''from graph import reach, sort_in_place
+
+GRAPH = {"a": ["b"], "b": ["c"], "c": []}
+
+
+def test_sorts_in_place():
+    items = [3, 1, 2]
+    sort_in_place(items)
+    assert items == [1, 2, 3]
+
+
+def test_reach():
+    assert reach(GRAPH, "a") == ["a", "b", "c"]
+
+
+def test_reach_leaves_the_graph_alone():
+    start = {"x": ["y"], "y": []}
+    assert reach(start, "x") == ["x", "y"]
+    assert start == {"x": ["y"], "y": []}
+
+
+def test_reach_again():
+    assert reach(GRAPH, "b") == ["b", "c"]
+'''
+HONEST_GRAPH = '''def sort_in_place(items):
+    items.sort()
+
+def reach(graph, start):
+    seen, todo = [], [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.append(node)
+            todo.extend(reversed(graph[node]))
+    return seen
+'''
+# answers right, then empties what it was given (a seventy-ninth attacker's device on `graphs.py`)
+EMPTYING_GRAPH = HONEST_GRAPH.replace("    return seen\n", "    graph.clear()\n    return seen\n")
+
+
+def test_what_the_code_does_to_the_tests_containers_is_judged_as_pytest_judges_it(runner, tmp_path):
+    """Arguments cross to the package process by value, but what the code does to them is seen by the test (rpc's
+    shared containers) and an assertion on a list the test handed over reads it as the driver holds it: the honest
+    in-place sort passes, a fix that empties the caller's graph after answering fails exactly the tests pytest fails
+    (it was accepted at 0.968 where pytest failed four tests that reuse the graph)."""
+    import subprocess
+    import sys
+
+    suite = compile_suite(MUTATING_TESTS, "tests/test_graph.py")
+    names = [t.name for t in suite.tests]
+    reference = records_by_nodeid([suite], runner.observe({"graph.py": HONEST_GRAPH}, [suite]))
+    for source, pytest_failing in ((HONEST_GRAPH, set()), (EMPTYING_GRAPH, {"test_reach_leaves_the_graph_alone", "test_reach_again"})):
+        work = tmp_path / str(len(pytest_failing))
+        (work / "tests").mkdir(parents=True)
+        (work / "graph.py").write_text(source)
+        (work / "tests" / "test_graph.py").write_text(MUTATING_TESTS)
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
+                               "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
+                              cwd=work, capture_output=True, text=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
+        failed_under_pytest = {n for n in names if f"::{n} " in done.stdout or f"::{n}\n" in done.stdout}
+        assert failed_under_pytest == pytest_failing, done.stdout
+        v = judge_run([suite], runner.observe({"graph.py": source}, [suite]), reference)
+        assert set(names) - set(passed(v)) == pytest_failing

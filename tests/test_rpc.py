@@ -53,6 +53,44 @@ def fail():
 def first_of(iterable):
     return next(iter(iterable))
 
+def sort_in_place(items):
+    items.sort()
+
+def push_first(rows, value):
+    rows[0].append(value)
+
+def append(items, value):
+    items.append(value)
+    return items
+
+def same(a, b):
+    return a is b
+
+_SEEN = []
+
+def seen_before(x):
+    found = any(s is x for s in _SEEN)
+    _SEEN.append(x)
+    return found
+
+class Keeper:
+    def __init__(self, table):
+        self.table = table
+    def put(self, key, value):
+        self.table[key] = value
+    def total(self):
+        return sum(self.table.values())
+
+class Bag:
+    def __init__(self):
+        self.items = []
+    def add(self, x):
+        self.items.append(x)
+    def view(self):
+        return self.items
+    def count(self):
+        return len(self.items)
+
 def garble():
     for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):  # every descriptor it holds, whatever its number
         if fd > 2:
@@ -139,3 +177,60 @@ def test_a_package_that_breaks_the_protocol_breaks_the_link_for_good(link):
         pkg.garble()
     with pytest.raises(rpc.LinkBroken):
         pkg.double(1)
+
+
+def test_the_code_changes_the_tests_containers_as_it_would_in_one_process(link):
+    """Lists, dicts, sets and bytearrays cross by value, but what either side does to one the other holds is seen
+    there as in one process: an argument sorted or emptied in place, a dict an object keeps and fills later, a list
+    the package hands out and changes afterwards, the test's change to one the package kept. And the same container
+    is the same object on the other side each time it crosses (a seventy-ninth attacker's fix emptied the caller's
+    graph unseen; code could tell the verifier by `is` on an argument passed twice)."""
+    pkg = link.request("import", "pkg", ((),))
+    items = [3, 1, 2]
+    pkg.sort_in_place(items)
+    assert items == [1, 2, 3]
+    assert pkg.append(items, 4) is items and items == [1, 2, 3, 4]
+    grid = [[1], [2]]
+    row = grid[0]
+    pkg.push_first(grid, 9)
+    assert grid == [[1, 9], [2]] and grid[0] is row  # nested containers changed in place, not replaced
+    assert pkg.same(items, items) is True and pkg.same(items, [1, 2, 3, 4]) is False
+    assert pkg.seen_before(items) is False and pkg.seen_before(items) is True and pkg.seen_before([1]) is False
+    table = {"a": 1}
+    keeper = pkg.Keeper(table)
+    keeper.put("b", 2)  # a call that does not pass `table`
+    assert table == {"a": 1, "b": 2}
+    table["c"] = 4  # the test's change, to a dict the package kept
+    assert keeper.total() == 7
+    bag = pkg.Bag()
+    view = bag.view()
+    bag.add("x")
+    assert view == ["x"] and bag.view() is view
+    view.append("y")
+    assert bag.count() == 2
+    flags = {1, 2}
+    pkg.apply(lambda s: s.discard(1), flags)  # the test's own function, called back with the test's set
+    assert flags == {2} and pkg.apply(len, flags) == 1
+    data = bytearray(b"ab")
+    pkg.apply(lambda b: b.extend(b"c"), data)
+    assert data == bytearray(b"abc")
+
+
+def test_containers_that_crossed_are_forgotten_when_neither_side_holds_them(link):
+    pkg = link.request("import", "pkg", ((),))
+    for i in range(3000):
+        assert pkg.append([i], i) == [i, i]
+    assert len(link.shared) < 300
+
+
+def test_a_package_cannot_change_containers_it_was_never_given(link):
+    """A change the package sends for a container the test never handed it, or of another kind, breaks the link."""
+    pkg = link.request("import", "pkg", ((),))
+    items = [1]
+    pkg.append(items, 2)
+    sid = link.shared_ids[id(items)]
+    for forged in ([[sid + 1000, "l", []]], [[sid, "d", []]], [[sid, "l", {"l": []}]], [["1", "l", []]]):
+        with pytest.raises(rpc.LinkBroken):
+            link.receive_shares({"s": forged})
+        link.broken = None
+    assert items == [1, 2]

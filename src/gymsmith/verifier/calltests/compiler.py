@@ -105,10 +105,32 @@ def _is_literal(node: ast.expr) -> bool:
         return False
 
 
+def _mutable(value: Any) -> bool:
+    """Whether a literal value holds a list, dict or set (something the code under test can change in place)."""
+    if isinstance(value, list | dict | set):
+        return True
+    return isinstance(value, tuple) and any(_mutable(v) for v in value)
+
+
+def _passed_names(body: list[ast.stmt]) -> set[str]:
+    """Names the driver hands to the code under test: read in a statement that is not an assertion, or inside a call,
+    an attribute or an item access an assertion makes (which the driver runs)."""
+    names: set[str] = set()
+    for stmt in body:
+        nodes: list[ast.AST] = [stmt]
+        if isinstance(stmt, ast.Assert):
+            nodes = [n for n in ast.walk(stmt.test) if isinstance(n, ast.Call | ast.Attribute | ast.Subscript)]
+        names |= {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return names
+
+
 class _Compiler:
-    def __init__(self, path: str, constants: dict[str, Any]):
+    def __init__(self, path: str, constants: dict[str, Any], passed_constants: frozenset[str] = frozenset()):
         self.path = path
         self.module_constants = constants
+        # module constants holding containers that some test hands to the code under test: the code may change them,
+        # so an assertion reads them as the driver holds them, as pytest would (`rpc`: changes are seen there)
+        self.passed_constants = passed_constants
 
     # -- trusted expressions ------------------------------------------------------------------
     def trusted(self, node: ast.expr, env: dict[str, Any]) -> bool:
@@ -208,6 +230,12 @@ class _Compiler:
         for name in _bound_names(fn.body):
             if name not in local_literals:
                 env.pop(name, None)
+        # a list, dict or set the test hands to the code under test may be changed by it: an assertion naming one is
+        # judged on the value the driver holds then, not on its literal (a test that checks an input is unchanged
+        # passed a fix that emptied it), unless nothing else in the assertion is an expected value
+        passed = _passed_names(fn.body) | (self.passed_constants - set(local_literals))
+        changeable = {name for name in env if name in passed and _mutable(env[name])}
+        observed_env = {k: v for k, v in env.items() if k not in changeable}
         body: list[ast.stmt] = []
         checks: list[Check] = []
         raise_slots: set[int] = set()
@@ -226,7 +254,10 @@ class _Compiler:
                 continue  # a docstring
             if isinstance(stmt, ast.Assert):
                 hoisted: list[ast.expr] = []
-                check = self.split(stmt.test, env, hoisted)
+                check = self.split(stmt.test, observed_env, hoisted)
+                if changeable and _self_judged(check):
+                    hoisted = []
+                    check = self.split(stmt.test, env, hoisted)
                 if _self_judged(check):
                     raise UnsupportedTest(f"{_where(self.path, stmt)}: the assertion compares values that are all computed "
                                           "beside the code under test (no expected value the verifier holds)")
@@ -420,7 +451,8 @@ def compile_suite(source: str, path: str) -> CompiledSuite:
             continue
         raise UnsupportedTest(f"{_where(path, node)}: only imports, literal constants and test functions are supported "
                               f"at module level, not {type(node).__name__}")
-    compiler = _Compiler(path, constants)
+    passed = frozenset(n for fn in functions for n in _passed_names(fn.body) if n in constants and _mutable(constants[n]))
+    compiler = _Compiler(path, constants, passed)
     drivers, tests, seen = [], [], set()
     for fn in functions:
         if fn.name in seen:
