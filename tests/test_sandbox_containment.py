@@ -408,6 +408,52 @@ def test_attack_make_the_command_server_use_up_its_cpu(tmp_path):
         assert after.ok and after.stdout == "still here\n"
 
 
+def _cpu_weight_of(pid: int) -> int | None:
+    """The CPU weight of the cgroup the kernel has `pid` in (v2 cpu.weight; v1 cpu.shares as a weight)."""
+    from gymsmith.sandbox import cgroups
+
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "" and (cgroups.ROOT / path.lstrip("/") / "cpu.weight").exists():
+            return int((cgroups.ROOT / path.lstrip("/") / "cpu.weight").read_text())
+        if "cpu" in controllers.split(","):
+            shares = cgroups.ROOT / "cpu" / path.lstrip("/") / "cpu.shares"
+            return round(int(shares.read_text()) * 100 / 1024) if shares.exists() else None
+    return None
+
+
+def test_attack_starve_the_verifier_of_cpu(sb):
+    """An eighty-fourth attacker filled both cores with 110 busy loops, each in a session of its own (so the
+    scheduler's per-session groups did not hold them), while another rollout was verified: its reference missed 3
+    times its limits, and 3 of 3 verifications (one of a correct fix) became infrastructure errors. Every process of
+    an agent's sandbox, in any session, is in the sandbox's CPU group, whose weight is a tenth of the verifier's."""
+    from gymsmith.sandbox.base import AGENT_CPU_WEIGHT, VERIFIER_CPU_WEIGHT
+    from gymsmith.verifier.calltests.runner import CALL_LIMITS
+    from gymsmith.verifier.pytest_runner import RUNNER_LIMITS
+
+    assert sb.cgroup is not None and sb.cgroup.cpu_weight() == AGENT_CPU_WEIGHT == LIMITS.cpu_weight
+    assert CALL_LIMITS.cpu_weight == RUNNER_LIMITS.cpu_weight == VERIFIER_CPU_WEIGHT >= 10 * AGENT_CPU_WEIGHT
+    import threading
+
+    sb.exec(["true"])  # the command server starts in this thread: bwrap dies with the thread that started it
+    done = []
+    command = threading.Thread(target=lambda: done.append(sb.exec(
+        ["sh", "-c", "for i in 1 2 3 4; do setsid sh -c 'while :; do :; done' & done; sleep 5"], timeout=3)))
+    command.start()
+    try:
+        weights: set[int | None] = set()
+        for _ in range(100):  # the host's view of every process in the sandbox: 4 busy loops, each a session leader
+            time.sleep(0.05)
+            members = sb.cgroup.pids()
+            if len(members) >= 6:  # bwrap, the command server, the shell and the loops
+                weights = {_cpu_weight_of(p) for p in members}
+                break
+    finally:
+        command.join()
+    assert done[0].killed is KillReason.TIMEOUT
+    assert weights == {AGENT_CPU_WEIGHT}
+
+
 def test_attack_gain_privileges(sb):
     capabilities = ("import ctypes, struct\nhead, data = struct.pack('II', 0x20080522, 0), ctypes.create_string_buffer(24)"
                     "\nassert ctypes.CDLL(None).capget(head, data) == 0\nprint('CapEff:', struct.unpack('6I', data.raw)[0::3])")

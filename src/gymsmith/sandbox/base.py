@@ -43,6 +43,10 @@ class KillReason(str, enum.Enum):
     CPU = "cpu"          # CPU seconds (RLIMIT_CPU)
 
 
+AGENT_CPU_WEIGHT = 10      # a sandbox running an agent's commands (cgroups.py): a tenth of a verifier's share
+VERIFIER_CPU_WEIGHT = 100  # a sandbox of the verifier's (the kernel's default weight)
+
+
 class Limits(BaseModel):
     """Resource limits of one sandbox. Each applies to every command run in it."""
 
@@ -54,6 +58,10 @@ class Limits(BaseModel):
     tmp_mb: int = Field(default=64, ge=1, description="Size of the command's private /tmp (tmpfs).")
     timeout_s: float = Field(default=60.0, gt=0, description="Default wall-clock limit of one command.")
     output_bytes: int = Field(default=65536, ge=256, description="Cap on each of stdout and stderr kept in an ExecResult.")
+    cpu_weight: int = Field(default=AGENT_CPU_WEIGHT, ge=1, le=10000, description=(
+        "The sandbox's share of the CPU under contention, against other sandboxes (cgroup cpu.weight, 100 the "
+        "kernel's default; v1 cpu.shares x10.24). Low by default: a sandbox runs hostile code; the verifier's run "
+        "at VERIFIER_CPU_WEIGHT, so no rollout's processes can starve a verification."))
 
 
 class ExecResult(BaseModel):

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import IO, cast
 
 from gymsmith.sandbox import devices, netns, residency, seccomp, sharedfs
-from gymsmith.sandbox.base import WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError, decode_output, sandbox_backend
+from gymsmith.sandbox.base import (VERIFIER_CPU_WEIGHT, WORKSPACE, ExecResult, KillReason, Limits, Sandbox, SandboxError,
+                                   decode_output, sandbox_backend)
 from gymsmith.sandbox.cgroups import Cgroup
 from gymsmith.sandbox.egress import EgressProxy
 from gymsmith.sandbox.runtime import PythonRuntime, python_runtime
@@ -141,7 +142,8 @@ class BwrapSandbox(Sandbox):
         self.exe = exe
         self.runtime = runtime or python_runtime()
         self._netns_fd = netns.create_empty_netns()
-        self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids)
+        self.cgroup = Cgroup.create(memory_bytes=self.limits.memory_mb << 20, pids=self.limits.pids,
+                                     cpu_weight=self.limits.cpu_weight)
         self.proxy = EgressProxy(allow) if allow else None
         # directories the caller mounts (job files, written and removed per job) are its own `sharedfs.scratch`
         live = {src for src in (extra_ro or {}) if os.path.isdir(src)}
@@ -388,7 +390,10 @@ class BwrapSandbox(Sandbox):
                           f"{self.limits.tmp_mb} MiB",
             "memory": f"{cg} {self.limits.memory_mb} MiB (whole tree)" if cg else f"rlimit AS {self.limits.memory_mb} MiB per process",
             "pids": f"{cg} {self.limits.pids}" if cg else "NOT ENFORCED (no writable cgroup)",
-            "cpu": f"rlimit {self.limits.cpu_s} s per process",
+            "cpu": f"rlimit {self.limits.cpu_s} s per process; " + (
+                f"{cg} weight {weight} under contention (the verifier's: {VERIFIER_CPU_WEIGHT})"
+                if self.cgroup is not None and (weight := self.cgroup.cpu_weight()) is not None
+                else "no CPU share (no CPU controller we may use)"),
             "file_size": f"rlimit {self.limits.file_size_mb} MiB",
             "wall_clock": f"{self.limits.timeout_s:g} s default; kills the whole tree",
         }

@@ -1,4 +1,11 @@
-"""Per-sandbox cgroups for memory and process limits (v2 unified, or v1 memory + pids), where the host allows.
+"""Per-sandbox cgroups for memory, process and CPU-share limits (v2 unified, or v1 memory + pids [+ cpu]), where
+the host allows.
+
+The CPU share (`cpu.weight`, v1 `cpu.shares`) matters under contention only: a sandbox's processes, however many
+and in whatever sessions, together get CPU in proportion to its weight against the other sandboxes'. Agent sandboxes
+run at a low weight and the verifier's at the kernel's default (`base.Limits.cpu_weight`), so that a rollout filling
+every core with busy processes cannot slow a verification until its reference misses its deadline (an
+eighty-fourth attacker turned 3 of 3 verifications into infrastructure errors that way, an innocent one among them).
 
 A group lives under `<controller root>/gymsmith/`. Groups left by a process that died are removed the next
 time a group is made, so a killed run does not leak them.
@@ -21,7 +28,8 @@ def _writable(path: Path) -> bool:
 
 
 def detect() -> tuple[str, dict[str, Path]] | None:
-    """('v2', {'unified': dir}) or ('v1', {'memory': dir, 'pids': dir}) where we may create groups; else None."""
+    """('v2', {'unified': dir}) or ('v1', {'memory': dir, 'pids': dir[, 'cpu': dir]}) where we may create groups;
+    else None."""
     controllers = ROOT / "cgroup.controllers"
     if controllers.exists():
         have = set(controllers.read_text().split())
@@ -30,8 +38,15 @@ def detect() -> tuple[str, dict[str, Path]] | None:
         return None
     v1 = {c: ROOT / c for c in ("memory", "pids")}
     if all(_writable(p) for p in v1.values()):
+        if _writable(ROOT / "cpu") and (ROOT / "cpu" / "cpu.shares").exists():
+            v1["cpu"] = ROOT / "cpu"
         return "v1", v1
     return None
+
+
+def v1_shares(weight: int) -> int:
+    """cgroup v1's cpu.shares for a v2 cpu.weight (default 100 is 1024; the least is 2)."""
+    return max(2, round(weight * 1024 / 100))
 
 
 class Cgroup:
@@ -42,8 +57,9 @@ class Cgroup:
         self.procs_files = [str(d / "cgroup.procs") for d in dirs.values()]
 
     @classmethod
-    def create(cls, *, memory_bytes: int, pids: int) -> "Cgroup | None":
-        """A new group with these limits, or None if this host does not let us make one."""
+    def create(cls, *, memory_bytes: int, pids: int, cpu_weight: int = 100) -> "Cgroup | None":
+        """A new group with these limits, or None if this host does not let us make one (a host without a CPU
+        controller we may use gets the memory and process limits alone)."""
         found = detect()
         if found is None:
             return None
@@ -65,10 +81,13 @@ class Cgroup:
                 (d / "memory.max").write_text(str(memory_bytes))
                 _try_write(d / "memory.swap.max", "0")
                 (d / "pids.max").write_text(str(pids))
+                _try_write(d / "cpu.weight", str(cpu_weight))
             else:
                 (dirs["memory"] / "memory.limit_in_bytes").write_text(str(memory_bytes))
                 _try_write(dirs["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
                 (dirs["pids"] / "pids.max").write_text(str(pids))
+                if "cpu" in dirs:
+                    (dirs["cpu"] / "cpu.shares").write_text(str(v1_shares(cpu_weight)))
             return group
         except OSError:
             for d in dirs.values():
@@ -107,6 +126,18 @@ class Cgroup:
                     pass
             time.sleep(0.002)
 
+    def cpu_weight(self) -> int | None:
+        """The group's CPU weight as the kernel holds it (v1: its cpu.shares as a weight), None without a CPU
+        controller."""
+        try:
+            if self.version == "v2":
+                return int((self.dirs["unified"] / "cpu.weight").read_text())
+            if "cpu" in self.dirs:
+                return round(int((self.dirs["cpu"] / "cpu.shares").read_text()) * 100 / 1024)
+        except (OSError, ValueError):
+            pass
+        return None
+
     def oom_kills(self) -> int:
         """How many processes the kernel killed for exceeding the memory limit, so far."""
         if self.version == "v2":
@@ -138,6 +169,7 @@ def _try_write(path: Path, value: str) -> None:
 def _enable_controllers(root: Path, parent: Path) -> None:
     for d in (root, parent):
         _try_write(d / "cgroup.subtree_control", "+memory +pids")
+        _try_write(d / "cgroup.subtree_control", "+cpu")  # apart: a host without it keeps the others
 
 
 def _remove(d: Path) -> None:

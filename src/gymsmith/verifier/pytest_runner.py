@@ -27,14 +27,15 @@ from pydantic import BaseModel, Field
 
 from gymsmith.core.errors import VerifierError
 from gymsmith.sandbox import sharedfs
-from gymsmith.sandbox.base import Limits, SandboxError
+from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
 from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.warm_server import JOBS, JobFiles, WarmServer, shared_instance
 
 SERVER = Path(__file__).with_name("pytest_server.py")
 SERVER_GRACE_S = 15  # past a job's deadline, how long a silent server is waited for before it is ended
-RUNNER_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
+RUNNER_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60,
+                       cpu_weight=VERIFIER_CPU_WEIGHT)
 PYTEST_INI = "[pytest]\npythonpath = .\naddopts = -p no:cacheprovider\n"
 BASE_ARGS = ("-q", "-p", "no:cacheprovider", "-o", "console_output_style=classic")
 # Plugins a generated task's tests never use (its templates use plain asserts and no fixtures); leaving

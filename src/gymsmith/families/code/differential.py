@@ -15,9 +15,9 @@ import ast
 import json
 from typing import Any, cast
 
-from gymsmith.sandbox.base import Limits
+from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
 
-EVAL_LIMITS = Limits(memory_mb=512, pids=16, cpu_s=30, timeout_s=60, output_bytes=4 << 20)
+EVAL_LIMITS = Limits(memory_mb=512, pids=16, cpu_s=30, timeout_s=60, output_bytes=4 << 20, cpu_weight=VERIFIER_CPU_WEIGHT)
 PER_CALL_S = 1
 MAX_PER_FUNCTION = 8
 MAX_PER_TEMPLATE = 60

@@ -289,6 +289,7 @@ PYTEST_INI = "[pytest]\npythonpath = .\n"  # as a code task's workspace has it (
 def _pytest_output(runner: CallRunner) -> tuple[str, str, int]:
     """(stdout, stderr, exit code) of pytest run, as `run_tests` runs it, on both probes in a sandbox of `runner`'s
     runtime."""
+    from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
     from gymsmith.sandbox.bwrap import BwrapSandbox
 
     with tempfile.TemporaryDirectory(prefix="gymsmith-depth-") as tmp:
@@ -299,7 +300,7 @@ def _pytest_output(runner: CallRunner) -> tuple[str, str, int]:
         (root / "tests" / "test_gs_depth.py").write_text(PYTEST_PROBE)
         (root / "tests" / "test_gs_ops.py").write_text(OPS_PYTEST_PROBE)
         (root / "pytest.ini").write_text(PYTEST_INI)
-        with BwrapSandbox(root, runtime=runner.runtime) as sandbox:
+        with BwrapSandbox(root, Limits(cpu_weight=VERIFIER_CPU_WEIGHT), runtime=runner.runtime) as sandbox:
             python = sandbox.runtime.interpreter
             result = sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], timeout=120)
     return result.stdout, result.stderr, result.exit_code

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from gymsmith.sandbox.base import Limits
+from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
 from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.calltests.compiler import CompiledSuite
 from gymsmith.verifier.calltests.judge import outcome
@@ -30,7 +30,8 @@ from gymsmith.verifier.warm_server import JOBS, WarmServer, shared_instance
 
 SERVER = Path(__file__).with_name("server.py")
 RPC = Path(__file__).with_name("rpc.py")
-CALL_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60)
+CALL_LIMITS = Limits(memory_mb=1024, pids=128, cpu_s=60, file_size_mb=16, tmp_mb=32, timeout_s=60,
+                     cpu_weight=VERIFIER_CPU_WEIGHT)
 MAX_BYTES_PER_GROUP = 4 << 20
 
 
