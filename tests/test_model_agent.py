@@ -101,7 +101,9 @@ def test_endpoint_down_is_an_infrastructure_error(ops):
         agent.close()
     assert t.status is RolloutStatus.ERROR and t.reward is None
     assert "no usable reply after 3 attempts: HTTP 500, HTTP 500, HTTP 500" in t.error
-    assert server.requests == 3 + 1  # and the one-token request that tells a down endpoint from a failing reply
+    # the 3 attempts, after each failed one a seed probe (failing too: not known, so retried), and the one-token
+    # request that tells a down endpoint from a failing reply
+    assert server.requests == 3 + 3 + 1
 
 
 def test_act_raises_endpoint_error_for_the_runner(ops):
@@ -315,8 +317,37 @@ def test_the_rollout_deadline_covers_the_longest_model_call():
                              max_retries=4, backoff_s=4.5)
     config = RunConfig(run_id="d", taskset=TaskSetSpec(family="ops", count=1), agents=["model"], model=model,
                        time_limit_s=100)
-    assert model.check_s() == 2.5 and model.longest_call_s() == 10 * 5 + 4.5 * 15 + 2.5
+    # every attempt, the backoffs, a one-token check after each attempt and at the end, and the two seed probes
+    assert model.check_s() == 2.5 and model.longest_call_s() == 10 * 5 + 4.5 * 15 + 2.5 * (5 + 1 + 2)
     assert config.rollout_deadline() == 100 + model.longest_call_s() + 60
     task = build_taskset(TaskSetSpec(family="ops", count=1))[0]
     lost = lost_trajectory(config, task, "model", 0, "cut off", ErrorKind.ROLLOUT_TIMEOUT)
     assert lost.end_reason is not None and lost.end_reason.value == "infrastructure"
+
+
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_failed_call_is_no_fresh_sample_where_the_endpoint_ignores_seeds(tmp_path, seeded):
+    """An eighty-fifth attacker's policy broke the server on a random half of its replies, on a server that ignores
+    the request's seed: each retry was a fresh sample, so its rollouts were retried until lucky (13 of 16 accepted
+    against 4 of 16). Where the endpoint answers a seeded request differently each time, a failure it does not share
+    is the conversation's at once: the agent's failure, never retried. Where it is seeded, a retry is the same sample
+    and the call is retried as before."""
+    from gymsmith.agents import model as model_module
+
+    tasks = build_taskset(TaskSetSpec(family="ops", count=4, split="train", base_seed=45))
+    store = TrajectoryStore(tmp_path / "f.db")
+    with ScriptedChatServer(WitnessPolicy(_plans(tasks)), conversation_fault=("flaky_500", 0), seeded=seeded) as server:
+        model_module._SEEDED.pop((server.base_url, "scripted"), None)
+        config = RunConfig(run_id="flaky", taskset=TaskSetSpec(family="ops", count=4, split="train", base_seed=45),
+                           agents=["model"], model=_config(server, max_retries=3, timeout_s=5), retries=0)
+        run(config, store, tasks=tasks)
+        failed = server.fault_counts["conversation_flaky_500"]
+    rows = store.rollout_rows(["flaky"])
+    assert len(rows) == 4 and failed > 0
+    refused = [r for r in rows if r["end_reason"] == "agent_failure"]
+    if seeded:  # a retry is the same sample: retried (failing only once every attempt has, as before)
+        assert all("after 4 attempts" in r["end_detail"] for r in refused) and failed > 4 * len(refused)
+    else:
+        assert len(refused) == failed  # each failure ended its rollout: no call was retried
+        assert all(r["reward"] == 0.0 and "a retry would be a fresh sample" in r["end_detail"] for r in refused)
+        assert all(r["accepted"] for r in rows if r["end_reason"] != "agent_failure")

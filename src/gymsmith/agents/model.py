@@ -16,7 +16,9 @@ or answered with an error, was this conversation, whose every reply is the polic
 generates until `max_tokens` slower than `timeout_s` allows, or whose output breaks the server: an eighty-fifth
 attacker's first replies made the server answer 500, and its failing samples left the means and the export). A
 task whose prompt alone the endpoint refuses is so too: reward 0, its detail naming the refusal. Rate limits (429)
-and failures to connect are always the endpoint's. A server's
+and failures to connect are always the endpoint's. Where the endpoint does not answer a seeded request the same
+twice (asked once per endpoint), a retry would be a fresh sample of the policy, so such a failure is the
+conversation's at once, not retried. A server's
 finish reason, token ids and logprobs are kept only when they are what they claim (`tokens.read_turn`).
 
 For training, each reply's first step carries the turn in `step_info["turn"]` (`tokens.ModelTurn`: the exact
@@ -86,8 +88,10 @@ class ModelAgentConfig(BaseModel):
         return min(self.timeout_s, max(1.0, self.timeout_s / 4))
 
     def longest_call_s(self) -> float:
-        """The longest one model call of the agent can take: every attempt, the backoff between them, the check."""
-        return self.timeout_s * (self.max_retries + 1) + self.backoff_s * (2 ** self.max_retries - 1) + self.check_s()
+        """The longest one model call of the agent can take: every attempt, the backoff between them, a check after
+        each, and the endpoint's seed probe (`ModelAgent._seeded`)."""
+        return (self.timeout_s * (self.max_retries + 1) + self.backoff_s * (2 ** self.max_retries - 1)
+                + self.check_s() * (self.max_retries + 4))
 
 
 class ModelAgent:
@@ -230,9 +234,11 @@ class ModelAgent:
                 response, level = await self._post(encoded)
             except (self._httpx.TimeoutException, self._httpx.TransportError) as exc:
                 failures.append(f"{type(exc).__name__}")
+                await self._no_fresh_sample(failures)
                 continue
             if response.status_code in (408, 429) or response.status_code >= 500:
                 failures.append(f"HTTP {response.status_code}")
+                await self._no_fresh_sample(failures)
                 continue
             if response.status_code in REFUSED_REQUEST and self.replies:  # the conversation, not the endpoint
                 raise ModelRequestRefused(f"{c.base_url} refused the conversation after {self.replies} replies: HTTP "
@@ -252,6 +258,7 @@ class ModelAgent:
                 message = data["choices"][0]["message"]
             except (ValueError, KeyError, IndexError, TypeError):
                 failures.append("unreadable response body")
+                await self._no_fresh_sample(failures)
                 continue
             usage = data.get("usage") or {}
             info = {"latency_ms": round((time.perf_counter() - t0) * 1000, 2), "retries": attempt,
@@ -274,6 +281,46 @@ class ModelAgent:
                                       f"one-token request within {c.check_s():g} s: this conversation's reply took "
                                       "longer than timeout_s, or the endpoint failed on it")
         raise ModelEndpointError(f"{c.base_url}: {attempts}")
+
+    async def _no_fresh_sample(self, failures: list[str]) -> None:
+        """Before a failed call is retried: where the endpoint does not answer a seeded request the same twice, a retry
+        is a fresh sample of the policy, so a failure it does not share (it answers a one-token request) is this
+        conversation's at once (an eighty-fifth attacker's policy broke the server on a random half of its replies:
+        retried, 13 of 16 rollouts were accepted against 4 of 16). Raises ModelRequestRefused then."""
+        c = self.config
+        if failures[-1] in NOT_THE_CONVERSATION or self.config.max_retries == 0 or await self._seeded():
+            return
+        if await self._answers_others():
+            raise ModelRequestRefused(f"{c.base_url}: {failures[-1]} after {self.replies} replies, while it answered a "
+                                      f"one-token request within {c.check_s():g} s; the endpoint does not answer a seeded "
+                                      "request the same twice, so a retry would be a fresh sample: not retried")
+
+    async def _seeded(self) -> bool:
+        """Whether the endpoint answers the same seeded request the same twice (asked once per endpoint and model,
+        then remembered): then a retried call is the same sample. Where the probe fails it is not known, and the
+        call is retried as before (the probe is asked again at the next failure)."""
+        c = self.config
+        key = (c.base_url, c.model)
+        if key in _SEEDED:
+            return _SEEDED[key]
+        body = _dumps({"model": c.model, **SEED_PROBE}).encode("utf-8")
+        replies = []
+        for _ in range(2):
+            try:
+                async with asyncio.timeout(c.check_s()):
+                    response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
+                if response.status_code != 200:
+                    return True
+                message = response.json()["choices"][0]["message"]
+                replies.append((message.get("content"), json.dumps(message.get("tool_calls"), sort_keys=True)))
+            except (TimeoutError, self._httpx.TimeoutException, self._httpx.TransportError, ValueError, KeyError,
+                    IndexError, TypeError):
+                return True
+        _SEEDED[key] = replies[0] == replies[1]
+        if not _SEEDED[key]:
+            log.warning("%s (%s) answers a seeded request differently each time: a model call that fails while the "
+                        "endpoint answers others is the conversation's, not retried", c.base_url, c.model)
+        return _SEEDED[key]
 
     async def _answers_others(self) -> bool:
         """Whether the endpoint answers a one-token completion of a short prompt within `check_s()` (once): then it
@@ -322,6 +369,10 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 # statuses an endpoint refuses a request's content with (too long for the context, too large, unprocessable): after
 # the rollout's first reply, the conversation's growth is what it refuses (ModelRequestRefused: the agent's failure)
 REFUSED_REQUEST = frozenset({400, 413, 422})
+# asked twice of an endpoint (`ModelAgent._seeded`): a seeded sampler answers the same both times
+SEED_PROBE = {"messages": [{"role": "user", "content": "Name a colour, an animal and a number."}], "max_tokens": 16,
+              "temperature": 1.0, "seed": 20261206}
+_SEEDED: dict[tuple[str, str], bool] = {}  # (base_url, model) -> whether it answers a seeded request the same twice
 # failures that say nothing of the conversation: the endpoint's own limits or reachability (a call's last failure of
 # another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)
 NOT_THE_CONVERSATION = frozenset({"HTTP 429", "ConnectError", "ConnectTimeout", "PoolTimeout"})

@@ -13,6 +13,7 @@ servers that do not offer them do.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
@@ -68,7 +69,7 @@ class ScriptedChatServer:
                  seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
                  models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
                  calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None,
-                 conversation_fault: tuple[str, int] | None = None, check_delay_s: float = 0.0):
+                 conversation_fault: tuple[str, int] | None = None, check_delay_s: float = 0.0, seeded: bool = True):
         """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
         `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
         `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise.
@@ -77,9 +78,11 @@ class ScriptedChatServer:
         (any JSON value: what a misbehaving server might send). `conversation_fault`: (kind, k) makes every request
         of a conversation with at least k replies in it fail, on every attempt: "slow" answers after `slow_s` (a
         reply generated to its token limit), "http_500" fails (a server that breaks on what the model wrote),
-        "http_504" is a gateway's timeout, "http_403" a gateway refusing the content; a request without tools (a
-        one-token check) is answered as usual, after
-        `check_delay_s` (a queue it waits in)."""
+        "http_504" is a gateway's timeout, "http_403" a gateway refusing the content, "flaky_500" fails a random half
+        of the attempts (a policy whose sampled replies break the server half the time); a request without tools (a
+        one-token check, a seed probe) is answered with a short text, after `check_delay_s` (a queue it waits in):
+        the same text for the same messages and seed, as a seeded vLLM samples, or with `seeded=False` a new one
+        each time (a server that ignores the seed)."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -90,15 +93,19 @@ class ScriptedChatServer:
         self.seed, self.models = seed, models
         self.vllm, self.refuse, self.calls_per_reply = vllm, refuse, calls_per_reply
         self.context_chars, self.finish_reason = context_chars, finish_reason
-        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500", "http_504", "http_403"):
-            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow', 'http_500', 'http_504' or "
-                             "'http_403', k)")
+        if conversation_fault is not None and conversation_fault[0] not in ("slow", "http_500", "http_504", "http_403",
+                                                                             "flaky_500"):
+            raise ValueError(f"conversation_fault {conversation_fault!r}: expected ('slow', 'http_500', 'http_504', "
+                             "'http_403' or 'flaky_500', k)")
+        self.seeded = seeded
         self.conversation_fault, self.check_delay_s = conversation_fault, check_delay_s
         self.refused: Counter[str] = Counter()  # requests refused, by the field named
         self.attempts: Counter[tuple[str, int]] = Counter()
         self.lock = threading.Lock()
         self.fault_counts: Counter[str] = Counter()
         self.requests = 0
+        self.texts = 0  # text replies given (requests without tools)
+        self.flaky_draws = 0
         self._ids = 0
         server = self
 
@@ -141,7 +148,9 @@ class ScriptedChatServer:
                                                       f"{size // 4} tokens.", "type": "BadRequestError"}})
                 if server.conversation_fault is not None and body.get("tools"):
                     kind, k = server.conversation_fault
-                    if sum(1 for m in body.get("messages", []) if m.get("role") == "assistant") >= k:
+                    flaky = kind == "flaky_500" and server._draw_flaky(body.get("messages", []))
+                    if sum(1 for m in body.get("messages", []) if m.get("role") == "assistant") >= k and \
+                            (kind != "flaky_500" or flaky):
                         with server.lock:
                             server.requests += 1
                             server.fault_counts[f"conversation_{kind}"] += 1
@@ -165,6 +174,8 @@ class ScriptedChatServer:
                 if fault in ("http_500", "http_429"):
                     code = 500 if fault == "http_500" else 429
                     return self._send(code, {"error": {"message": f"injected {code}"}})
+                if not body.get("tools"):
+                    return self._send(200, server._text(body))
                 self._send(200, server._reply(body, fault))
 
             def _send(self, code: int, payload: dict[str, Any]) -> None:
@@ -196,6 +207,22 @@ class ScriptedChatServer:
             fault = rng.choice(self.faults)
             self.fault_counts[fault] += 1
             return fault
+
+    def _draw_flaky(self, messages: list[dict[str, Any]]) -> bool:
+        with self.lock:
+            self.flaky_draws += 1
+            return random.Random(f"{self.seed}:flaky:{json.dumps(messages, sort_keys=True)}:{self.flaky_draws}").random() < 0.5
+
+    def _text(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A short text reply: fixed by the messages and seed where the server is seeded, else new each time."""
+        with self.lock:
+            self.texts += 1
+            salt = "" if self.seeded else str(self.texts)
+        word = hashlib.sha256(f"{json.dumps(body.get('messages'), sort_keys=True)}:{body.get('seed')}:{salt}".encode())
+        return {"id": f"chatcmpl-text-{self.texts}", "object": "chat.completion", "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": f"blue fox {word.hexdigest()[:6]}"},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 8, "completion_tokens": 4, "total_tokens": 12}}
 
     def _call(self, action: dict[str, Any], arguments: str | None = None) -> dict[str, Any]:
         with self.lock:
