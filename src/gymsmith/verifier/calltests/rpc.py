@@ -134,7 +134,7 @@ def apply(op, obj, args):
 # Containers shared by number between the sides (`Link.receive_shares`): kind tags and their empty values.
 SHARED_KINDS = {list: "l", dict: "d", set: "s", bytearray: "ba"}
 _EMPTY = {"l": list, "d": dict, "s": set, "ba": bytearray}
-MIN_SWEEP = 256  # shares a side holds before it first forgets the ones only its table holds
+MIN_SWEEP = 32  # shares a side holds before it first forgets the ones only its table holds
 
 
 def _table_counts(table):
