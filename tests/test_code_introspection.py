@@ -377,3 +377,44 @@ def test_a_new_module_is_read_as_graded_code_and_one_named_like_an_import_of_the
     tree.files["stats.py"] = "import idna\n"
     with pytest.raises(UngradableState, match="idna.py"):
         checks.source_files(tree, ["stats.py"], frozenset({"idna"}))
+
+
+def test_a_dotted_name_the_parser_takes_the_square_of_its_length_to_read_is_the_agents_failure():
+    """Python's parser builds an import's dotted name a part at a time (`import a.a.a...`: 10 s at 60,000 parts, 45 s
+    at 100,000), and the verifier parses every graded file: a ninetieth attacker's new files of such imports kept it
+    past the verifier service's 60 s, so a failing rollout became an infrastructure error (3 of 3). A dotted name of
+    MAX_IMPORT_PARTS parts or more is ungradable, found without parsing; one part fewer is read as usual."""
+    import time
+
+    deep = "import " + ".".join(["a"] * 90_000) + "\n"  # 180 kB: within the size a graded file may have
+    began = time.monotonic()
+    with pytest.raises(UngradableState, match="dotted name"):
+        checks.source_files(Tree(files={"stats.py": "import helper\n", "helper.py": deep},
+                                 sizes={"stats.py": 14, "helper.py": len(deep)}), ["stats.py", "helper.py"])
+    assert time.monotonic() - began < 5
+    for spelling in ("from " + " . ".join(["a"] * 64) + " import b\n", "import " + ".\\\n".join(["a"] * 64) + "\n"):
+        with pytest.raises(UngradableState):
+            checks.source_files(Tree(files={"stats.py": spelling}, sizes={"stats.py": len(spelling)}), ["stats.py"])
+    shallow = "import " + ".".join(["a"] * (checks.MAX_IMPORT_PARTS - 1)) + "\n"
+    assert checks.source_files(Tree(files={"stats.py": shallow}, sizes={"stats.py": len(shallow)}), ["stats.py"])
+    with _episode() as (task, _, env), tempfile.TemporaryDirectory() as d:  # end to end: the agent's failure, at once
+        env.step(Action(tool="write_file", arguments={"path": "helper.py", "content": deep}))
+        began = time.monotonic()
+        with pytest.raises(UngradableState, match="dotted name"):  # the service scores it 0 (docs/verifier.md)
+            checks.verify(task, _final(env, d))
+        assert time.monotonic() - began < 10
+
+
+def test_a_class_that_claims_another_module_is_a_read():
+    """Computation-only modules look a class's module up among the process's loaded modules: `dataclass` resolving a
+    string annotation of a class whose body says `__module__ = 'pytest'` raised only where pytest is not loaded, the
+    verifier's package process (an eighty-ninth attacker's device, accepted on 29 of 29 tasks; `enum.global_enum`,
+    a claimed `typing` or the verifier's own `pid1` did the same). Claiming a module is a read, by every spelling."""
+    reference = "def f(x):\n    return x\n"
+    for spelling in ("class P:\n    __module__ = 'pytest'\n", "class P:\n    pass\nP.__module__ = 'pytest'\n",
+                     "class P:\n    pass\nsetattr(P, '__module__', 'pytest')\n", "P = type('P', (), {'__module__': 'pytest'})\n",
+                     "__name__ = 'pytest'\n", "import enum\nE = enum.Enum('E', 'a b', module='pytest')\n",
+                     "import collections\nT = collections.namedtuple('T', 'a', module='typing')\n"):
+        reads = process_reads(reference + spelling, reference)
+        assert reads and all("module" in r or "__name__" in r for r in reads), (spelling, reads)
+    assert process_reads(reference + "class P:\n    x: 'int' = 0\n", reference) == []  # its own module: no claim

@@ -101,8 +101,8 @@ def test_endpoint_down_is_an_infrastructure_error(ops):
         agent.close()
     assert t.status is RolloutStatus.ERROR and t.reward is None
     assert "no usable reply after 3 attempts: HTTP 500, HTTP 500, HTTP 500" in t.error
-    # the 3 attempts, after each failed one a seed probe (failing too: not known, so retried), and the one-token
-    # request that tells a down endpoint from a failing reply
+    # the 3 attempts, after each failed one and at the end the one-token request that tells a down endpoint (not
+    # answered: retried, then an error) from a failing reply
     assert server.requests == 3 + 3 + 1
 
 
@@ -317,21 +317,22 @@ def test_the_rollout_deadline_covers_the_longest_model_call():
                              max_retries=4, backoff_s=4.5)
     config = RunConfig(run_id="d", taskset=TaskSetSpec(family="ops", count=1), agents=["model"], model=model,
                        time_limit_s=100)
-    # every attempt, the backoffs, a one-token check after each attempt and at the end, and the two seed probes
-    assert model.check_s() == 2.5 and model.longest_call_s() == 10 * 5 + 4.5 * 15 + 2.5 * (5 + 1 + 2)
+    # every attempt, the backoffs, a one-token check after each attempt and at the end, a seed probe of three after each
+    assert model.check_s() == 2.5 and model.longest_call_s() == 10 * 5 * 4 + 4.5 * 15 + 2.5 * (5 + 1)
     assert config.rollout_deadline() == 100 + model.longest_call_s() + 60
     task = build_taskset(TaskSetSpec(family="ops", count=1))[0]
     lost = lost_trajectory(config, task, "model", 0, "cut off", ErrorKind.ROLLOUT_TIMEOUT)
     assert lost.end_reason is not None and lost.end_reason.value == "infrastructure"
 
 
-@pytest.mark.parametrize("seeded", [False, True])
+@pytest.mark.parametrize("seeded", [False, "constant", True])
 def test_a_failed_call_is_no_fresh_sample_where_the_endpoint_ignores_seeds(tmp_path, seeded):
     """An eighty-fifth attacker's policy broke the server on a random half of its replies, on a server that ignores
     the request's seed: each retry was a fresh sample, so its rollouts were retried until lucky (13 of 16 accepted
     against 4 of 16). Where the endpoint answers a seeded request differently each time, a failure it does not share
     is the conversation's at once: the agent's failure, never retried. Where it is seeded, a retry is the same sample
-    and the call is retried as before."""
+    and the call is retried as before. An endpoint that answers every probe alike (a cache of whole requests, or a
+    policy sure of its answer: a ninety-first attacker's server) shows no sampling by seed, and is not taken for one."""
     from gymsmith.agents import model as model_module
 
     tasks = build_taskset(TaskSetSpec(family="ops", count=4, split="train", base_seed=45))
@@ -345,9 +346,28 @@ def test_a_failed_call_is_no_fresh_sample_where_the_endpoint_ignores_seeds(tmp_p
     rows = store.rollout_rows(["flaky"])
     assert len(rows) == 4 and failed > 0
     refused = [r for r in rows if r["end_reason"] == "agent_failure"]
-    if seeded:  # a retry is the same sample: retried (failing only once every attempt has, as before)
+    if seeded is True:  # a retry is the same sample: retried (failing only once every attempt has, as before)
         assert all("after 4 attempts" in r["end_detail"] for r in refused) and failed > 4 * len(refused)
     else:
         assert len(refused) == failed  # each failure ended its rollout: no call was retried
         assert all(r["reward"] == 0.0 and "a retry would be a fresh sample" in r["end_detail"] for r in refused)
         assert all(r["accepted"] for r in rows if r["end_reason"] != "agent_failure")
+
+
+def test_a_reply_is_kept_in_the_protocols_fields_and_types_only():
+    """A ninety-first attacker's server added a key of 40,000 empty lists to each tool call (three bytes each in the
+    JSON the record's bound counts, 64 in memory: 315 MiB held at a 16 MiB estimate) and a megabyte of text as a
+    token count. The conversation keeps a reply's text and calls in the protocol's fields and types only."""
+    from gymsmith.agents.model import _count, clean_reply
+
+    message = {"role": "assistant", "content": None, "reasoning": "x" * 1000,
+               "tool_calls": [{"id": "c1", "type": "function", "x": [[] for _ in range(1000)],
+                               "function": {"name": "submit", "arguments": "{}", "extra": [1] * 100}},
+                              {"id": 7, "function": {"name": ["odd"], "arguments": {"a": 1}}}, "junk"]}
+    reply = clean_reply(message)
+    assert reply == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "submit", "arguments": "{}"}},
+        {"id": "", "type": "function", "function": {"name": "", "arguments": '{"a": 1}'}},
+        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}]}
+    assert clean_reply({"content": [{"type": "text", "text": "hi"}]})["content"] == '[{"type": "text", "text": "hi"}]'
+    assert [_count(v) for v in (12, "x" * 10, -1, 2 ** 40, True, None)] == [12, None, None, None, None, None]

@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import time
 from typing import Any, Literal
 
@@ -89,9 +90,9 @@ class ModelAgentConfig(BaseModel):
 
     def longest_call_s(self) -> float:
         """The longest one model call of the agent can take: every attempt, the backoff between them, a check after
-        each, and the endpoint's seed probe (`ModelAgent._seeded`)."""
-        return (self.timeout_s * (self.max_retries + 1) + self.backoff_s * (2 ** self.max_retries - 1)
-                + self.check_s() * (self.max_retries + 4))
+        each and at the end, and a seed probe (three requests) after each (`ModelAgent._seeded`)."""
+        return (self.timeout_s * (self.max_retries + 1) * 4 + self.backoff_s * (2 ** self.max_retries - 1)
+                + self.check_s() * (self.max_retries + 2))
 
 
 class ModelAgent:
@@ -256,17 +257,18 @@ class ModelAgent:
             try:
                 data = response.json()
                 message = data["choices"][0]["message"]
+                if not isinstance(message, dict):
+                    raise TypeError("message")
             except (ValueError, KeyError, IndexError, TypeError):
                 failures.append("unreadable response body")
                 await self._no_fresh_sample(failures)
                 continue
-            usage = data.get("usage") or {}
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             info = {"latency_ms": round((time.perf_counter() - t0) * 1000, 2), "retries": attempt,
-                    "retry_causes": failures, "prompt_tokens": usage.get("prompt_tokens"),
-                    "completion_tokens": usage.get("completion_tokens"), "truncated_messages": self.truncated_messages}
-            reply = {"role": "assistant", "content": message.get("content")}
-            if message.get("tool_calls"):
-                reply["tool_calls"] = message["tool_calls"]
+                    "retry_causes": failures, "prompt_tokens": _count(usage.get("prompt_tokens")),
+                    "completion_tokens": _count(usage.get("completion_tokens")),
+                    "truncated_messages": self.truncated_messages}
+            reply = clean_reply(message)
             turn = dict(read_turn(data, messages, reply, level=level))
             self._token_context = chain_prompt(turn, self._token_context)
             info["turn"] = turn
@@ -288,38 +290,45 @@ class ModelAgent:
         conversation's at once (an eighty-fifth attacker's policy broke the server on a random half of its replies:
         retried, 13 of 16 rollouts were accepted against 4 of 16). Raises ModelRequestRefused then."""
         c = self.config
-        if failures[-1] in NOT_THE_CONVERSATION or self.config.max_retries == 0 or await self._seeded():
-            return
-        if await self._answers_others():
+        if failures[-1] in NOT_THE_CONVERSATION or c.max_retries == 0 or not await self._answers_others():
+            return  # the endpoint's own trouble: retried
+        if await self._seeded() is False:
             raise ModelRequestRefused(f"{c.base_url}: {failures[-1]} after {self.replies} replies, while it answered a "
                                       f"one-token request within {c.check_s():g} s; the endpoint does not answer a seeded "
                                       "request the same twice, so a retry would be a fresh sample: not retried")
 
-    async def _seeded(self) -> bool:
-        """Whether the endpoint answers the same seeded request the same twice (asked once per endpoint and model,
-        then remembered): then a retried call is the same sample. Where the probe fails it is not known, and the
-        call is retried as before (the probe is asked again at the next failure)."""
+    async def _seeded(self) -> bool | None:
+        """Whether the endpoint samples by the request's seed (asked once per endpoint and model, then remembered):
+        the same seed gives the same text, also with a longer limit (which no cache of whole requests answers), and
+        another seed another text (else the text was no sample: a policy sure of its answer, or a cache). Then a
+        retried call is the same sample. None where the probe was not answered (asked again at the next failure):
+        the call is retried as before; a policy cannot make three short requests without tools fail."""
         c = self.config
         key = (c.base_url, c.model)
         if key in _SEEDED:
             return _SEEDED[key]
-        body = _dumps({"model": c.model, **SEED_PROBE}).encode("utf-8")
-        replies = []
-        for _ in range(2):
+        nonce = random.SystemRandom().randrange(10 ** 9)
+        messages = [{"role": "user", "content": f"Write a random word, then a random number. Reference {nonce}."}]
+        texts = []
+        for seed, limit in ((nonce, SEED_PROBE_TOKENS), (nonce, 2 * SEED_PROBE_TOKENS), (nonce + 1, SEED_PROBE_TOKENS)):
+            body = _dumps({"model": c.model, "messages": messages, "max_tokens": limit, "temperature": 1.0,
+                           "seed": seed}).encode("utf-8")
             try:
-                async with asyncio.timeout(c.check_s()):
+                async with asyncio.timeout(c.timeout_s):
                     response = await self._client.post("/chat/completions", content=body, headers=JSON_HEADERS)
                 if response.status_code != 200:
-                    return True
-                message = response.json()["choices"][0]["message"]
-                replies.append((message.get("content"), json.dumps(message.get("tool_calls"), sort_keys=True)))
+                    return None
+                text = response.json()["choices"][0]["message"].get("content")
             except (TimeoutError, self._httpx.TimeoutException, self._httpx.TransportError, ValueError, KeyError,
-                    IndexError, TypeError):
-                return True
-        _SEEDED[key] = replies[0] == replies[1]
+                    IndexError, TypeError, AttributeError):
+                return None
+            texts.append(text if type(text) is str else "")
+        short, longer, other = texts
+        # the longer text starts as the short one does (its last characters may be a token cut short)
+        _SEEDED[key] = longer.startswith(short[:max(0, len(short) - 3)]) and short != other
         if not _SEEDED[key]:
-            log.warning("%s (%s) answers a seeded request differently each time: a model call that fails while the "
-                        "endpoint answers others is the conversation's, not retried", c.base_url, c.model)
+            log.warning("%s (%s) does not sample by the request's seed: a model call that fails while the endpoint "
+                        "answers others is the conversation's, not retried", c.base_url, c.model)
         return _SEEDED[key]
 
     async def _answers_others(self) -> bool:
@@ -334,6 +343,37 @@ class ModelAgent:
         except (TimeoutError, self._httpx.TimeoutException, self._httpx.TransportError):
             return False
         return response.status_code == 200
+
+
+def clean_reply(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message as the conversation keeps it: its text and its tool calls, in the protocol's fields and
+    types only (text as a str, a call as {"id", "type", "function": {"name", "arguments"}}, arguments as JSON text).
+    What else a server sends is not kept: a ninety-first attacker's server added a key of 40,000
+    empty lists to each call, three bytes each in the JSON the record's bound counts and 64 in memory (315 MiB held
+    at a 16 MiB estimate)."""
+    content = message.get("content")
+    if content is not None and type(content) is not str:  # a list of parts, a number: kept as its JSON
+        content = json.dumps(content, ensure_ascii=False, default=str)
+    reply: dict[str, Any] = {"role": "assistant", "content": content}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        kept = []
+        for call in calls:
+            call = call if isinstance(call, dict) else {}
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            name, arguments = function.get("name"), function.get("arguments")
+            if arguments is not None and type(arguments) is not str:  # a server that sends the arguments as an object
+                arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+            kept.append({"id": call["id"] if type(call.get("id")) is str else "", "type": "function",
+                         "function": {"name": name if type(name) is str else "", "arguments": arguments or ""}})
+        reply["tool_calls"] = kept
+    return reply
+
+
+def _count(value: Any) -> int | None:
+    """A token count a server reports, if it is one."""
+    return value if type(value) is int and 0 <= value < 1 << 31 else None
 
 
 def make_client(config: ModelAgentConfig, *, connections: int | None = None) -> Any:
@@ -369,9 +409,7 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 # statuses an endpoint refuses a request's content with (too long for the context, too large, unprocessable): after
 # the rollout's first reply, the conversation's growth is what it refuses (ModelRequestRefused: the agent's failure)
 REFUSED_REQUEST = frozenset({400, 413, 422})
-# asked twice of an endpoint (`ModelAgent._seeded`): a seeded sampler answers the same both times
-SEED_PROBE = {"messages": [{"role": "user", "content": "Name a colour, an animal and a number."}], "max_tokens": 16,
-              "temperature": 1.0, "seed": 20261206}
+SEED_PROBE_TOKENS = 16  # the seed probe's shorter limit (`ModelAgent._seeded`)
 _SEEDED: dict[tuple[str, str], bool] = {}  # (base_url, model) -> whether it answers a seeded request the same twice
 # failures that say nothing of the conversation: the endpoint's own limits or reachability (a call's last failure of
 # another kind, while the endpoint answers a one-token request in time, is the conversation's: ModelRequestRefused)

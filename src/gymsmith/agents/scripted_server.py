@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 FAULT_KINDS = ("malformed_json", "unknown_tool", "text_only", "multi", "http_500", "http_429", "slow", "drop")
 Policy = Callable[[list[dict[str, Any]], int], list[dict[str, Any]]]  # (messages, n calls wanted) -> tool calls
@@ -69,7 +69,8 @@ class ScriptedChatServer:
                  seed: int = 0, slow_s: float = 2.0, text_reply: Callable[[list[dict[str, Any]]], str] | None = None,
                  models: tuple[str, ...] = ("scripted",), vllm: bool = False, refuse: tuple[str, ...] = (),
                  calls_per_reply: int = 1, context_chars: int | None = None, finish_reason: Any = None,
-                 conversation_fault: tuple[str, int] | None = None, check_delay_s: float = 0.0, seeded: bool = True):
+                 conversation_fault: tuple[str, int] | None = None, check_delay_s: float = 0.0,
+                 seeded: bool | Literal["constant"] = True):
         """`policy` plays tool calls; `text_reply(messages)` instead answers with plain text (e.g. a judge).
         `models`: the model names served (listed by GET /models; any other name gets HTTP 404, as from vLLM).
         `calls_per_reply`: tool calls per reply (the policy's next ones) when no fault says otherwise.
@@ -82,7 +83,8 @@ class ScriptedChatServer:
         of the attempts (a policy whose sampled replies break the server half the time); a request without tools (a
         one-token check, a seed probe) is answered with a short text, after `check_delay_s` (a queue it waits in):
         the same text for the same messages and seed, as a seeded vLLM samples, or with `seeded=False` a new one
-        each time (a server that ignores the seed)."""
+        each time (a server that ignores the seed), or with `seeded="constant"` one text for every request (a cache
+        of whole requests, or a model sure of its answer)."""
         if (policy is None) == (text_reply is None):
             raise ValueError("give exactly one of policy (tool calls) or text_reply (plain text)")
         self.text_reply = text_reply
@@ -218,7 +220,8 @@ class ScriptedChatServer:
         with self.lock:
             self.texts += 1
             salt = "" if self.seeded else str(self.texts)
-        word = hashlib.sha256(f"{json.dumps(body.get('messages'), sort_keys=True)}:{body.get('seed')}:{salt}".encode())
+        key = "" if self.seeded == "constant" else f"{json.dumps(body.get('messages'), sort_keys=True)}:{body.get('seed')}"
+        word = hashlib.sha256(f"{key}:{salt}".encode())
         return {"id": f"chatcmpl-text-{self.texts}", "object": "chat.completion", "model": body.get("model", "scripted"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": f"blue fox {word.hexdigest()[:6]}"},
                              "finish_reason": "stop"}],
