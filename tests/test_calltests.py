@@ -842,3 +842,16 @@ def test_what_the_code_does_to_the_tests_containers_is_judged_as_pytest_judges_i
         assert failed_under_pytest == pytest_failing, done.stdout
         v = judge_run([suite], runner.observe({"graph.py": source}, [suite]), reference)
         assert set(names) - set(passed(v)) == pytest_failing
+
+
+def test_a_file_that_fails_to_import_stops_a_graded_session_as_pytest_does(runner, reference):
+    """pytest collects every test file before it runs a test, and a file that fails to import stops the session: no
+    test runs. The verifier runs each file apart, so a ninety-third attacker fixed one bug, deleted the other buggy
+    modules, and kept partial credit from the files that still imported (pytest: no test passed). Judged as one
+    session, every test fails."""
+    other = compile_suite("from gone import f\n\n\ndef test_f():\n    assert f() == 1\n", "tests/test_gone.py")
+    observed = runner.observe({"mod.py": MODULE}, [SUITE, other])
+    apart = judge_run([SUITE, other], observed, reference)
+    session = judge_run([SUITE, other], observed, reference, one_session=True)
+    assert passed(apart) == ALL_BUT_CANARY  # each file on its own: the importable one passes
+    assert passed(session) == [] and "tests/test_gone.py failed to import" in next(iter(session.reasons.values()))

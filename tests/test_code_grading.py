@@ -41,17 +41,25 @@ def test_passing_only_the_shown_test_earns_nothing():
 
 def test_breaking_what_worked_in_a_module_forfeits_its_progress():
     assert score(set(P2P + A[:3]) - {A[3]}) == 0.0  # a fixed, but one of a's passing tests broken
-    assert score(set(P2P + F2P) - {A[3]}) == 0.5 - 1 / 8  # b still counts; the broken test costs its share of all 8
+    assert score(set(P2P + F2P) - {A[3]}) == 0.5 - 1 / 4  # b still counts; the broken test costs a fixed one of 4
 
 
 def test_wrecking_an_unfixed_buggy_module_is_damage_too():
     """Found by red-teaming: fixing a and wrecking the still-buggy b (its passing tests now fail) used to
     score as much as fixing a alone, since only modules without failing tests were checked for damage."""
-    assert score(set(P2P + A[:3]) - set(B[2:])) == 0.5 - 2 / 8 < score(set(P2P + A[:3]))
+    assert score(set(P2P + A[:3]) - set(B[2:])) == 0.0 < score(set(P2P + A[:3]))  # 2 fixed, 2 broken: nothing
+
+
+def test_a_broken_passing_test_costs_what_a_fixed_failing_test_earns():
+    """A ninety-third attacker fixed one bug of three and wrecked the other buggy modules: 47 of 150 passing tests
+    broken for 24 fixed, and, damage counted as a share of the passing tests, a reward above a null agent's. Damage
+    is counted against the hidden failing tests: breaking as many as were fixed earns nothing."""
+    assert score(set(P2P + A[:3]) - {B[2]}) == 0.5 - 1 / 4 > 0  # a fixed (2 hidden), one of b's passing tests broken
+    assert score(set(P2P + A[:3]) - {B[2], C[0]}) == 0.0  # two broken for two fixed
 
 
 def test_collateral_damage_elsewhere_is_subtracted():
-    assert score(set(P2P + F2P) - {C[0]}) == 1.0 - 1 / 8  # one of the 8 passing tests (module c's) broken
+    assert score(set(P2P + F2P) - {C[0]}) == 1.0 - 1 / 4  # one passing test (module c's) broken, 4 hidden fixed
     assert score(set(A[:3]) | set(A[3:])) == 0.0           # everything else broken: floored at 0
 
 

@@ -418,3 +418,20 @@ def test_a_class_that_claims_another_module_is_a_read():
         reads = process_reads(reference + spelling, reference)
         assert reads and all("module" in r or "__name__" in r for r in reads), (spelling, reads)
     assert process_reads(reference + "class P:\n    x: 'int' = 0\n", reference) == []  # its own module: no claim
+
+
+def test_a_hook_that_sees_a_runner_look_at_an_object_is_a_read():
+    """`isinstance` reads an object's `__class__`; pytest's collection looks up `__test__` on every name a test
+    module holds; the verifier's link looked at objects differently. A ninety-second attacker's `__class__` property
+    counted those looks and ran the fix only on the verifier's count: accepted on 13 of 13 tasks. Defining such a
+    hook is a read, by every spelling; using one of the reference's is not."""
+    reference = "def f(x):\n    return x\n"
+    for spelling in ("class W:\n    @property\n    def __class__(self):\n        return W\n",
+                     "class W:\n    def __getattr__(self, name):\n        raise AttributeError(name)\n",
+                     "class W:\n    def __getattribute__(self, name):\n        return 1\n",
+                     "class W:\n    __class__ = property(lambda self: W)\n",
+                     "class W:\n    pass\nsetattr(W, '__getattr__', lambda self, n: 1)\n",
+                     "W = type('W', (), {'__getattr__': lambda self, n: 1})\n"):
+        assert any("defines __" in r for r in process_reads(reference + spelling, reference)), spelling
+    hooked = "class W:\n    def __getattr__(self, name):\n        return name\n"
+    assert process_reads(hooked + "\nX = 1\n", hooked) == []  # the reference's own hook

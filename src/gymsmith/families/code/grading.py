@@ -21,8 +21,9 @@ start every FAIL_TO_PASS test fails by construction):
   pass — the agent saw the visible ones' inputs and expected values, so passing those (or hidden tests on
   the same inputs) proves nothing on its own; the caller says which tests were shown (`visible`) — counted
   only while none of the PASS_TO_PASS tests of its test files fails; averaged over the bugs, minus the
-  share of all PASS_TO_PASS tests broken (any module), floored at 0. What worked is worth nothing by
-  itself, and breaking it forfeits the progress it was traded for.
+  PASS_TO_PASS tests broken (any module) counted against the hidden FAIL_TO_PASS tests (a broken passing test
+  costs what a fixed failing one earns), floored at 0. What worked is worth nothing by itself, and breaking
+  it forfeits the progress it was traded for.
 - `edit_economy` (0.1, or half the smallest step of progress if less, so more of the fix always scores
   more): lines the reference fix needs / source lines changed (halved for changes outside the source),
   times the progress: economy earns only alongside progress.
@@ -119,9 +120,12 @@ def progress(r: GradeReport, bugs: list[list[str]] | None = None) -> float:
 
     Per bug (`_units`): the share of its unanswered hidden FAIL_TO_PASS tests that pass — counted only while
     every PASS_TO_PASS test of the test files it fails in still passes (do no harm: otherwise wrecking a module,
-    every function raising say, would buy the tests that expect an exception). The bugs' mean, minus the share
-    of all PASS_TO_PASS tests broken (collateral damage, in any file: an unfixed buggy module wrecked is damage
-    too), floored at 0.
+    every function raising say, would buy the tests that expect an exception). The bugs' mean, minus the
+    PASS_TO_PASS tests broken (collateral damage, in any file: an unfixed buggy module wrecked is damage too) as a
+    share of the hidden FAIL_TO_PASS tests, floored at 0: a broken passing test costs what a fixed failing test
+    earns. (As a share of the passing tests, damage was cheap where they are many: a ninety-third attacker fixed
+    one bug of three and wrecked the other buggy modules, 47 of 150 passing tests broken for 24 fixed, and scored
+    above a null agent.)
     """
     units = _units(r, bugs)
     if not units:
@@ -135,7 +139,8 @@ def progress(r: GradeReport, bugs: list[list[str]] | None = None) -> float:
         files = {_file(t) for t in unit}
         per_unit.append(0.0 if any(_file(t) in files for t in r.p2p_failed) else fixed)
     # damage anywhere costs: a broken test of an unfixed buggy module too (else wrecking it was free)
-    return max(0.0, sum(per_unit) / len(per_unit) - _share(r.p2p_failed, r.p2p_passed))
+    hidden = len(r.hidden_f2p_passed) + len(r.hidden_f2p_failed)
+    return max(0.0, sum(per_unit) / len(per_unit) - len(r.p2p_failed) / max(1, hidden))
 
 
 def economy_weight(r: GradeReport, bugs: list[list[str]] | None = None) -> float:

@@ -164,6 +164,7 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
     impure = _impure_modules(nodes, own_modules)
     found |= _finalizers(nodes)
     found |= _module_claims(nodes)
+    found |= _lookup_hooks(nodes)
     for node in nodes:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in impure:
             # what a module that observes the process offers is read attribute by attribute: only the reference's own
@@ -270,6 +271,37 @@ def _module_claims(nodes: list[ast.AST]) -> set[str]:
                 found.add("sets __module__")
             if any(k.arg == "module" for k in node.keywords):
                 found.add(f"names a module for what it makes ({_clip(ast.unparse(node.func))}(module=...))")
+    return found
+
+
+# hooks that run code when a runner merely looks at an object: `isinstance` reads `__class__`, pytest's collection
+# looks up `__test__` and a fixture marker on every name a test module holds, the verifier's link other attributes
+# or none; a hook that counts those looks tells the two apart (a ninety-second attacker's `__class__` property:
+# accepted on 13 of 13 tasks)
+LOOKUP_HOOKS = frozenset({"__class__", "__getattr__", "__getattribute__"})
+
+
+def _lookup_hooks(nodes: list[ast.AST]) -> set[str]:
+    """Definitions of LOOKUP_HOOKS: a function or an assignment of that name, `setattr` of it, a `type(...)`
+    namespace key."""
+    found: set[str] = set()
+    for node in nodes:
+        name: object = None
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            name = node.name
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            name = node.id
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            name = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+            called = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            if called == "setattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                name = node.args[1].value
+            elif called == "type" and len(node.args) == 3 and isinstance(node.args[2], ast.Dict):
+                keys = [k.value for k in node.args[2].keys if isinstance(k, ast.Constant)]
+                name = next((k for k in keys if k in LOOKUP_HOOKS), None)
+        if name in LOOKUP_HOOKS:
+            found.add(f"defines {name} (runs when a runner looks at an object)")
     return found
 
 

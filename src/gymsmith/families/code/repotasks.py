@@ -147,7 +147,7 @@ class Repo:
         reference = {**self.reference_records(), **self._variant_records(suites)}
         with self.lock:
             observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s, graded=graded)
-        return judge_run(suites, observed, reference).run
+        return judge_run(suites, observed, reference, one_session=graded).run
 
     def _variant_records(self, suites: list[CompiledSuite]) -> dict[str, TestRecord]:
         from gymsmith.families.code.repovariants import PREFIX

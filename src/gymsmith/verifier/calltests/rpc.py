@@ -213,7 +213,7 @@ class DriverPolicy:
 def _type_name(obj):
     try:
         cls = type(obj)
-        module, qualname = cls.__module__, cls.__qualname__
+        module, qualname = _TYPE_MODULE(cls), _TYPE_QUALNAME(cls)
         return (f"{module}.{qualname}" if type(module) is str and type(qualname) is str else "?")[:MAX_NAME]
     except BaseException:  # noqa: BLE001 - a hostile metaclass
         return "?"
@@ -222,6 +222,9 @@ def _type_name(obj):
 _TYPE_MRO = type.__dict__["__mro__"].__get__
 _TYPE_MODULE = type.__dict__["__module__"].__get__
 _TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+_EXC_DICT = BaseException.__dict__["__dict__"].__get__
+_EXC_ARGS = BaseException.__dict__["args"].__get__
 
 
 def _mro_names(cls):
@@ -718,11 +721,14 @@ class Link:
             return {"ni": 0}
         elif t is type and id(v) in _CLASS_NAMES and SAFE_CLASSES.get(_CLASS_NAMES[id(v)]) is v:
             return {"bt": _CLASS_NAMES[id(v)]}
-        elif isinstance(v, BaseException):
+        # by the type's own slots, never the object's: `isinstance` reads an object's `__class__`, which a class of
+        # the code's may make a property, run here alone (a ninety-second attacker counted those reads to tell the
+        # verifier from pytest: accepted on 13 of 13 tasks)
+        elif issubclass(t, BaseException):
             self._nested = True  # its arguments, by value: they may change in place
             return self.encode_exception(v)
-        elif isinstance(v, type) and issubclass(v, BaseException):
-            own = v.__dict__.get("_gs_link_id")
+        elif issubclass(t, type) and issubclass(v, BaseException):
+            own = _TYPE_DICT(v).get("_gs_link_id")
             if own is not None and own[0] is self:
                 return {"y": own[1]}
             return {"xc": _mro_names(v), "r": self.ref(v)}
@@ -757,14 +763,16 @@ class Link:
                        self._encode(None if pairs is None else list(pairs), depth + 1, budget)]}
 
     def encode_exception(self, exc):
+        # the exception's own slots (a subclass of the code's may make `args` or `__dict__` properties, run here alone)
         try:
-            origin = exc.__dict__.get("_gs_origin")
+            origin = _EXC_DICT(exc).get("_gs_origin")
         except BaseException:  # noqa: BLE001 - an exception without a plain __dict__
             origin = None
         if type(origin) is tuple and origin[0] is self:
             return {"y": origin[1]}  # the other side's own exception, passing back through us
         try:
-            args = [self._encode(a, 1, [10_000]) for a in exc.args[:8]] if type(exc.args) is tuple else []
+            exc_args = _EXC_ARGS(exc)
+            args = [self._encode(a, 1, [10_000]) for a in exc_args[:8]] if type(exc_args) is tuple else []
         except BaseException:  # noqa: BLE001
             args = []
         return {"ex": {"mro": _mro_names(type(exc)), "args": args, "r": self.ref(exc)}}

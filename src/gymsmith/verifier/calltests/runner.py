@@ -207,11 +207,15 @@ def records_by_nodeid(suites: Sequence[CompiledSuite], observed: Observation) ->
     return out
 
 
-def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference: Mapping[str, TestRecord]) -> Verdicts:
+def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference: Mapping[str, TestRecord], *,
+              one_session: bool = False) -> Verdicts:
     """Per-test outcomes, decided on the trusted side (see `judge.py` for the truth table).
 
     `reference`: the reference implementation's records by node id (`records_by_nodeid`); they give each
-    observed value the exact type it must have.
+    observed value the exact type it must have. `one_session`: judge the files as one pytest session does, where a
+    file that fails to import (a collection error) stops the session before any test runs: then every test fails
+    (graded runs: a ninety-third attacker fixed one bug and deleted the other buggy modules, and
+    kept partial credit from the files that still imported, where pytest runs no test at all).
 
     The run's status: TIMEOUT if a driver was stopped by its deadline, CRASHED if one flooded its channel,
     died, stopped before its last test or lost its package's process, COMPLETED otherwise.
@@ -234,6 +238,11 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
                 passed, why = outcome(test, group.stream.tests.get(i), reference.get(nodeid))
             outcomes[nodeid] = TestOutcome.PASSED if passed else TestOutcome.FAILED
             reasons[nodeid] = why
+    broken = [s.path for s, g in zip(suites, observed.groups) if g.stream.status is StreamStatus.OK and g.stream.import_error]
+    if one_session and broken:
+        why = f"{broken[0]} failed to import: a collection error stops the session before any test runs"
+        outcomes = dict.fromkeys(outcomes, TestOutcome.FAILED)
+        reasons = dict.fromkeys(reasons, why)
     return Verdicts(run=TestRun(status=status, outcomes=outcomes, duration_s=observed.duration_s), reasons=reasons)
 
 
