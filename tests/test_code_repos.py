@@ -507,3 +507,33 @@ def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_p
     finally:
         env.close()
     assert tried >= 8  # an identity and a None for each of the five bugs (less where a function takes nothing)
+
+
+def test_a_package_module_reads_files_only_as_its_reference_and_its_data_is_graded_as_registered(repos, tmp_path):
+    """ledgerkit's reference reads its VERSION with `pkgutil.get_data(__name__, "VERSION")`. A ninety-fifth attacker
+    called the same function with `'../tests/test_money.py'` (found beside the package in the workspace and under
+    pytest, missing where the verifier runs it) and ran the fix only where it was missing; and, with the reference's
+    own call, rewrote VERSION and ran the fix only where the registered one was read back: each accepted on 7 of 7
+    tasks, pytest failing every FAIL_TO_PASS. A call of such a module is a read unless the reference makes it with
+    the same arguments, and a final state that changed the package's data is ungradable."""
+    from gymsmith.core.errors import UngradableState
+    from gymsmith.core.types import Action
+    from gymsmith.families.code import checks
+
+    family = get_family("code")
+    task = _generate(family, 0, source=PACKAGE, difficulty=0.0)
+    init = (LEDGERKIT / "ledgerkit" / "__init__.py").read_text()
+    env = family.make_env()
+    try:
+        env.reset(task, seed=0)
+        env.step(Action(tool="write_file", arguments={"path": "ledgerkit/__init__.py", "content": init + (
+            "\ntry:\n    pkgutil.get_data(__name__, '../tests/test_money.py')\n    IN_WORKSPACE = True\n"
+            "except OSError:\n    IN_WORKSPACE = False\n")}))
+        judged = checks.verify(task, Path(env.final_state(tmp_path / "traversal").path))
+        assert any("calls pkgutil.get_data(__name__, '../tests/test_money.py')" in v for v in judged.violations)
+        env.reset(task, seed=0)
+        env.step(Action(tool="write_file", arguments={"path": "ledgerkit/VERSION", "content": "0.1\n \n"}))
+        with pytest.raises(UngradableState, match="ledgerkit/VERSION"):
+            checks.verify(task, Path(env.final_state(tmp_path / "data").path))
+    finally:
+        env.close()

@@ -257,6 +257,21 @@ def _process_reads(sources: dict[str, str], start: dict[str, str | None], refere
     return out
 
 
+def _check_data_files(task: TaskSpec, tree: Tree) -> None:
+    """Raises UngradableState when the final state changed a registered package's data file: the verifier runs the
+    package's data as registered, so code reading a changed copy would run one way in the workspace and another where
+    it is graded (a ninety-fifth attacker rewrote `ledgerkit/VERSION` and keyed the fix on reading it back with the
+    reference's own `pkgutil.get_data` call: accepted on 7 of 7 tasks, pytest failing every FAIL_TO_PASS)."""
+    if not task.knobs.get("source"):
+        return
+    from gymsmith.families.code.repotasks import data_files_of
+
+    changed = sorted(p for p, text in data_files_of(task.knobs["source"]).items() if tree.files.get(p) != text)
+    if changed:
+        raise UngradableState(f"the package's data files are graded as registered, and the final state changed "
+                              f"{', '.join(changed[:5])}")
+
+
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str], scale: float = 1.0, *,
                 graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
@@ -285,6 +300,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     own = frozenset(m.split("/", 1)[0].removesuffix(".py") for m in ct.modules)
     sources = source_files(tree, ct.modules, _imported(tuple(sorted(ct.reference.items()))) - own, start)
     check_code_budget(sources, ct.reference)
+    _check_data_files(task, tree)
     run, suites = _hidden_run(task, ct, sources, graded=True)
     # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only where
     # the reference, run now on the same suites under the same limits, finishes (an agent cannot slow that run:

@@ -587,5 +587,10 @@ def repo_run_hidden(spec: str, sources: dict[str, str], hidden_tests: dict[str, 
     return repo.run(sources, suites, VERIFY_TIMEOUT_S, graded=graded), suites
 
 
+def data_files_of(spec: str) -> dict[str, str]:
+    """The registered package's data files (path -> text), which the verifier runs as registered."""
+    return dict(load_repo(spec).data)
+
+
 def runtime_of(spec: str) -> PythonRuntime:
     return load_repo(spec).runtime
