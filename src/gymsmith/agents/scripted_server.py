@@ -176,7 +176,7 @@ class ScriptedChatServer:
                 if fault in ("http_500", "http_429"):
                     code = 500 if fault == "http_500" else 429
                     return self._send(code, {"error": {"message": f"injected {code}"}})
-                if not body.get("tools"):
+                if not body.get("tools") and server.text_reply is None:  # a policy's server: a check, a seed probe
                     return self._send(200, server._text(body))
                 self._send(200, server._reply(body, fault))
 
