@@ -516,9 +516,7 @@ class Link:
         if t is dict:
             return len(stamp[0]) == len(container) and all(map(operator.is_, stamp[0], container)) \
                 and all(map(operator.is_, stamp[1], container.values()))
-        if t is set:
-            return stamp == container
-        return stamp == container
+        return stamp == container  # a set's frozenset, a bytearray's bytes
 
     def _begin_shares(self):
         saved = (self._refs, self._emitting)
