@@ -15,8 +15,9 @@ becomes two halves:
 - the **checks** (kept in the trusted verifier process): `slot 0 is None and slot 1 == 1`, evaluated on
   the observed values once they are decoded into plain builtins (see `judge.py`).
 
-`with pytest.raises(E): ...` becomes `with _gymsmith_raises(k): ...` in the driver and the check "slot k
-raised E (or a subclass)" on the trusted side. `pytest.approx(x)` stays on the trusted side.
+`with pytest.raises(E): ...` becomes `with _gymsmith_raises(k, E): ...` in the driver (which records whether the
+exception is an instance of the very class E the test named) and the check "slot k raised E (or a subclass)" on the
+trusted side. `pytest.approx(x)` stays on the trusted side.
 
 What is supported (anything else raises UnsupportedTest, naming the file, line and construct):
 module level: docstrings, imports (`import pytest` is dropped), `NAME = <literal>` constants and
@@ -274,8 +275,12 @@ class _Compiler:
                         raise UnsupportedTest(f"{_where(self.path, inner)}: no assert or pytest inside pytest.raises")
                 checks.append(("raised", slots, expected))
                 raise_slots.add(slots)
-                body.append(ast.With(items=[ast.withitem(ast.Call(func=ast.Name(RAISES, ast.Load()), args=[ast.Constant(slots)],
-                                                                  keywords=[]))], body=stmt.body))
+                # the classes as the test names them go to the driver too: it tells whether the raised exception is an
+                # instance of one of them, as pytest does (a class of the same name is not the class: `judge`)
+                named = cast(ast.Call, item.context_expr).args[0]
+                body.append(ast.With(items=[ast.withitem(ast.Call(func=ast.Name(RAISES, ast.Load()),
+                                                                  args=[ast.Constant(slots), named], keywords=[]))],
+                                     body=stmt.body))
                 slots += 1
                 continue
             if _mentions_pytest_or_assert(stmt):
@@ -308,7 +313,7 @@ class _Compiler:
             if isinstance(getattr(builtins, item.id, None), type) and issubclass(getattr(builtins, item.id), BaseException):
                 out.append(("builtins", item.id))
             elif item.id in module_names:
-                out.append(("", item.id))  # a class of the code under test: matched by name
+                out.append(("", item.id))  # a class of the code under test: by name here, and the driver checks it is the class (judge)
             else:
                 raise UnsupportedTest(f"{_where(self.path, call)}: unknown exception {item.id!r}")
         return tuple(out)

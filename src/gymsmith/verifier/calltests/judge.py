@@ -117,7 +117,7 @@ def evaluate(check: Check, slots: list[Any]) -> Any:
         return True
     if kind == "raised":
         value = slots[check[1]]
-        if not isinstance(value, Raised):
+        if not isinstance(value, Raised) or value.taken is not True:  # an instance of the very class the test named
             return False
         return any((module == "builtins" and (m, q) == (module, name)) or (module == "" and q == name)
                    for m, q in value.mro for module, name in check[2])

@@ -25,6 +25,16 @@ test's containers, and what the test does to a container the code kept, is seen 
 one process (a seventy-ninth attacker's fix emptied the caller's graph unseen). Containers nested in a shared one
 travel as its contents, changed in place on the other side where their kind and position are unchanged.
 
+Lifetimes: what crosses by reference lives as long as it would in one process. The package keeps an object it sent
+(an exception with its traceback and frames included) until the driver has given back every copy it received: a
+proxy gives back its count when it dies, a rebuilt exception its one ({"xr": [[id, count]]} with the driver's next
+message). The package's proxy of a test's object is pinned while the test holds the object, and unpinned ({"up":
+[id]}) when only the driver's table does. The driver forgets at every message a shared container neither side holds
+beyond its table. So what the test drops is freed in the package before the package next runs, as pytest frees it
+(a ninety-sixth attacker's device told the two apart by an address freed under pytest and never here). Exception
+classes cross with a reference for each class of their MRO, so the other side holds one local class per class,
+not per name.
+
 Requests may nest (a call into the package may call back a function the test passed it), so each side
 answers the other's requests while it waits for its own answer.
 
@@ -42,6 +52,7 @@ import operator
 import os
 import sys
 import types
+from _weakref import ref as _weak  # weakref's own type (the module `weakref` is not loaded here)
 
 MAX_LINE = 16 << 20  # a message; the driver holds it and its decoded values within its sandbox's memory
 MAX_DEPTH = 200
@@ -142,6 +153,17 @@ def _table_counts(table):
 
 
 _TABLE_BASE = _table_counts({0: []})[0]  # what the count of an object held by a share table alone reads
+
+
+def _count_in(table, key):
+    return sys.getrefcount(table[key])
+
+
+_HELD_ALONE = _count_in({0: object()}, 0)  # what `_count_in` reads of an object only its table holds
+
+
+def _held_by_table_alone(table, key):
+    return _count_in(table, key) <= _HELD_ALONE
 
 
 MIN_LIMIT = 100  # the lowest recursion limit a request is served under (PackagePolicy.limit_for)
@@ -278,9 +300,21 @@ class Link:
         self.policy = policy
         self.objects = {}      # id -> our object the other side holds a reference to
         self.ids = {}          # id(object) -> id
-        self.proxies = {}      # id -> our proxy of the other side's object
-        self.classes = {}      # exception MRO (as a tuple) -> local class
+        self.classes = {}      # an exception class's MRO, each class with its reference (as a tuple) -> local class
         self.counter = 0
+        # how long an object sent by reference lives (see "Lifetimes" in the module docstring). The package lends its
+        # objects and frees one when the driver has given back every time it was sent; the driver gives them back as its
+        # proxies and rebuilt exceptions die. The package pins its proxy of an object of the driver's while the test
+        # holds that object; the driver unpins it when only its table holds the object.
+        self.driver = not policy.accepts_std_names
+        self.ref_counter = 0
+        self.lent = {}         # package: id -> how many sent messages named our object (less what was given back)
+        self.proxies = {}      # id -> weak reference to our proxy of the other side's object
+        self.received = {}     # driver: id -> how many times the current proxy's object arrived
+        self.returns = []      # driver: [id, count] to give back with the next message
+        self.pinned = {}       # package: id -> our proxy of an object of the driver's the test holds
+        self.remote_pins = set()  # driver: ids of our objects the package pins
+        self._outgoing = None  # while a message is built: ids it lends (> 0) and ids of the other side's it names (< 0)
         self.waiting = 0  # our requests awaiting an answer
         self.broken = None
         self.Proxy = make_proxy_class(self)
@@ -292,7 +326,8 @@ class Link:
         self.stamps = {}       # number -> its items' identities then, where nothing nested can change in place
         self._nested = False   # set while encoding or decoding contents that hold something changeable in place
         self.touched = set()   # numbers received since this side last sent
-        self.theirs = set()    # numbers the other side held (beyond its table) when it last sent
+        self.theirs = set()    # numbers the other side held (beyond its table) when it last sent, or sent then
+        self.their_held = set()  # numbers the other side held beyond its table when it last sent
         self.forgotten = []    # numbers this side forgot, to tell the other side
         self.sign = -1 if policy.accepts_std_names else 1
         self.sweep_at = MIN_SWEEP
@@ -310,6 +345,7 @@ class Link:
     def _send(self, message):
         if self._emitting is not None:
             self._finish_shares(message)
+            self._finish_lifetimes(message)
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -328,6 +364,7 @@ class Link:
         if type(message) is not dict:
             raise LinkBroken("a message that is not an object")
         self.receive_shares(message)
+        self.receive_lifetimes(message)
         return message
 
     def fail(self, why):
@@ -348,7 +385,7 @@ class Link:
             else:
                 encoded = [self.encode(a) for a in args]
         except BaseException:
-            self._refs, self._emitting = saved
+            self._refs, self._emitting, self._outgoing = saved
             raise
         message = {"q": number, "op": op, "o": target, "args": encoded}
         if self.remaining is not None and self.waiting == 0:  # a test's own request: how deep in the test it is
@@ -358,7 +395,7 @@ class Link:
             try:
                 self._send(message)
             finally:
-                self._refs, self._emitting = saved
+                self._refs, self._emitting, self._outgoing = saved
             while True:
                 message = self._recv()
                 if "q" in message:
@@ -379,7 +416,10 @@ class Link:
             raised = self._decode_or_fail(message["raise"])
             if not isinstance(raised, BaseException):
                 self.fail("a raise of something that is not an exception")
-            raise raised
+            try:
+                raise raised
+            finally:  # the traceback holds this frame: naming the exception here would keep it alive in a cycle
+                del raised
         self.fail("a malformed answer")
 
     def _decode_or_fail(self, value):
@@ -436,10 +476,13 @@ class Link:
                 sys.setrecursionlimit(self.policy.base_limit)
             saved = self._begin_shares()
             answer = {"a": number, "raise": self.encode_exception(exc)}
+        # nothing of this request stays held by this frame (a raised exception's traceback holds it): what the package
+        # holds when it answers is what its own code holds (the shares' "k", `_finish_shares`)
+        args = obj = result = None  # noqa: F841 - cleared, not used
         try:
             self._send(answer)
         finally:
-            self._refs, self._emitting = saved
+            self._refs, self._emitting, self._outgoing = saved
 
     def serve_forever(self):
         """The package process's loop: answer requests until the driver goes away."""
@@ -473,8 +516,8 @@ class Link:
     def _contents(self, container):
         """A shared container's contents in this side's encoding (shares in it by number), the numbers it names, and
         whether anything in it may change while its identity stays (a nested container, a value sent by recipe)."""
-        saved = self._refs, self._nested
-        self._refs, self._nested = [], False
+        saved = self._refs, self._nested, self._outgoing
+        self._refs, self._nested, self._outgoing = [], False, []
         try:
             t = type(container)
             budget = [MAX_NODES]
@@ -484,9 +527,9 @@ class Link:
                 out = [[self._encode(k, 1, budget), self._encode(x, 1, budget)] for k, x in container.items()]
             else:
                 out = [self._encode(x, 1, budget) for x in container]
-            return out, self._refs, self._nested
+            return out, self._refs, self._nested, self._outgoing
         finally:
-            self._refs, self._nested = saved
+            self._refs, self._nested, self._outgoing = saved
 
     def _exchanged(self, number, contents, nested):
         """Record `contents` as what both sides now hold of share `number`; with nothing nested that could change in
@@ -519,8 +562,8 @@ class Link:
         return stamp == container  # a set's frozenset, a bytearray's bytes
 
     def _begin_shares(self):
-        saved = (self._refs, self._emitting)
-        self._refs, self._emitting = [], {}
+        saved = (self._refs, self._emitting, self._outgoing)
+        self._refs, self._emitting, self._outgoing = [], {}, []
         return saved
 
     def _emit(self, numbers):
@@ -535,11 +578,13 @@ class Link:
             if self.snapshots.get(number) is not None and self._unchanged(number):
                 continue
             container = self.shared[number]
-            contents, refs, nested = self._contents(container)
+            contents, refs, nested, named = self._contents(container)
             if contents == self.snapshots.get(number):
                 self._exchanged(number, contents, nested)
                 continue
             self._emitting[number] = [number, SHARED_KINDS[type(container)], contents]
+            if self._outgoing is not None:
+                self._outgoing.extend(named)
             self._exchanged(number, contents, nested)
             work.extend(refs)
 
@@ -549,13 +594,16 @@ class Link:
         counts = dict(zip(self.shared, _table_counts(self.shared)))
         held = {n for n, c in counts.items() if c > _TABLE_BASE}
         self._emit(self._refs)
-        self._emit((held | self.touched) & self.theirs)
-        if len(self.shared) >= self.sweep_at:  # forget what nothing on this side holds any more
+        # forget what neither side holds any more (and this message does not name): the driver at every message, so
+        # that a container the test dropped (and the package's objects in it) is freed in the package before it runs
+        # again, as under pytest
+        if self.driver or len(self.shared) >= self.sweep_at:
             for number, count in counts.items():
-                if count <= _TABLE_BASE and number not in self.touched and number not in self._emitting:
+                if count <= _TABLE_BASE and number not in self._emitting and number not in self.their_held:
                     self._forget(number)
                     self.forgotten.append(number)
             self.sweep_at = max(MIN_SWEEP, 2 * len(self.shared))
+        self._emit((held | self.touched) & self.theirs)
         entries = [e for e in self._emitting.values() if e is not None]
         if entries:
             message["s"] = entries
@@ -566,6 +614,80 @@ class Link:
             self.forgotten = []
         self.touched = set()
         self._refs = self._emitting = None
+
+    # -- lifetimes of objects sent by reference -------------------------------------------------------------
+    def _finish_lifetimes(self, message):
+        """Count what `message` lends and names; add the driver's give-backs ("xr") and unpins ("up")."""
+        outgoing, self._outgoing = self._outgoing, None
+        for number in outgoing:
+            if number > 0:
+                if not self.driver:
+                    self.lent[number] = self.lent.get(number, 0) + 1
+                else:
+                    self.remote_pins.add(number)
+            elif not self.driver and -number in self.proxies:  # the test's own object goes back to it: pinned again
+                proxy = self.proxies[-number]()
+                if proxy is not None:
+                    self.pinned[-number] = proxy
+        if not self.driver:
+            return
+        named = set(outgoing)
+        unpinned = [n for n in self.remote_pins if n not in named and _held_by_table_alone(self.objects, n)]
+        if unpinned:
+            self.remote_pins.difference_update(unpinned)
+            message["up"] = unpinned
+        if self.returns:
+            message["xr"], self.returns = self.returns, []
+
+    def receive_lifetimes(self, message):
+        """Take the driver's give-backs ("xr": [[id, count]]) and unpins ("up": [id]), removed from `message`; the package
+        frees an object given back as often as it was lent. Anything else breaks the link (the package sends neither)."""
+        returns, unpinned = message.pop("xr", None), message.pop("up", None)
+        if returns is None and unpinned is None:
+            return
+        if self.driver:
+            raise LinkBroken("a give-back from the package")
+        for number in unpinned or ():
+            if type(number) is not int:
+                raise LinkBroken("a malformed unpin")
+            self.pinned.pop(number, None)
+        for entry in returns or ():
+            if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not int or type(entry[1]) is not int:
+                raise LinkBroken("a malformed give-back")
+            number, count = entry
+            left = self.lent.get(number, 0) - count
+            if count <= 0 or left < 0:
+                raise LinkBroken("a give-back of more than was lent")
+            if left:
+                self.lent[number] = left
+                continue
+            del self.lent[number]
+            obj = self.objects.pop(number)
+            if self.ids.get(id(obj)) == number:
+                del self.ids[id(obj)]
+            del obj
+
+    def _proxy(self, number, type_name):
+        """Our proxy of the other side's object `number` (the same one while it lives), counted as received."""
+        ref = self.proxies.get(number)
+        proxy = ref() if ref is not None else None
+        if proxy is None:
+            proxy = self.Proxy._gs_new(number, type_name)
+            self.proxies[number] = _weak(proxy, self._proxy_gone(number))
+        if self.driver:
+            self.received[number] = self.received.get(number, 0) + 1
+        else:
+            self.pinned[number] = proxy
+        return proxy
+
+    def _proxy_gone(self, number):
+        def gone(ref):
+            if self.proxies.get(number) is ref:
+                del self.proxies[number]
+                count = self.received.pop(number, 0)
+                if count:
+                    self.returns.append([number, count])
+        return gone
 
     def receive_shares(self, message):
         """Take the shares part of a message from the other side ("x", "k", "s"; removed from `message`): forget
@@ -582,6 +704,7 @@ class Link:
         if held is not None and not all(type(n) is int for n in held):
             raise LinkBroken("a malformed share number")
         self.theirs = set(held or ()) & set(self.shared)
+        self.their_held = set(self.theirs)
         if not entries:
             return
         for entry in entries:  # the containers first, so contents may name any of them
@@ -602,7 +725,7 @@ class Link:
             self._nested = False
             self._fill(self.shared[number], self._decode_contents(kind, contents))
             if self._nested:  # this side's own encoding: the sender's names objects as the sender sees them
-                contents, _, nested = self._contents(self.shared[number])
+                contents, _, nested, _ = self._contents(self.shared[number])
             self._exchanged(number, contents, self._nested)
             self.touched.add(number)
             self.theirs.add(number)
@@ -654,9 +777,12 @@ class Link:
         key = id(obj)
         number = self.ids.get(key)
         if number is None or self.objects.get(number) is not obj:
-            number = len(self.objects) + 1
+            self.ref_counter += 1
+            number = self.ref_counter
             self.objects[number] = obj
             self.ids[key] = number
+        if self._outgoing is not None:
+            self._outgoing.append(number)
         return number
 
     def encode(self, value):
@@ -679,7 +805,10 @@ class Link:
         if t is float:
             return {"f": repr(v)}
         if t is self.Proxy:
-            return {"y": object.__getattribute__(v, "_gs_id")}
+            number = object.__getattribute__(v, "_gs_id")
+            if self._outgoing is not None:
+                self._outgoing.append(-number)
+            return {"y": number}
         if t in SHARED_KINDS:
             number = self.shared_ids.get(id(v))
             if number is None or self.shared.get(number) is not v:
@@ -729,7 +858,7 @@ class Link:
             own = _TYPE_DICT(v).get("_gs_link_id")
             if own is not None and own[0] is self:
                 return {"y": own[1]}
-            return {"xc": _mro_names(v), "r": self.ref(v)}
+            return {"xc": _mro_names(v), "r": self.ref(v), "cr": self._class_refs(v)}
         if not self.policy.accepts_std_names:
             # the driver hands the package standard-library functions, classes and modules by name, and values of
             # standard-library classes (a date, a Decimal, an OrderedDict) rebuilt from their pickle recipe; the
@@ -766,14 +895,24 @@ class Link:
             origin = _EXC_DICT(exc).get("_gs_origin")
         except BaseException:  # noqa: BLE001 - an exception without a plain __dict__
             origin = None
-        if type(origin) is tuple and origin[0] is self:
-            return {"y": origin[1]}  # the other side's own exception, passing back through us
+        if type(origin) is _Origin and origin.link is self:
+            return {"y": origin.number}  # the other side's own exception, passing back through us
         try:
             exc_args = _EXC_ARGS(exc)
             args = [self._encode(a, 1, [10_000]) for a in exc_args[:8]] if type(exc_args) is tuple else []
         except BaseException:  # noqa: BLE001
             args = []
-        return {"ex": {"mro": _mro_names(type(exc)), "args": args, "r": self.ref(exc)}}
+        return {"ex": {"mro": _mro_names(type(exc)), "args": args, "r": self.ref(exc), "cr": self._class_refs(type(exc))}}
+
+    def _class_refs(self, cls):
+        """A reference for each class in `cls`'s MRO (0 for a class of the standard library or builtins, found by its
+        name), so that the other side holds one local class per class, never one per name: `pytest.raises(E)` takes
+        the class the test named, not another of the same name (a ninety-sixth attacker's module raised a class
+        redefined under the name the test imported: accepted on 9 of 9 tasks where pytest fails)."""
+        try:
+            return [0 if _std_name(c) is not None else self.ref(c) for c in _TYPE_MRO(cls)[:64]]
+        except BaseException:  # noqa: BLE001 - a hostile metaclass
+            return [self.ref(cls)]
 
     def decode(self, v, depth=0):
         if depth > MAX_DEPTH:
@@ -834,16 +973,14 @@ class Link:
         if tag == "y":
             if type(body) is not int or body not in self.objects:
                 raise LinkBroken("a reference to an unknown object of ours")
+            if self.driver:  # the package pinned its proxy again as it sent it (`_finish_lifetimes`)
+                self.remote_pins.add(body)
             return self.objects[body]
         if tag == "r":
             if type(body) is not int or body <= 0:
                 raise LinkBroken("a bad reference")
-            proxy = self.proxies.get(body)
-            if proxy is None:
-                name = v.get("t")
-                proxy = self.Proxy._gs_new(body, name[:MAX_NAME] if type(name) is str else "?")
-                self.proxies[body] = proxy
-            return proxy
+            name = v.get("t")
+            return self._proxy(body, name[:MAX_NAME] if type(name) is str else "?")
         if tag == "std":
             if not self.policy.accepts_std_names or type(body) is not list or len(body) != 2:
                 raise LinkBroken("a standard-library name the test's side does not resolve")
@@ -857,33 +994,35 @@ class Link:
                 raise LinkBroken("a recipe the test's side does not run")
             return _rebuild(*[self.decode(x, depth + 1) for x in body])
         if tag == "xc":
-            return self.exception_class(_checked_mro(body), v.get("r"))
+            return self.exception_class(_checked_mro(body, v.get("cr")))
         if tag == "ex":
             return self.exception(body)
         raise LinkBroken(f"an unknown tag {str(tag)[:20]!r}")
 
     # -- exceptions ----------------------------------------------------------------------------------------
-    def exception_class(self, mro, ref=None):
-        """A local class standing for the other side's exception class `mro` ((module, qualname) pairs): a
-        subclass of the builtin exceptions in it, so `except ValueError` and `except pkg.Error` work here."""
+    def exception_class(self, mro):
+        """A local class standing for the other side's exception class `mro` (((module, qualname), reference) for
+        each class of its MRO, the reference 0 for a class of the standard library or builtins): one local class per
+        class of the other side's, a subclass of the builtin exceptions in its MRO, so `except ValueError` and `except
+        pkg.Error` work here as they would there."""
         key = tuple(mro)
         cls = self.classes.get(key)
         if cls is not None:
             return cls
-        module, qualname = key[0]
+        (module, qualname), ref = key[0]
         if module == "builtins" and isinstance(SAFE_CLASSES.get(qualname), type) and issubclass(SAFE_CLASSES[qualname], BaseException):
             cls = SAFE_CLASSES[qualname]
         else:
             parent = self.exception_class(key[1:]) if len(key) > 1 else Exception
-            extra = [SAFE_CLASSES[q] for m, q in key[1:] if m == "builtins" and q in SAFE_CLASSES
+            extra = [SAFE_CLASSES[q] for (m, q), _ in key[1:] if m == "builtins" and q in SAFE_CLASSES
                      and issubclass(SAFE_CLASSES[q], BaseException) and not issubclass(parent, SAFE_CLASSES[q])]
             extra = [c for c in extra if not any(o is not c and issubclass(o, c) for o in extra)]
-            namespace = {"__module__": module, "__qualname__": qualname, "_gs_mro": key}
+            namespace = {"__module__": module, "__qualname__": qualname, "_gs_mro": tuple(n for n, _ in key)}
             try:
                 cls = type(qualname.rpartition(".")[2] or "Error", (parent, *extra), namespace)
             except TypeError:
                 cls = type(qualname.rpartition(".")[2] or "Error", (parent,), namespace)
-            if type(ref) is int and ref > 0:
+            if ref > 0:
                 cls._gs_link_id = (self, ref)
         self.classes[key] = cls
         return cls
@@ -891,7 +1030,7 @@ class Link:
     def exception(self, body):
         if type(body) is not dict:
             raise LinkBroken("a bad exception")
-        cls = self.exception_class(_checked_mro(body.get("mro")))
+        cls = self.exception_class(_checked_mro(body.get("mro"), body.get("cr")))
         args = body.get("args")
         args = tuple(self.decode(a, 1) for a in args[:8]) if type(args) is list else ()
         try:
@@ -901,10 +1040,25 @@ class Link:
         ref = body.get("r")
         if type(ref) is int and ref > 0:
             try:
-                exc._gs_origin = (self, ref)
+                exc._gs_origin = _Origin(self, ref)
             except (AttributeError, TypeError):
                 pass
         return exc
+
+
+class _Origin:
+    """Where a rebuilt exception came from: its reference on the other side. The driver gives the reference back when
+    the exception dies (so with it this object): then the package frees its exception, traceback and frames, where
+    pytest frees them as the test drops the exception."""
+
+    __slots__ = ("link", "number")
+
+    def __init__(self, link, number):
+        self.link, self.number = link, number
+
+    def __del__(self):
+        if self.link.driver:
+            self.link.returns.append([self.number, 1])
 
 
 def _rebuild(make, args, state, items, pairs):
@@ -931,14 +1085,17 @@ def _plain_key(value):
     return all(type(x) in HASHABLE_PLAIN or type(x) is tuple and _plain_key(x) for x in value)
 
 
-def _checked_mro(body):
-    if type(body) is not list or not body or len(body) > 64:
+def _checked_mro(body, refs):
+    """The ((module, qualname), reference) of each class of an exception class's MRO, as the other side sent them."""
+    if type(body) is not list or not body or len(body) > 64 or type(refs) is not list or len(refs) > len(body):
         raise LinkBroken("a bad exception class")
+    refs = refs + [0] * (len(body) - len(refs))
     out = []
-    for entry in body:
-        if type(entry) is not list or len(entry) != 2 or not all(type(x) is str and len(x) <= MAX_NAME for x in entry):
+    for entry, ref in zip(body, refs):
+        if type(entry) is not list or len(entry) != 2 or not all(type(x) is str and len(x) <= MAX_NAME for x in entry) \
+                or type(ref) is not int or not 0 <= ref < 1 << 53:
             raise LinkBroken("a bad exception class")
-        out.append((entry[0], entry[1]))
+        out.append(((entry[0], entry[1]), ref))
     return out
 
 

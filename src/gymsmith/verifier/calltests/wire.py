@@ -6,6 +6,7 @@ object per line on a private pipe:
     {"test": i}                                    test i of the group starts
     {"slot": k, "v": VALUE}                        slot k observed a value
     {"slot": k, "raised": [[module, qualname], ...]}   slot k raised: the exception class's MRO
+    {"slot": k, "raised": [...], "is": bool}       in `pytest.raises(E)`: and whether it is an instance of E
     {"done": i, "ok": true} | {"done": i, "ok": false, "error": "TypeName"}
     {"import_error": "TypeName"}                   the driver's imports (the code under test) failed
 
@@ -58,9 +59,11 @@ class Opaque:
 
 @dataclass(frozen=True)
 class Raised:
-    """Slot outcome: the expression raised. `mro` lists (module, qualname) of the exception's classes."""
+    """Slot outcome: the expression raised. `mro` lists (module, qualname) of the exception's classes; `taken`, in a
+    `pytest.raises` block, whether the driver found it an instance of a class the test named (None elsewhere)."""
 
     mro: tuple[tuple[str, str], ...]
+    taken: bool | None = None
 
 
 class StreamStatus(str, enum.Enum):
@@ -167,15 +170,15 @@ class _Decoder:
         raise Malformed(f"unknown tag {tag!r}")
 
 
-def _raised(body: Any) -> Raised:
-    if type(body) is not list or not body or len(body) > 64:
+def _raised(body: Any, taken: Any = None) -> Raised:
+    if type(body) is not list or not body or len(body) > 64 or not (taken is None or type(taken) is bool):
         raise Malformed("bad exception record")
     mro = []
     for entry in body:
         if type(entry) is not list or len(entry) != 2 or not all(type(x) is str and len(x) <= 200 for x in entry):
             raise Malformed("bad exception record")
         mro.append((entry[0], entry[1]))
-    return Raised(tuple(mro))
+    return Raised(tuple(mro), taken)
 
 
 def _int_field(message: dict, key: str, limit: int) -> int:
@@ -216,14 +219,15 @@ def read_stream(data: bytes, slots_per_test: list[int]) -> Stream:
                 if current is not None or i in tests or import_error is not None or (tests and i != max(tests) + 1) or (not tests and i != 0):
                     raise Malformed("test started out of order")
                 tests[i], current = TestRecord(), i
-            elif "slot" in keys and (keys == {"slot", "v"} or keys == {"slot", "raised"}):
+            elif "slot" in keys and keys in ({"slot", "v"}, {"slot", "raised"}, {"slot", "raised", "is"}):
                 if current is None:
                     raise Malformed("observation outside a test")
                 record = tests[current]
                 k = _int_field(message, "slot", slots_per_test[current])
                 if k != len(record.slots):
                     raise Malformed("slot out of order")
-                record.slots.append(decoder.value(message["v"]) if "v" in message else _raised(message["raised"]))
+                record.slots.append(decoder.value(message["v"]) if "v" in message
+                                    else _raised(message["raised"], message.get("is")))
             elif "done" in keys and keys <= {"done", "ok", "error"}:
                 if current is None or message.get("done") != current or type(message.get("ok")) is not bool:
                     raise Malformed("test finished out of order")
