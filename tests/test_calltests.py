@@ -851,22 +851,24 @@ def test_a_file_that_fails_to_import_stops_a_graded_session_as_pytest_does(runne
     session, every test fails."""
     other = compile_suite("from gone import f\n\n\ndef test_f():\n    assert f() == 1\n", "tests/test_gone.py")
     observed = runner.observe({"mod.py": MODULE}, [SUITE, other])
-    apart = judge_run([SUITE, other], observed, reference)
+    # the first file's driver imports every later file's modules before its tests run, as pytest's collection does
+    assert "(collecting tests/test_gone.py)" in observed.groups[0].stream.import_error
+    observed_alone = runner.observe({"mod.py": MODULE}, [SUITE])
+    assert passed(judge_run([SUITE], observed_alone, reference)) == ALL_BUT_CANARY
     session = judge_run([SUITE, other], observed, reference, one_session=True)
-    assert passed(apart) == ALL_BUT_CANARY  # each file on its own: the importable one passes
     assert passed(session) == [] and "tests/test_gone.py failed to import" in next(iter(session.reasons.values()))
 
 
-def _failing_under_pytest(work, files: dict[str, str], path: str, tests: str) -> set[str]:
-    """The names of the tests a real pytest run (one session, as a user runs it) fails on `files`."""
+def _failing_under_pytest(work, files: dict[str, str]) -> set[str]:
+    """The names of the tests a real pytest run of `tests/` (one session, as a user runs it) fails on `files`."""
     import subprocess
     import sys
 
-    for name, text in {**files, path: tests}.items():
+    for name, text in files.items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
-                           "--rootdir", str(work), "--import-mode=importlib", str(work / path)],
+                           "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
                           cwd=work, capture_output=True, text=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
     assert "passed" in done.stdout or "failed" in done.stdout, done.stdout + done.stderr
     return {line.split("::")[1].split(" ")[0] for line in done.stdout.splitlines() if line.startswith("FAILED ")}
@@ -980,9 +982,46 @@ def test_what_the_code_returns_raises_or_is_given_lives_as_long_as_under_pytest(
     tasks). And `pytest.raises(E)` takes the class the test named, not any class of that name (a class redefined
     under the same name passed it on 9 of 9 tasks where pytest fails). Judged as a real pytest run judges it."""
     suite = compile_suite(LIFETIME_TESTS, "tests/test_life.py")
-    expected = _failing_under_pytest(tmp_path, {"life.py": LIFETIME_MODULE}, "tests/test_life.py", LIFETIME_TESTS)
+    expected = _failing_under_pytest(tmp_path, {"life.py": LIFETIME_MODULE, "tests/test_life.py": LIFETIME_TESTS})
     assert expected == {"test_the_class_the_test_named"}
     honest = LIFETIME_MODULE.replace('raise Alike("unbalanced")', 'raise Entry("unbalanced")')
     reference = records_by_nodeid([suite], runner.observe({"life.py": honest}, [suite]))
     v = judge_run([suite], runner.observe({"life.py": LIFETIME_MODULE}, [suite]), reference)
     assert {t.name for t in suite.tests} - set(passed(v)) == expected, v.reasons
+
+
+SESSION_MODULE = '''_calls = [0]
+seen = []
+
+
+def count():
+    _calls[0] += 1
+    return _calls[0]
+
+
+def imported_before_any_test():
+    return list(seen)
+'''
+SESSION_FILES = {
+    "counter.py": SESSION_MODULE,
+    "other.py": "import counter\n\ncounter.seen.append('other')\n\n\ndef g():\n    return 1\n",
+    "tests/test_a.py": "from counter import count, imported_before_any_test\n\n\ndef test_first_call():\n"
+                       "    assert count() == 1\n\n\ndef test_collected_first():\n"
+                       "    assert imported_before_any_test() == ['other']\n",
+    "tests/test_b.py": "from counter import count\nfrom other import g\n\n\ndef test_second_call():\n"
+                       "    assert count() == 2\n\n\ndef test_g():\n    assert g() == 1\n",
+}
+
+
+def test_the_code_runs_in_one_process_for_all_test_files_as_under_pytest(runner, tmp_path):
+    """pytest imports every test file's modules (collection), then runs the files' tests in order, all in one
+    process; the verifier ran each file in a process of its own, so a repair right only for its first calls in a
+    process was the fix in the verifier and the bug under pytest (an eighty-seventh attacker: accepted on 5 of 5
+    sqids tasks). Now one package process serves every file of a job, and the first file's driver imports the later
+    files' modules first: what the code keeps between calls, and which modules are loaded when, are pytest's."""
+    assert _failing_under_pytest(tmp_path, SESSION_FILES) == set()
+    suites = [compile_suite(SESSION_FILES[p], p) for p in ("tests/test_a.py", "tests/test_b.py")]
+    sources = {k: v for k, v in SESSION_FILES.items() if not k.startswith("tests/")}
+    observed = runner.observe(sources, suites)
+    assert [observed.groups[0].stream.tests[i].slots for i in (0, 1)] == [[1], [["other"]]]
+    assert observed.groups[1].stream.tests[0].slots == [2]

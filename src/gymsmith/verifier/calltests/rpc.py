@@ -1200,11 +1200,11 @@ def make_proxy_class(link):
 
 def zygote_main(argv):
     """The zygote (`python -S rpc.py --zygote SOCKET_FD PATHS`, started by `server.py`; PATHS is the server's import
-    path as JSON). For each request on SOCKET_FD — a job directory and its depth shifts ("DIR\nSHIFTS", the shifts
-    as `server.group_depth_shift` gives them), and the two ends of a driver's link — it forks
-    the package process, which takes its private world (`pid1.private_world`: namespaces, pid 1 of its own pid
-    namespace) and answers the driver. The zygote never runs agent code and holds no job's tests; it is
-    non-dumpable, so no package process can trace it or read its memory."""
+    path as JSON). For each request on SOCKET_FD — a job directory and a control socket — it forks the job's
+    package process, which takes its private world (`pid1.private_world`: namespaces, pid 1 of its own pid
+    namespace, a copy of the job's files) and serves each group's link handed over the control socket
+    (`serve_links`). The zygote never runs agent code and holds no job's tests; it is non-dumpable, so no package
+    process can trace it or read its memory."""
     import signal
     import socket
 
@@ -1217,25 +1217,22 @@ def zygote_main(argv):
     paths = [p for p in json.loads(argv[1]) if type(p) is str]
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, 4096, 2)
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 1)
         except OSError:
             return
         if not message:
             return
-        if len(fds) != 2:
+        if len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             continue
         if os.fork() == 0:
             try:
                 channel.close()
-                requests, answers = sorted(fds)
-                os.closerange(3, requests)
-                os.closerange(requests + 1, answers)
-                os.closerange(answers + 1, 1 << 16)
-                requests, answers = fds
-                job_dir, _, shift = message.decode().partition("\n")
-                job_dir = private_world(own_pids=True, job_dir=job_dir)  # the job's own copy
+                control = fds[0]
+                os.closerange(3, control)
+                os.closerange(control + 1, 1 << 16)
+                job_dir = private_world(own_pids=True, job_dir=message.decode())  # the job's own copy
                 os.chdir(job_dir)
                 sys.path[:] = [job_dir, *paths]
                 # stdout and stderr encode as pytest's capture does (UTF-8, unencodable text replaced, no newline
@@ -1245,11 +1242,37 @@ def zygote_main(argv):
                 for name in ("stdout", "stderr"):
                     setattr(sys, name, io.TextIOWrapper(open(os.devnull, "wb", buffering=0), encoding="utf-8",
                                                         errors="replace", newline="", write_through=True))
-                Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None)).serve_forever()
+                serve_links(socket.socket(fileno=control))
             finally:
                 os._exit(0)
         for fd in fds:
             os.close(fd)
+
+
+def serve_links(control):
+    """The package process's life: serve each group's link, in turn, until the control socket closes. One process
+    for all of a job's test files, as pytest runs them: what the code keeps between calls (a cache, a counter, a
+    file it wrote) carries from one file's tests to the next's there too."""
+    import socket
+
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+        except OSError:
+            return
+        if not message:
+            return
+        if len(fds) != 2 or not message.startswith(b"link\n"):
+            for fd in fds:
+                os.close(fd)
+            continue
+        requests, answers = fds
+        shift = message[5:].decode()
+        link = Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None))
+        link.serve_forever()
+        link.reader.close()
+        os.close(answers)
+        del link
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:

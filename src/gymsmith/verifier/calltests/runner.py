@@ -238,7 +238,10 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
                 passed, why = outcome(test, group.stream.tests.get(i), reference.get(nodeid))
             outcomes[nodeid] = TestOutcome.PASSED if passed else TestOutcome.FAILED
             reasons[nodeid] = why
-    broken = [s.path for s, g in zip(suites, observed.groups) if g.stream.status is StreamStatus.OK and g.stream.import_error]
+    # the file named: the group's own, or the later one its driver was collecting (server.child)
+    broken = [error.rpartition(" (collecting ")[2][:-1] if error.endswith(")") and " (collecting " in error else s.path
+              for s, g in zip(suites, observed.groups) if g.stream.status is StreamStatus.OK
+              for error in [g.stream.import_error] if error]
     if one_session and broken:
         why = f"{broken[0]} failed to import: a collection error stops the session before any test runs"
         outcomes = dict.fromkeys(outcomes, TestOutcome.FAILED)

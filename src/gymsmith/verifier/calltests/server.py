@@ -7,16 +7,19 @@ It reads jobs as JSON lines on stdin:
 moved by them while it imports or serves the test's requests, less each request's depth in its test; see
 group_depth_shift and rpc.PackagePolicy)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
-code under test: an import of a "remote" module is a proxy to a *package* process, which imports the code under
-test from the job directory and answers the driver's requests (`rpc.py`). Package processes are forked by the
+code under test: an import of a "remote" module is a proxy to the job's *package* process, which imports the code
+under test from the job directory and answers the driver's requests (`rpc.py`). One package process serves every
+group of a job in turn, as pytest runs every test file in one process, and the first group's driver imports the
+later groups' modules before its tests run, as pytest's collection does. Package processes are forked by the
 *zygote*, a fresh interpreter started once per `hash_seed` (the PYTHONHASHSEED the code under test runs with; it
 never holds a job's tests), each in its own user, mount, IPC, network and pid namespaces. The driver writes observations on a private pipe (the format is in `wire.py`). The
 server itself never imports or calls the code under test, and never reads what the driver wrote: it splices the
 bytes, in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw bytes),
 so no result ever lies in the memory later children are forked from. Then, how each driver ended:
     {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}], "cpu": <its own CPU s>}
-After each group every process in the sandbox but the zygote is killed, so nothing a group started can write
-into the next one. The server and the zygote are non-dumpable (no ptrace, no /proc/<pid>/mem for the package
+After each group the driver's processes are killed; after a group that hung, flooded or crashed, and after the
+job, every process in the sandbox but the zygote is (the next group or job gets a fresh package process), so
+nothing a job started can write into the next one. The server and the zygote are non-dumpable (no ptrace, no /proc/<pid>/mem for the package
 processes) and, as pid 1 of the namespace, the server cannot be killed by them.
 """
 
@@ -102,7 +105,7 @@ def remaining_reader():
 
 def start_zygote(hash_seed):
     """Start the zygote: a fresh interpreter (exec'd, so its memory holds nothing of this server's, no job ever)
-    that forks a package process for each test file on request (`rpc.zygote_main`). Forking it costs a few
+    that forks a package process for each job on request (`rpc.zygote_main`). Forking it costs a few
     milliseconds where starting an interpreter per file cost ~35. It is spared by `kill_others` and restarted if it
     is ever gone."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -147,24 +150,52 @@ def ensure_zygote(hash_seed):
     start_zygote(hash_seed)
 
 
-def child(group, job, w):
+PACKAGE = {"socket": None}  # the control socket of the job's package process (None: none running)
+
+
+def ensure_package(job):
+    """The job's package process: one for all its groups, as pytest runs every test file in one process (a repair
+    right only for its first calls in a process told one process per file from pytest: an eighty-seventh attacker).
+    The zygote forks it once, with the job's files; each group's driver then hands it the ends of its link over
+    the control socket (`rpc.serve_links`). It lives until the job ends or a group ends abnormally."""
+    if PACKAGE["socket"] is not None:
+        return
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    socket.send_fds(ZYGOTE["socket"], [job["dir"].encode()], [theirs.fileno()])
+    theirs.close()
+    PACKAGE["socket"] = ours
+
+
+def end_package():
+    """Close the job's package process's control socket (it exits; `kill_others` makes sure)."""
+    if PACKAGE["socket"] is not None:
+        PACKAGE["socket"].close()
+        PACKAGE["socket"] = None
+
+
+def child(index, group, job, w):
     """The driver's process: runs the test's statements and never imports the code under test, which lives in a
-    process of its own (`package_process`); an import of it here is a proxy (`rpc.py`). What it observes is
-    therefore what the package returned for the test's calls, and the agent's code cannot reach this process."""
+    process of its own (the job's package process, `ensure_package`); an import of it here is a proxy (`rpc.py`).
+    What it observes is therefore what the package returned for the test's calls, and the agent's code cannot reach
+    this process. The first group's driver first imports every later group's modules, in order, as pytest's
+    collection does before any test runs."""
     os.setpgid(0, 0)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    keep = sorted((w, ZYGOTE["socket"].fileno()))
+    keep = sorted((w, PACKAGE["socket"].fileno()))
     os.closerange(3, keep[0])
     os.closerange(keep[0] + 1, keep[1])
     os.closerange(keep[1] + 1, 1 << 16)
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
-    # the package process is forked by the zygote, never from this process (whose memory holds the job's drivers)
-    # the job's directory and the shift of the package process's recursion limit (`group_depth_shift`)
-    socket.send_fds(ZYGOTE["socket"], [f"{job['dir']}\n{group_depth_shift(group)}".encode()], [requests_r, answers_w])
-    ZYGOTE["socket"].close()
+    # the ends of this group's link, with the shift of the package process's recursion limit (`group_depth_shift`);
+    # if the package process is gone, the first request finds the link broken
+    try:
+        socket.send_fds(PACKAGE["socket"], [f"link\n{group_depth_shift(group)}".encode()], [requests_r, answers_w])
+    except OSError:
+        pass
+    PACKAGE["socket"].close()
     os.close(requests_r)
     os.close(answers_w)
     os.chdir("/")
@@ -258,12 +289,20 @@ def child(group, job, w):
             send({"slot": self.slot, "raised": mro(exc), "is": taken})
             return True
 
-    namespace = {"__name__": module_name, "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
-                 "__builtins__": {**vars(builtins), "__import__": import_}}
+    def module(of):
+        return {"__name__": of["path"][:-3].replace("/", "."), "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
+                "__builtins__": {**vars(builtins), "__import__": import_}}
+
+    namespace = module(group)
+    later = job["groups"][index + 1:] if index == 0 else []
+    collecting = None
     try:
         exec(compile(group["driver"], os.path.join(job["dir"], group["path"]), "exec"), namespace)
+        for other in later:  # collection: a file that fails to import stops the session (`judge_run(one_session)`)
+            collecting = other["path"]
+            exec(compile(other["driver"], os.path.join(job["dir"], collecting), "exec"), module(other))
     except BaseException as exc:  # noqa: BLE001 - the code under test does not import: no test runs
-        send({"import_error": mro(exc)[0][1]})
+        send({"import_error": mro(exc)[0][1] + (f" (collecting {collecting})" if collecting else "")})
         os._exit(3 if link.broken else 0)
     for i, name in enumerate(group["tests"]):
         send({"test": i})
@@ -312,12 +351,13 @@ def run_group(index, group, job, deadline):
     if time.monotonic() >= deadline:  # the job's time is spent: the group does not start
         return {"status": "timeout", "exit": None}
     ensure_zygote(job_hash_seed(job))
+    ensure_package(job)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            child(group, job, w)
+            child(index, group, job, w)
         finally:
             os._exit(70)
     os.close(w)
@@ -342,7 +382,7 @@ def run_group(index, group, job, deadline):
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 code = os.waitstatus_to_exitcode(raw)
-                kill_others(spare=ZYGOTE["pid"])  # what the child left behind must not hold the pipe open
+                kill_group(pid)  # what the child left behind must not hold the pipe open
     os.close(r)
     if code is None:
         try:
@@ -353,8 +393,19 @@ def run_group(index, group, job, deadline):
             code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         except ChildProcessError:
             code = None
-    kill_others(spare=ZYGOTE["pid"])
+    kill_group(pid)
+    if status is not None or code != 0:  # the group hung, flooded or crashed: the next one gets a fresh package process
+        end_package()
+        kill_others(spare=ZYGOTE["pid"])
     return {"status": status or "exited", "exit": code}
+
+
+def kill_group(pid):
+    """Kill the driver's process group (it made itself its leader)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def main():
@@ -373,7 +424,11 @@ def main():
             continue
         job = json.loads(line)
         deadline = time.monotonic() + float(job.get("deadline", 5.0))
-        groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]
+        try:
+            groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]
+        finally:
+            end_package()
+            kill_others(spare=ZYGOTE["pid"])
         usage = resource.getrusage(resource.RUSAGE_SELF)
         emit({"id": job["id"], "groups": groups, "cpu": usage.ru_utime + usage.ru_stime})
 
