@@ -1025,3 +1025,83 @@ def test_the_code_runs_in_one_process_for_all_test_files_as_under_pytest(runner,
     observed = runner.observe(sources, suites)
     assert [observed.groups[0].stream.tests[i].slots for i in (0, 1)] == [[1], [["other"]]]
     assert observed.groups[1].stream.tests[0].slots == [2]
+
+
+PROTOCOL_MODULE = '''_seen = []
+
+
+class Lazy:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __length_hint__(self):
+        _seen.append("hint")
+        return self.n
+
+
+class Num:
+    def __float__(self):
+        return 2.5
+
+
+class Ctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        _seen.append(tb is not None)
+        return True
+
+
+class NotAnIterator:
+    def __iter__(self):
+        return self
+
+
+def seen():
+    return list(_seen)
+'''
+PROTOCOL_TESTS = '''import math
+
+import pytest
+from protocols import Ctx, Lazy, NotAnIterator, Num, seen
+
+
+def test_list_asks_an_object_without_len_for_its_length_hint():
+    assert list(Lazy(3)) == [0, 1, 2]
+    assert seen() == ["hint"]
+
+
+def test_floor_of_an_object_without_floor_takes_its_float():
+    assert math.floor(Num()) == 2
+
+
+def test_exit_is_given_the_traceback():
+    with Ctx():
+        raise ValueError("inside")
+    assert seen() == ["hint", True]
+
+
+def test_iter_refuses_what_is_not_an_iterator():
+    with pytest.raises(TypeError):
+        iter(NotAnIterator())
+'''
+
+
+def test_the_interpreters_protocols_take_the_path_they_take_under_pytest(runner, tmp_path):
+    """A proxy has the special methods its object's type has, no more: with all of them, `list(x)` never asked the
+    package's `__length_hint__` (a ninety-seventh attacker's device took the fix only where it was not asked: accepted
+    on 12 of 12 tasks), `math.floor` failed where pytest falls back to `__float__`, and `iter` took an object without
+    `__next__` for an iterator. And `__exit__` is given a traceback, as under pytest (it was None). Judged as a real
+    pytest run judges it, every test passing."""
+    files = {"protocols.py": PROTOCOL_MODULE, "tests/test_protocols.py": PROTOCOL_TESTS}
+    assert _failing_under_pytest(tmp_path, files) == set()
+    suite = compile_suite(PROTOCOL_TESTS, "tests/test_protocols.py")
+    observed = runner.observe({"protocols.py": PROTOCOL_MODULE}, [suite])
+    reference = records_by_nodeid([suite], observed)
+    v = judge_run([suite], observed, reference)
+    assert passed(v) == sorted(t.name for t in suite.tests), v.reasons
+    assert [observed.groups[0].stream.tests[i].slots[-1] for i in (0, 1, 2)] == [["hint"], 2, ["hint", True]]

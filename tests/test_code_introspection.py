@@ -79,6 +79,8 @@ DEVICE = ("\n\nimport os as _gs_os, sys as _gs_sys\n"
     ("_x = id('ab') == id('a' + 'b')\n", "uses id"),
     ("_x = object.__repr__('ab') != object.__repr__('a' + 'b')\n", "uses __repr__"),  # the address (attacker 62)
     ("_x = object.__hash__('ab')\n", "uses __hash__"),
+    # where a traceback was made: an `__exit__`'s traceback is the test's under pytest (attacker 97)
+    ("class _C:\n    def __exit__(self, kind, exc, tb):\n        return tb.tb_lineno > 0\n", "uses tb_lineno"),
     ("_x = object.__eq__('ab', 'a' + 'b') is True\n", "uses __eq__"),  # True only for the same object
     ("class _A:\n    pass\n\n\n_x = _A.__eq__('ab', 'a' + 'b')\n", "uses __eq__"),  # object's, inherited
     ("_x = object.__ne__('ab', 'a' + 'b')\n", "uses __ne__"),

@@ -133,7 +133,7 @@ def test_plain_values_cross_exactly_and_objects_stay_with_the_package(link):
     assert pkg.double(b"ab") == b"abab" and pkg.double(1.5) == 3.0
     assert pkg.apply(len, range(5)) == 5  # a builtin by name, a range by value
     money = pkg.Money(5)
-    assert type(money) is link.Proxy and money.cents == 5
+    assert isinstance(money, link.Proxy) and money.cents == 5
     assert (money + 1).cents == 6 and (1 + money).cents == 6  # the package's own __add__ and __radd__
     assert money == pkg.Money(5) and money != pkg.Money(6) and hash(money) == hash(5)
     opaque = pkg.Opaque()

@@ -48,7 +48,7 @@ PROCESS_NAMES = frozenset({
     "argv", "orig_argv", "getpid", "getppid", "getpgid", "getsid", "getuid", "geteuid", "getgid", "environ", "getenv",
     "_getframe", "_current_frames", "settrace", "gettrace", "setprofile", "getprofile", "executable", "uname",
     "gethostname", "getcwd", "cpu_count", "getrlimit", "getrusage", "listdir", "scandir", "currentframe",
-    "getframeinfo", "f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame", "tb_next", "gi_frame",
+    "getframeinfo", "f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame", "tb_next", "tb_lineno", "tb_lasti", "gi_frame",
     "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code", "co_filename", "addaudithook", "now", "utcnow", "today",
     "monotonic", "perf_counter", "process_time", "time_ns", "thread_time",
     # what the computation-only modules hold of the process, under names of their own (`collections._sys`,

@@ -92,7 +92,8 @@ UNARY = {"iter": iter, "next": next, "len": len, "bool": bool, "hash": hash, "re
          "neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "index": operator.index,
          "int": int, "float": float, "complex": complex, "bytes": bytes, "reversed": reversed, "dir": dir,
          "trunc": lambda o: type(o).__trunc__(o), "floor": lambda o: type(o).__floor__(o),
-         "ceil": lambda o: type(o).__ceil__(o), "enter": lambda o: type(o).__enter__(o)}
+         "ceil": lambda o: type(o).__ceil__(o), "enter": lambda o: type(o).__enter__(o),
+         "length_hint": lambda o: type(o).__length_hint__(o)}
 
 
 def _dunder(obj, name, other):
@@ -112,9 +113,14 @@ def _other(op, obj, args):
         return format(obj, args[0])
     if op == "round":
         return round(obj) if args[0] is None else round(obj, args[0])
-    if op == "exit":
-        exc = args[0]
-        return type(obj).__exit__(obj, None if exc is None else type(exc), exc, None)
+    if op == "exit":  # with the traceback of the exception raised here (under pytest, the test's): never None
+        exc, tb = args[0], None
+        if exc is not None:
+            try:
+                raise exc
+            except BaseException as caught:  # noqa: BLE001
+                tb = caught.__traceback__
+        return type(obj).__exit__(obj, None if exc is None else type(exc), exc, tb)
     if op == "instancecheck":
         return isinstance(args[0], obj)
     if op == "subclasscheck":
@@ -667,12 +673,13 @@ class Link:
                 del self.ids[id(obj)]
             del obj
 
-    def _proxy(self, number, type_name):
-        """Our proxy of the other side's object `number` (the same one while it lives), counted as received."""
+    def _proxy(self, number, type_name, ops):
+        """Our proxy of the other side's object `number` (the same one while it lives; with the special methods of
+        `ops`, its type's), counted as received."""
         ref = self.proxies.get(number)
         proxy = ref() if ref is not None else None
         if proxy is None:
-            proxy = self.Proxy._gs_new(number, type_name)
+            proxy = self.Proxy._gs_class_for(ops)._gs_new(number, type_name)
             self.proxies[number] = _weak(proxy, self._proxy_gone(number))
         if self.driver:
             self.received[number] = self.received.get(number, 0) + 1
@@ -785,12 +792,16 @@ class Link:
             self._outgoing.append(number)
         return number
 
+    def by_reference(self, v):
+        """`v` sent by reference: the other side makes a proxy with the special methods its type has."""
+        return {"r": self.ref(v), "t": _type_name(v), "p": special_ops(type(v))}
+
     def encode(self, value):
         budget = [MAX_NODES]
         try:
             return self._encode(value, 0, budget)
         except RecursionError:
-            return {"r": self.ref(value), "t": _type_name(value)}
+            return self.by_reference(value)
 
     def _encode(self, v, depth, budget):
         budget[0] -= 1
@@ -801,10 +812,10 @@ class Link:
             try:
                 return {"i": str(v)}
             except ValueError:
-                return {"r": self.ref(v), "t": "builtins.int"}
+                return self.by_reference(v)
         if t is float:
             return {"f": repr(v)}
-        if t is self.Proxy:
+        if issubclass(t, self.Proxy):
             number = object.__getattribute__(v, "_gs_id")
             if self._outgoing is not None:
                 self._outgoing.append(-number)
@@ -822,7 +833,7 @@ class Link:
                 return {"m": number}
             self._nested = True  # by value inside a share: it may change in place
         if budget[0] < 0 or depth > MAX_DEPTH:
-            return {"r": self.ref(v), "t": _type_name(v)}
+            return self.by_reference(v)
         if t is complex:
             return {"c": [repr(v.real), repr(v.imag)]}
         if t is bytes:
@@ -839,7 +850,7 @@ class Link:
                 return {"d": [[self._encode(k, depth + 1, budget), self._encode(x, depth + 1, budget)] for k, x in v.items()]}
         elif t is range:
             return {"rg": [v.start, v.stop, v.step]} if all(abs(x) < 1 << 62 for x in (v.start, v.stop, v.step)) else \
-                {"r": self.ref(v), "t": "builtins.range"}
+                self.by_reference(v)
         elif t is slice:
             return {"sl": [self._encode(x, depth + 1, budget) for x in (v.start, v.stop, v.step)]}
         elif v is Ellipsis:
@@ -870,7 +881,7 @@ class Link:
             if recipe is not None:
                 self._nested = True  # a value rebuilt from its recipe: it may change in place
                 return recipe
-        return {"r": self.ref(v), "t": _type_name(v)}
+        return self.by_reference(v)
 
     def _recipe(self, v, depth, budget):
         cls_name = _std_name(type(v))
@@ -979,8 +990,11 @@ class Link:
         if tag == "r":
             if type(body) is not int or body <= 0:
                 raise LinkBroken("a bad reference")
-            name = v.get("t")
-            return self._proxy(body, name[:MAX_NAME] if type(name) is str else "?")
+            name, ops = v.get("t"), v.get("p", ())
+            if type(ops) is not list or len(ops) > len(OPTIONAL_OPS) or not all(type(o) is str and o in OPTIONAL_OPS
+                                                                                for o in ops):
+                raise LinkBroken("a bad list of operations")
+            return self._proxy(body, name[:MAX_NAME] if type(name) is str else "?", ops)
         if tag == "std":
             if not self.policy.accepts_std_names or type(body) is not list or len(body) != 2:
                 raise LinkBroken("a standard-library name the test's side does not resolve")
@@ -1110,8 +1124,34 @@ def exception_mro(exc):
     return [list(n) for n in names] if names is not None else _mro_names(type(exc))
 
 
+# Special methods a proxy has only where its object's type has them: CPython's protocols take another path when a
+# type lacks one (`list(x)` asks `__length_hint__` only of an object without `__len__`; `math.floor` falls back to
+# `__float__`; `iter` needs the iterator's `__next__`), so a proxy with all of them ran code of the package's other
+# than pytest does (a ninety-seventh attacker's `__length_hint__` ran under pytest and never here: accepted on 12 of
+# 12 tasks of a package whose tests call `list` on its iterators). Every object has the attribute protocol,
+# comparisons, `hash`, `repr`, `str`, `format`, `bool` and `dir`: those every proxy forwards.
+OPTIONAL_OPS = frozenset({"len", "length_hint", "iter", "next", "reversed", "contains", "getitem", "setitem", "delitem",
+                          "call", "enter", "exit", "neg", "pos", "abs", "invert", "index", "int", "float", "complex",
+                          "bytes", "round", "trunc", "floor", "ceil", *BINARY, *("r" + op for op in BINARY),
+                          *("i" + op for op in BINARY if op != "divmod")})
+_OPTIONAL_DUNDERS = {f"__{op}__": op for op in OPTIONAL_OPS}
+
+
+def special_ops(cls):
+    """The operations of OPTIONAL_OPS whose special method `cls` has (read from the types' own dictionaries along its
+    own MRO: no code of the class runs)."""
+    try:
+        found = set()
+        for c in _TYPE_MRO(cls)[:64]:
+            found.update(_OPTIONAL_DUNDERS[k] for k in _TYPE_DICT(c) if type(k) is str and k in _OPTIONAL_DUNDERS)
+        return sorted(found)
+    except BaseException:  # noqa: BLE001 - a hostile metaclass: a proxy with every operation
+        return sorted(OPTIONAL_OPS)
+
+
 def make_proxy_class(link):
-    """The class of this link's proxies: every operation on one is a request to the other side."""
+    """The base class of this link's proxies: every operation on one is a request to the other side. A proxy's own
+    class adds the special methods its object's type has (`proxy_class`)."""
 
     def unary(op):
         def method(self):
@@ -1152,23 +1192,11 @@ def make_proxy_class(link):
         def __delattr__(self, name):
             link.request("delattr", object.__getattribute__(self, "_gs_id"), (name,))
 
-        def __call__(self, *args, **kwargs):
-            return link.request("call", object.__getattribute__(self, "_gs_id"), (args, kwargs))
-
-        def __setitem__(self, key, value):
-            link.request("setitem", object.__getattribute__(self, "_gs_id"), (key, value))
-
         def __format__(self, spec):
             value = link.request("format", object.__getattribute__(self, "_gs_id"), (spec,))
             if type(value) is not str:
                 raise TypeError("__format__ must return a str")
             return value
-
-        def __round__(self, digits=None):
-            return link.request("round", object.__getattribute__(self, "_gs_id"), (digits,))
-
-        def __exit__(self, kind, exc, tb):
-            return link.request("exit", object.__getattribute__(self, "_gs_id"), (exc,))
 
         def __instancecheck__(self, obj):
             return bool(link.request("instancecheck", object.__getattribute__(self, "_gs_id"), (obj,)))
@@ -1180,21 +1208,41 @@ def make_proxy_class(link):
             value = link.request("repr", object.__getattribute__(self, "_gs_id"))
             return value if type(value) is str else "<proxy>"
 
-    for op in ("iter", "next", "neg", "pos", "abs", "invert", "reversed", "trunc", "floor", "ceil", "enter", "dir",
-               "complex", "float"):
-        setattr(Proxy, f"__{op}__", unary(op))
-    for op, kind in (("len", int), ("bool", bool), ("hash", int), ("str", str), ("index", int), ("int", int),
-                     ("bytes", bytes)):
+    for op, kind in (("bool", bool), ("hash", int), ("str", str)):
         setattr(Proxy, f"__{op}__", checked(op, kind))
-    for op in BINARY:
+    Proxy.__dir__ = unary("dir")
+    for op in COMPARE:
         setattr(Proxy, f"__{op}__", binary(op))
-        setattr(Proxy, f"__r{op}__", binary("r" + op))
-        if op != "divmod":
-            setattr(Proxy, f"__i{op}__", binary("i" + op))
-    for op in (*COMPARE, "getitem", "delitem"):
-        setattr(Proxy, f"__{op}__", binary(op))
-    Proxy.__contains__ = lambda self, item: bool(link.request("contains", object.__getattribute__(self, "_gs_id"), (item,)))
     Proxy.__qualname__ = Proxy.__name__ = "Proxy"
+
+    optional = {"call": lambda self, *args, **kwargs: link.request("call", object.__getattribute__(self, "_gs_id"),
+                                                                   (args, kwargs)),
+                "setitem": lambda self, key, value: link.request("setitem", object.__getattribute__(self, "_gs_id"),
+                                                                 (key, value)),
+                "round": lambda self, digits=None: link.request("round", object.__getattribute__(self, "_gs_id"),
+                                                                (digits,)),
+                "exit": lambda self, kind, exc, tb: link.request("exit", object.__getattribute__(self, "_gs_id"), (exc,)),
+                "contains": lambda self, item: bool(link.request("contains", object.__getattribute__(self, "_gs_id"),
+                                                                 (item,)))}
+    for op in ("iter", "next", "neg", "pos", "abs", "invert", "reversed", "trunc", "floor", "ceil", "enter", "complex",
+               "float", "length_hint"):
+        optional[op] = unary(op)
+    for op, kind in (("len", int), ("index", int), ("int", int), ("bytes", bytes)):
+        optional[op] = checked(op, kind)
+    for op in OPTIONAL_OPS - set(optional):  # binary operators, their reflected and in-place forms, getitem, delitem
+        optional[op] = binary(op)
+    classes = {}
+
+    def proxy_class(ops):
+        """The proxy class with the special methods of `ops` (names of OPTIONAL_OPS), one per set."""
+        key = frozenset(ops)
+        cls = classes.get(key)
+        if cls is None:
+            cls = type("Proxy", (Proxy,), {"__slots__": (), **{f"__{op}__": optional[op] for op in sorted(key)}})
+            classes[key] = cls
+        return cls
+
+    Proxy._gs_class_for = staticmethod(proxy_class)
     return Proxy
 
 

@@ -249,7 +249,7 @@ def child(index, group, job, w):
             return {"fs": [encode(x, depth + 1) for x in v]}
         if t is dict:
             return {"d": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
-        if t is link.Proxy:  # an object of the package's: never equal to anything (as any other type)
+        if issubclass(t, link.Proxy):  # an object of the package's: never equal to anything (as any other type)
             return {"x": object.__getattribute__(v, "_gs_type")}
         return {"x": ".".join(name_of(t))}
 
