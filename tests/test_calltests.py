@@ -1063,11 +1063,25 @@ class NotAnIterator:
 
 def seen():
     return list(_seen)
+
+
+def is_function(f):
+    return isinstance(f, type(lambda: 0))
+
+
+def name_of(f):
+    return f.__name__
+
+
+def as_method(f):
+    class K:
+        m = f
+    return K().m()
 '''
 PROTOCOL_TESTS = '''import math
 
 import pytest
-from protocols import Ctx, Lazy, NotAnIterator, Num, seen
+from protocols import Ctx, Lazy, NotAnIterator, Num, as_method, is_function, name_of, seen
 
 
 def test_list_asks_an_object_without_len_for_its_length_hint():
@@ -1088,6 +1102,14 @@ def test_exit_is_given_the_traceback():
 def test_iter_refuses_what_is_not_an_iterator():
     with pytest.raises(TypeError):
         iter(NotAnIterator())
+
+
+def test_a_function_the_test_passes_is_a_function_there():
+    def double(x):
+        return 2 * x
+    assert is_function(double) is True
+    assert name_of(double) == "double"
+    assert as_method(lambda self: 5) == 5
 '''
 
 
@@ -1095,8 +1117,10 @@ def test_the_interpreters_protocols_take_the_path_they_take_under_pytest(runner,
     """A proxy has the special methods its object's type has, no more: with all of them, `list(x)` never asked the
     package's `__length_hint__` (a ninety-seventh attacker's device took the fix only where it was not asked: accepted
     on 12 of 12 tasks), `math.floor` failed where pytest falls back to `__float__`, and `iter` took an object without
-    `__next__` for an iterator. And `__exit__` is given a traceback, as under pytest (it was None). Judged as a real
-    pytest run judges it, every test passing."""
+    `__next__` for an iterator. And `__exit__` is given a traceback, as under pytest (it was None); a function the
+    test passes is a function where the code receives it (a proxy told the verifier from pytest by
+    `isinstance(f, type(lambda: 0))`, and did not bind as a method). Judged as a real pytest run judges it, every
+    test passing."""
     files = {"protocols.py": PROTOCOL_MODULE, "tests/test_protocols.py": PROTOCOL_TESTS}
     assert _failing_under_pytest(tmp_path, files) == set()
     suite = compile_suite(PROTOCOL_TESTS, "tests/test_protocols.py")

@@ -247,6 +247,7 @@ def _type_name(obj):
         return "?"
 
 
+_FUNCTION = type(lambda: 0)
 _TYPE_MRO = type.__dict__["__mro__"].__get__
 _TYPE_MODULE = type.__dict__["__module__"].__get__
 _TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
@@ -320,6 +321,7 @@ class Link:
         self.returns = []      # driver: [id, count] to give back with the next message
         self.pinned = {}       # package: id -> our proxy of an object of the driver's the test holds
         self.remote_pins = set()  # driver: ids of our objects the package pins
+        self.functions = {}    # package: id(function) -> id of the test's function it stands for (`_function`)
         self._outgoing = None  # while a message is built: ids it lends (> 0) and ids of the other side's it names (< 0)
         self.waiting = 0  # our requests awaiting an answer
         self.broken = None
@@ -673,13 +675,14 @@ class Link:
                 del self.ids[id(obj)]
             del obj
 
-    def _proxy(self, number, type_name, ops):
+    def _proxy(self, number, type_name, ops, function=None):
         """Our proxy of the other side's object `number` (the same one while it lives; with the special methods of
-        `ops`, its type's), counted as received."""
+        `ops`, its type's; a function where the test's object is one: `function`, its names), counted as received."""
         ref = self.proxies.get(number)
         proxy = ref() if ref is not None else None
         if proxy is None:
-            proxy = self.Proxy._gs_class_for(ops)._gs_new(number, type_name)
+            proxy = self._function(number, *function) if function else \
+                self.Proxy._gs_class_for(ops)._gs_new(number, type_name)
             self.proxies[number] = _weak(proxy, self._proxy_gone(number))
         if self.driver:
             self.received[number] = self.received.get(number, 0) + 1
@@ -687,10 +690,25 @@ class Link:
             self.pinned[number] = proxy
         return proxy
 
+    def _function(self, number, name, qualname, module):
+        """A function of the package process's standing for the test's function `number`: a function the test passes
+        is a function where the code receives it, as under pytest (`isinstance(f, type(lambda: 0))`, binding as a
+        method, its names), and calling it calls the test's."""
+        link = self
+
+        def function(*args, **kwargs):
+            return link.request("call", number, (args, kwargs))
+
+        function.__name__, function.__qualname__, function.__module__ = name, qualname, module
+        self.functions[id(function)] = number
+        return function
+
     def _proxy_gone(self, number):
         def gone(ref):
             if self.proxies.get(number) is ref:
                 del self.proxies[number]
+                for key in [k for k, n in self.functions.items() if n == number]:
+                    del self.functions[key]
                 count = self.received.pop(number, 0)
                 if count:
                     self.returns.append([number, count])
@@ -793,8 +811,12 @@ class Link:
         return number
 
     def by_reference(self, v):
-        """`v` sent by reference: the other side makes a proxy with the special methods its type has."""
-        return {"r": self.ref(v), "t": _type_name(v), "p": special_ops(type(v))}
+        """`v` sent by reference: the other side makes a proxy with the special methods its type has; a function of
+        the test's becomes a function in the package process (`_function`)."""
+        out = {"r": self.ref(v), "t": _type_name(v), "p": special_ops(type(v))}
+        if self.driver and type(v) is _FUNCTION:
+            out["fn"] = [str(v.__name__)[:MAX_NAME], str(v.__qualname__)[:MAX_NAME], str(v.__module__)[:MAX_NAME]]
+        return out
 
     def encode(self, value):
         budget = [MAX_NODES]
@@ -815,8 +837,8 @@ class Link:
                 return self.by_reference(v)
         if t is float:
             return {"f": repr(v)}
-        if issubclass(t, self.Proxy):
-            number = object.__getattribute__(v, "_gs_id")
+        if issubclass(t, self.Proxy) or t is _FUNCTION and id(v) in self.functions:
+            number = object.__getattribute__(v, "_gs_id") if t is not _FUNCTION else self.functions[id(v)]
             if self._outgoing is not None:
                 self._outgoing.append(-number)
             return {"y": number}
@@ -990,11 +1012,14 @@ class Link:
         if tag == "r":
             if type(body) is not int or body <= 0:
                 raise LinkBroken("a bad reference")
-            name, ops = v.get("t"), v.get("p", ())
+            name, ops, function = v.get("t"), v.get("p", ()), v.get("fn")
             if type(ops) is not list or len(ops) > len(OPTIONAL_OPS) or not all(type(o) is str and o in OPTIONAL_OPS
                                                                                 for o in ops):
                 raise LinkBroken("a bad list of operations")
-            return self._proxy(body, name[:MAX_NAME] if type(name) is str else "?", ops)
+            if function is not None and (self.driver or type(function) is not list or len(function) != 3
+                                         or not all(type(x) is str for x in function)):
+                raise LinkBroken("a bad function")
+            return self._proxy(body, name[:MAX_NAME] if type(name) is str else "?", ops, function)
         if tag == "std":
             if not self.policy.accepts_std_names or type(body) is not list or len(body) != 2:
                 raise LinkBroken("a standard-library name the test's side does not resolve")
