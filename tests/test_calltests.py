@@ -1129,3 +1129,19 @@ def test_the_interpreters_protocols_take_the_path_they_take_under_pytest(runner,
     v = judge_run([suite], observed, reference)
     assert passed(v) == sorted(t.name for t in suite.tests), v.reasons
     assert [observed.groups[0].stream.tests[i].slots[-1] for i in (0, 1, 2)] == [["hint"], 2, ["hint", True]]
+
+
+def test_a_later_files_modules_count_the_frames_the_first_files_count(runner):
+    """One package process serves a job's files, so it has served many requests by the time a later file's module
+    is imported; a call the interpreter had specialized by then skipped a C-level recursion count, and such a module
+    counted one frame more left at import than the first file's (946 against 945, where pytest counts the same for
+    every file): a device keyed on the count was accepted on 4 of 12 tasks. Every call the package process makes into
+    graded code is now one the interpreter never specializes."""
+    from gymsmith.verifier.calltests.depths import PROBE
+
+    probe = compile_suite("from pz import AT_IMPORT\n\n\ndef test_z():\n    assert AT_IMPORT == 0\n", "tests/test_z.py")
+    busy = compile_suite("from pa import f, g, h\n" * 4 + "\n\ndef test_a():\n    assert f(1) == 1\n", "tests/test_a.py")
+    sources = {"pa.py": "def f(x):\n    return x\n\n\ng = h = f\n", "pz.py": PROBE}
+    alone = runner.observe(sources, [probe], graded=True).groups[0].stream.tests[0].slots
+    later = runner.observe(sources, [busy, probe], graded=True).groups[1].stream.tests[0].slots
+    assert type(alone[0]) is int and later == alone

@@ -91,14 +91,19 @@ OTHER_BINARY = {"getitem": operator.getitem, "contains": operator.contains, "del
 UNARY = {"iter": iter, "next": next, "len": len, "bool": bool, "hash": hash, "repr": repr, "str": str,
          "neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert, "index": operator.index,
          "int": int, "float": float, "complex": complex, "bytes": bytes, "reversed": reversed, "dir": dir,
-         "trunc": lambda o: type(o).__trunc__(o), "floor": lambda o: type(o).__floor__(o),
-         "ceil": lambda o: type(o).__ceil__(o), "enter": lambda o: type(o).__enter__(o),
-         "length_hint": lambda o: type(o).__length_hint__(o)}
+         "trunc": lambda o: type(o).__trunc__(*(o,)), "floor": lambda o: type(o).__floor__(*(o,)),
+         "ceil": lambda o: type(o).__ceil__(*(o,)), "enter": lambda o: type(o).__enter__(*(o,)),
+         "length_hint": lambda o: type(o).__length_hint__(*(o,))}
 
 
+# Every call that reaches code of the package's is made with star-arguments, a call the interpreter never specializes:
+# a specialized call of a builtin (`len`, `getattr`, `__import__`) skips the C-level recursion count the generic call
+# makes, so the frames graded code counts changed by one once this process had served a few requests (a job's later
+# files imported one frame shallower than its first: a device keyed on the count at import was accepted on 4 of 12
+# tasks), where pytest's count does not change.
 def _dunder(obj, name, other):
     method = getattr(type(obj), f"__{name}__", None)
-    return NotImplemented if method is None else method(obj, other)
+    return NotImplemented if method is None else method(*(obj, other))
 
 
 def _other(op, obj, args):
@@ -107,12 +112,11 @@ def _other(op, obj, args):
         positional, keywords = args
         return obj(*positional, **keywords)
     if op == "setitem":
-        obj[args[0]] = args[1]
-        return None
+        return operator.setitem(*(obj, args[0], args[1]))
     if op == "format":
-        return format(obj, args[0])
+        return format(*(obj, args[0]))
     if op == "round":
-        return round(obj) if args[0] is None else round(obj, args[0])
+        return round(*(obj,)) if args[0] is None else round(*(obj, args[0]))
     if op == "exit":  # with the traceback of the exception raised here (under pytest, the test's): never None
         exc, tb = args[0], None
         if exc is not None:
@@ -120,29 +124,27 @@ def _other(op, obj, args):
                 raise exc
             except BaseException as caught:  # noqa: BLE001
                 tb = caught.__traceback__
-        return type(obj).__exit__(obj, None if exc is None else type(exc), exc, tb)
+        return type(obj).__exit__(*(obj, None if exc is None else type(exc), exc, tb))
     if op == "instancecheck":
-        return isinstance(args[0], obj)
+        return isinstance(*(args[0], obj))
     if op == "subclasscheck":
-        return issubclass(args[0], obj)
+        return issubclass(*(args[0], obj))
     if op == "getattr":
-        return getattr(obj, args[0])
+        return getattr(*(obj, args[0]))
     if op == "setattr":
-        setattr(obj, args[0], args[1])
-        return None
+        return setattr(*(obj, args[0], args[1]))
     if op == "delattr":
-        delattr(obj, args[0])
-        return None
+        return delattr(*(obj, args[0]))
     raise TypeError(f"unknown operation {op!r}")
 
 
 def apply(op, obj, args):
     """Perform operation `op` on `obj` with decoded `args` (the serving side's half of every request)."""
     if op in UNARY and not args:
-        return UNARY[op](obj)
+        return UNARY[op](*(obj,))
     if len(args) == 1:
         if op in OTHER_BINARY:
-            return OTHER_BINARY[op](obj, args[0])
+            return OTHER_BINARY[op](*(obj, args[0]))
         if op in COMPARE or op in BINARY or op[:1] in ("r", "i") and op[1:] in BINARY:
             return _dunder(obj, op, args[0])  # __add__, __radd__, __iadd__, __eq__, ...
     return _other(op, obj, args)
@@ -463,7 +465,7 @@ class Link:
                     self.fail("an import the test's side does not serve")
                 if limit is not None:
                     sys.setrecursionlimit(limit)
-                result = __import__(target, {}, {}, list(args[0]), 0)
+                result = __import__(*(target, {}, {}, list(args[0]), 0))  # star-arguments: see `_dunder`
             else:
                 if type(target) is not int or target not in self.objects:
                     self.fail("a request on an unknown object")

@@ -161,6 +161,10 @@ def ensure_package(job):
     if PACKAGE["socket"] is not None:
         return
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # one way only: the package process cannot write into it (a flood would fill a buffer nobody reads, and hang
+    # it), nor can its end be made writable again
+    theirs.shutdown(socket.SHUT_WR)
+    ours.shutdown(socket.SHUT_RD)
     socket.send_fds(ZYGOTE["socket"], [job["dir"].encode()], [theirs.fileno()])
     theirs.close()
     PACKAGE["socket"] = ours
