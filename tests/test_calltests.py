@@ -1145,3 +1145,23 @@ def test_a_later_files_modules_count_the_frames_the_first_files_count(runner):
     alone = runner.observe(sources, [probe], graded=True).groups[0].stream.tests[0].slots
     later = runner.observe(sources, [busy, probe], graded=True).groups[1].stream.tests[0].slots
     assert type(alone[0]) is int and later == alone
+
+
+def test_an_object_with_an_attribute_name_that_is_not_a_str_breaks_the_link(runner):
+    """A key of a str subclass in an object's dictionary runs its `__eq__` at every lookup of a name of the same hash:
+    pytest's collection looks up `__test__` on each object a test module holds, which the verifier did not, and a
+    hundredth attacker's device took the fix only where that never ran (accepted on 24 of 24 tasks); the link's own
+    lookups ran it in the verifier alone. An object of the code whose attribute names are not all plain strings
+    breaks the link (honest code never has one), so every test of its file fails."""
+    source = ('_looks = []\n\n\nclass _Key(str):\n    def __hash__(self):\n        return hash("__test__")\n\n'
+              '    def __eq__(self, other):\n        _looks.append(1)\n        return False\n\n\n'
+              'def planted():\n    return len(_looks)\n\n\ndef plain():\n    return len(_looks)\n\n\n'
+              'object.__setattr__(planted, _Key("x"), 1)\n')
+    tests = "from m import plain\n\n\ndef test_plain():\n    assert plain() == 0\n"
+    keyed = "from m import planted\n\n\ndef test_planted():\n    assert planted() == 0\n"
+    clean = runner.observe({"m.py": source}, [compile_suite(tests, "tests/test_a.py")])
+    assert clean.groups[0].stream.tests[0].slots == [0]
+    suite = compile_suite(keyed, "tests/test_b.py")
+    broken = runner.observe({"m.py": source}, [suite])
+    assert passed(judge_run([suite], broken, records_by_nodeid([suite], clean))) == []
+    assert broken.groups[0].exit_code == 3 or broken.groups[0].stream.import_error is not None

@@ -71,7 +71,7 @@ def reference_trace(reference: str, function: str, header: str, statements: Sequ
         return Trace(None, frozenset())
     test_space: dict[str, Any] = {k: v for k, v in namespace.items() if not k.startswith("__")}
     test_space["_gymsmith_observe"] = lambda slot, thunk: thunk()
-    test_space["_gymsmith_raises"] = lambda slot: contextlib.suppress(Exception)  # an expected exception's call runs too
+    test_space["_gymsmith_raises"] = lambda slot, *named: contextlib.suppress(Exception)  # its call runs too
     try:
         import pytest  # a test's statements may use pytest.approx
 

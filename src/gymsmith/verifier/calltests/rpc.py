@@ -258,6 +258,35 @@ _EXC_DICT = BaseException.__dict__["__dict__"].__get__
 _EXC_ARGS = BaseException.__dict__["args"].__get__
 
 
+def _attribute_names_plain(v):
+    """Whether every attribute name `v` has is an exact str: its own dictionary's keys, its type's MRO's and, for a
+    class, its own MRO's. A key of a str subclass may define `__eq__`, which every lookup of a name of the same hash
+    then runs: a hundredth attacker's functions held one colliding with `__test__`, which pytest's collection looks
+    up on every object a test module holds and the verifier did not (accepted on 24 of 24 tasks); the link's own
+    lookups ran it in the verifier alone. Read from the types' and objects' own slots: no code of theirs runs."""
+    try:
+        t = type(v)
+        dicts = [_TYPE_DICT(c) for c in _TYPE_MRO(t)]
+        if not all(type(k) is str for d in dicts for k in d):
+            return False
+        if issubclass(t, type):
+            dicts = [_TYPE_DICT(c) for c in _TYPE_MRO(v)]
+        else:
+            own = None
+            for d in dicts:  # the instance dictionary's own descriptor, found by exact names only
+                for k, descr in d.items():
+                    if k == "__dict__":
+                        own = descr.__get__(v, t) if type(descr) is types.GetSetDescriptorType else None
+                        break
+                else:
+                    continue
+                break
+            dicts = [own] if type(own) is dict else []
+        return all(type(k) is str for d in dicts for k in d)
+    except BaseException:  # noqa: BLE001 - what cannot be read is not plain
+        return False
+
+
 def _mro_names(cls):
     """The (module, qualname) of each class in `cls`'s MRO. A class that names a module of the standard library (or
     builtins) is reported so only if it is the class found there by that name: a class of the agent's renamed
@@ -883,6 +912,8 @@ class Link:
             return {"ni": 0}
         elif t is type and id(v) in _CLASS_NAMES and SAFE_CLASSES.get(_CLASS_NAMES[id(v)]) is v:
             return {"bt": _CLASS_NAMES[id(v)]}
+        elif not self.driver and not _attribute_names_plain(v):
+            raise LinkBroken("an object of the code under test has an attribute name that is not a str")
         # by the type's own slots, never the object's: `isinstance` reads an object's `__class__`, which a class of
         # the code's may make a property, run here alone (a ninety-second attacker counted those reads to tell the
         # verifier from pytest: accepted on 13 of 13 tasks)
@@ -926,6 +957,8 @@ class Link:
 
     def encode_exception(self, exc):
         # the exception's own slots (a subclass of the code's may make `args` or `__dict__` properties, run here alone)
+        if not self.driver and not _attribute_names_plain(exc):
+            raise LinkBroken("an exception of the code under test has an attribute name that is not a str")
         try:
             origin = _EXC_DICT(exc).get("_gs_origin")
         except BaseException:  # noqa: BLE001 - an exception without a plain __dict__
