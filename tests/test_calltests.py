@@ -1165,3 +1165,38 @@ def test_an_object_with_an_attribute_name_that_is_not_a_str_breaks_the_link(runn
     broken = runner.observe({"m.py": source}, [suite])
     assert passed(judge_run([suite], broken, records_by_nodeid([suite], clean))) == []
     assert broken.groups[0].exit_code == 3 or broken.groups[0].stream.import_error is not None
+
+
+def test_a_comparison_that_is_not_decided_fails_also_under_not():
+    """A ninety-ninth attacker's findings: `not (x < c)` held when the comparison raised TypeError (pytest fails the
+    test), `x is not 5` held for any value (pytest's answer for a small int is False), and `not (obj == 3)` held for an
+    object of the code's (pytest runs its `__eq__`). Each is now undecided, and an undecided check fails, negated or
+    not."""
+    from gymsmith.verifier.calltests.judge import _CheckFailed, evaluate
+    from gymsmith.verifier.calltests.wire import Opaque
+
+    undecided = [("not", ("cmp", ("slot", 0), [("<", ("const", 3))])),         # "a" < 3: TypeError under pytest
+                 ("cmp", ("slot", 1), [("is not", ("const", 5))]),             # 5 is not 5: False under pytest
+                 ("not", ("cmp", ("slot", 2), [("==", ("const", 3))])),        # the object's own __eq__
+                 ("not", ("cmp", ("slot", 3), [("==", ("const", [3]))])),      # ... inside a list
+                 ("not", ("cmp", ("slot", 2), [("in", ("const", [1, 2]))]))]
+    slots = ["a", 5, Opaque("m.Thing"), [Opaque("m.Thing")]]
+    for check in undecided:
+        with pytest.raises(_CheckFailed):
+            evaluate(check, slots)
+    assert evaluate(("cmp", ("slot", 1), [("is not", ("const", None))]), slots) is True
+    assert evaluate(("not", ("cmp", ("slot", 1), [("<", ("const", 3))])), slots) is True  # 5 < 3 is decided
+
+
+def test_an_error_of_the_links_own_is_never_an_exception_of_the_code(runner, reference):
+    """A ninety-ninth attacker returned an exception whose class name held a NUL: rebuilding it in the driver raised
+    ValueError there, outside the link's checks, and `pytest.raises(ValueError)` took it for the code's (accepted on 5
+    of 6 tasks, pytest failing PASS_TO_PASS tests). A name with a NUL, or any failure of the link's own machinery on
+    what the package sent, breaks the link."""
+    source = ('class _Bad(Exception):\n    __qualname__ = "_Bad\\x00"\n\n\ndef mean(values):\n    return [_Bad()]\n')
+    test = "import pytest\nfrom m import mean\n\n\ndef test_empty():\n    with pytest.raises(ValueError):\n        mean([])\n"
+    suite = compile_suite(test, "tests/t.py")
+    observed = runner.observe({"m.py": source}, [suite])
+    honest = runner.observe({"m.py": "def mean(values):\n    raise ValueError('empty')\n"}, [suite])
+    v = judge_run([suite], observed, records_by_nodeid([suite], honest))
+    assert passed(v) == [] and observed.groups[0].exit_code == 3

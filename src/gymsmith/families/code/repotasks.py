@@ -42,7 +42,7 @@ from gymsmith.verifier.calltests.wire import TestRecord
 from gymsmith.verifier.drawkey import draw_token, keyed_hash
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
-REPO_CATALOG_VERSION = 4  # the outcomes' meaning (3: the package in a process of its own; 4: one for all test files, as pytest); task synthesis may change without it
+REPO_CATALOG_VERSION = 5  # the outcomes' meaning (3: the package in a process of its own; 4: one for all test files, as pytest; 5: undecided comparisons fail); task synthesis may change without it
 REFERENCE_KEY = "reference passes"  # the catalog's entry: the tests the reference passes under this call runner
 MUTANT_TIMEOUT_S = 5.0
 MUTANT_RETRY_S = 60.0  # a mutant still running after this is judged to hang

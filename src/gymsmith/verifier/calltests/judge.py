@@ -59,26 +59,45 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)  # plain builtins on both sides (see module docstring)
 
 
+def _undecided(value: Any, budget: list[int] | None = None) -> bool:
+    """Whether `value` is or holds something only the code under test could compare (an object of its own, an
+    exception): pytest would run the code's own methods there, so no comparison with it is decided here."""
+    budget = budget if budget is not None else [100_000]
+    budget[0] -= 1
+    if budget[0] < 0 or isinstance(value, Opaque | Raised):
+        return True
+    t = type(value)
+    if t in (list, tuple, set, frozenset):
+        return any(_undecided(x, budget) for x in value)
+    if t is dict:
+        return any(_undecided(k, budget) or _undecided(x, budget) for k, x in value.items())
+    return False
+
+
 def _compare(op: str, a: Any, b: Any) -> bool:
-    if op == "==":
-        return _equal(a, b)
-    if op == "!=":  # an object of the package's equals nothing here, so `!=` would hold for any: undecided, failed
-        if isinstance(a, Opaque) or isinstance(b, Opaque):
-            raise _CheckFailed("an object of the code under test is not judged unequal")
-        return not _equal(a, b)
-    if op == "is":
-        return a is b if (a is None or b is None or type(a) is bool or type(b) is bool) else False
-    if op == "is not":
-        return not _compare("is", a, b)
-    if isinstance(a, Opaque | Raised | Approx) or isinstance(b, Opaque | Raised | Approx):
-        return False
+    """`a op b` as pytest would find it on plain values; raises _CheckFailed where it would not be decided here. A
+    comparison that holds only because it was not decided must fail also under `not` (a ninety-ninth attacker:
+    `not (x < c)` held when the comparison raised TypeError, which fails the test under pytest)."""
+    if op in ("is", "is not"):  # identity is decided against None, True and False only (small ints, interned strs:
+        # whether two equal values are one object is the interpreter's choice, not a result)
+        if not any(x is None or type(x) is bool for x in (a, b)):
+            raise _CheckFailed("the identity of values is not judged")
+        same = a is b if not isinstance(a, Approx) and not isinstance(b, Approx) else False
+        return same if op == "is" else not same
+    if op in ("==", "!="):
+        if _undecided(a) or _undecided(b):  # an object of the code under test equals or differs by its own methods
+            raise _CheckFailed("an object of the code under test is not judged equal or unequal")
+        equal = _equal(a, b)
+        return equal if op == "==" else not equal
+    if isinstance(a, Approx) or isinstance(b, Approx) or _undecided(a) or _undecided(b):
+        raise _CheckFailed(f"`{op}` is not judged on an object of the code under test or an approximation")
     try:
         if op in ("in", "not in"):
             inside = a in b
             return bool(inside) if op == "in" else not inside
         return bool({"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}[op](a, b))
     except TypeError:
-        return False
+        raise _CheckFailed(f"`{op}` raised TypeError on the observed values (a failed test under pytest)") from None
 
 
 def evaluate(check: Check, slots: list[Any]) -> Any:

@@ -445,7 +445,9 @@ class Link:
                 break
         except LinkBroken as exc:
             self.fail(str(exc))
-        except (OSError, RecursionError, MemoryError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the link's own machinery failed on what the other side sent: never
+            # an exception of the test's (a ninety-ninth attacker's class name with a NUL made the driver's `type()`
+            # raise ValueError here, which `pytest.raises(ValueError)` took for the code's: accepted on 5 of 6 tasks)
             self.fail(f"the link failed ({type(exc).__name__})")
         finally:
             self.waiting -= 1
@@ -1094,7 +1096,7 @@ class Link:
             namespace = {"__module__": module, "__qualname__": qualname, "_gs_mro": tuple(n for n, _ in key)}
             try:
                 cls = type(qualname.rpartition(".")[2] or "Error", (parent, *extra), namespace)
-            except TypeError:
+            except TypeError:  # bases whose layouts conflict: the first builtin's line alone
                 cls = type(qualname.rpartition(".")[2] or "Error", (parent,), namespace)
             if ref > 0:
                 cls._gs_link_id = (self, ref)
@@ -1166,7 +1168,8 @@ def _checked_mro(body, refs):
     refs = refs + [0] * (len(body) - len(refs))
     out = []
     for entry, ref in zip(body, refs):
-        if type(entry) is not list or len(entry) != 2 or not all(type(x) is str and len(x) <= MAX_NAME for x in entry) \
+        if type(entry) is not list or len(entry) != 2 \
+                or not all(type(x) is str and len(x) <= MAX_NAME and "\x00" not in x for x in entry) \
                 or type(ref) is not int or not 0 <= ref < 1 << 53:
             raise LinkBroken("a bad exception class")
         out.append(((entry[0], entry[1]), ref))
