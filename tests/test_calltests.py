@@ -1200,3 +1200,27 @@ def test_an_error_of_the_links_own_is_never_an_exception_of_the_code(runner, ref
     honest = runner.observe({"m.py": "def mean(values):\n    raise ValueError('empty')\n"}, [suite])
     v = judge_run([suite], observed, records_by_nodeid([suite], honest))
     assert passed(v) == [] and observed.groups[0].exit_code == 3
+
+
+def test_an_object_a_runners_lookup_would_run_code_through_breaks_the_link(runner):
+    """A hundred-and-second attacker put a descriptor under `__test__` (a `dataclasses.make_dataclass` field named by
+    a computed string, so no rule read the name): pytest's collection looks the name up on each object a test module
+    holds and ran its `__get__`, the verifier never did (accepted on 39 of 39 tasks). An object of the code that holds
+    `__test__` at all, or a descriptor of a type of its own (or a property) under a dunder name, breaks the link;
+    honest objects (a dataclass, an enum, a cached function, a class with slots) cross as before."""
+    planted = ('import dataclasses\n\n\nclass _Look:\n    def __get__(self, obj, owner=None):\n        return False\n\n\n'
+               '_Base = dataclasses.make_dataclass("_Base", [("__te" + "st__", object, dataclasses.field(default=_Look(), '
+               'init=False, repr=False, compare=False))], init=False, repr=False, eq=False)\n\n\n'
+               'class Switch(_Base):\n    def __call__(self, x):\n        return x\n\n\nf = Switch()\n')
+    honest = ('import dataclasses\nimport enum\nimport functools\n\n\n@dataclasses.dataclass\nclass P:\n    x: int = 0\n\n\n'
+              'class Color(enum.Enum):\n    RED = 1\n\n\nclass S:\n    __slots__ = ("a",)\n\n    def __init__(self):\n'
+              '        self.a = 1\n\n    @property\n    def double(self):\n        return 2 * self.a\n\n\n'
+              '@functools.lru_cache(maxsize=None)\ndef f(x):\n    return x\n')
+    test = "from m import f\n\n\ndef test_f():\n    assert f(3) == 3\n"
+    uses = ("from m import Color, P, S, f\n\n\ndef test_all():\n    assert f(3) == 3\n    assert P(2).x == 2\n"
+            "    assert Color.RED.value == 1\n    assert S().double == 2\n")
+    suite = compile_suite(test, "tests/t.py")
+    broken = runner.observe({"m.py": planted}, [suite])
+    assert broken.groups[0].stream.import_error is not None or broken.groups[0].exit_code == 3
+    fine = runner.observe({"m.py": honest}, [compile_suite(uses, "tests/t.py")])
+    assert fine.groups[0].stream.tests[0].slots == [3, 2, 1, 2] and fine.groups[0].exit_code == 0

@@ -258,31 +258,67 @@ _EXC_DICT = BaseException.__dict__["__dict__"].__get__
 _EXC_ARGS = BaseException.__dict__["args"].__get__
 
 
-def _attribute_names_plain(v):
-    """Whether every attribute name `v` has is an exact str: its own dictionary's keys, its type's MRO's and, for a
-    class, its own MRO's. A key of a str subclass may define `__eq__`, which every lookup of a name of the same hash
-    then runs: a hundredth attacker's functions held one colliding with `__test__`, which pytest's collection looks
-    up on every object a test module holds and the verifier did not (accepted on 24 of 24 tasks); the link's own
-    lookups ran it in the verifier alone. Read from the types' and objects' own slots: no code of theirs runs."""
+# Types whose objects may sit under a dunder name of a class: what the interpreter and ordinary class bodies put there
+_PLAIN_DESCRIPTORS = (types.FunctionType, classmethod, staticmethod, types.GetSetDescriptorType,
+                      types.MemberDescriptorType, types.WrapperDescriptorType, types.MethodDescriptorType,
+                      types.ClassMethodDescriptorType, types.BuiltinFunctionType)
+
+
+def _names_exact(d):
+    return all(type(k) is str for k in d)
+
+
+def _binds(value):
+    """Whether `value`'s type defines `__get__` (read from the types' dictionaries, exact names only), so that a
+    lookup finding it runs code of that type's; None when a dictionary on the way has a name that is not a str."""
+    mro = [_TYPE_DICT(c) for c in _TYPE_MRO(type(value))]
+    if not all(_names_exact(d) for d in mro):
+        return None
+    return any(k == "__get__" for d in mro for k in d)
+
+
+def _attributes_plain(v):
+    """Whether `v`'s attributes are ones no lookup of a runner can run code through: every name in its own dictionary,
+    its type's MRO's and, for a class, its own MRO's is an exact str; none is `__test__`; and no dunder name holds a
+    descriptor of a type of the code's (or a property). pytest's collection looks up `__test__` on every object a test
+    module holds, which the verifier does not: a hundredth attacker's functions held a str-subclass key colliding with
+    it, whose `__eq__` the lookup runs (accepted on 24 of 24 tasks), and a hundred-and-second's a `__test__` descriptor
+    set by `dataclasses.make_dataclass` under a computed name (39 of 39); `__test__ = True` would make pytest run the
+    object as a test. Honest code has none of these. Read from the types' and objects' own slots: no code of theirs
+    runs."""
     try:
         t = type(v)
-        dicts = [_TYPE_DICT(c) for c in _TYPE_MRO(t)]
-        if not all(type(k) is str for d in dicts for k in d):
+        classes = list(_TYPE_MRO(t))
+        if not all(_names_exact(_TYPE_DICT(c)) for c in classes):
             return False
+        own = None
         if issubclass(t, type):
-            dicts = [_TYPE_DICT(c) for c in _TYPE_MRO(v)]
+            classes += list(_TYPE_MRO(v))
         else:
-            own = None
-            for d in dicts:  # the instance dictionary's own descriptor, found by exact names only
-                for k, descr in d.items():
+            for c in classes:  # the instance dictionary's own descriptor, found by exact names only
+                for k, descr in _TYPE_DICT(c).items():
                     if k == "__dict__":
                         own = descr.__get__(v, t) if type(descr) is types.GetSetDescriptorType else None
                         break
                 else:
                     continue
                 break
-            dicts = [own] if type(own) is dict else []
-        return all(type(k) is str for d in dicts for k in d)
+        if not all(_names_exact(_TYPE_DICT(c)) for c in classes):  # before any lookup of a name on them
+            return False
+        # a class of the standard library's is what it is everywhere (`enum.EnumType.__members__` is a property)
+        dicts = [(_TYPE_DICT(c), _std_name(c) is not None) for c in classes]
+        if type(own) is dict:
+            dicts.append((own, False))
+        for d, standard in dicts:
+            if not _names_exact(d):
+                return False
+            for k, value in d.items():
+                if k == "__test__":
+                    return False
+                if not standard and k[:2] == "__" and k[-2:] == "__" and type(value) not in _PLAIN_DESCRIPTORS \
+                        and _binds(value) is not False:
+                    return False
+        return True
     except BaseException:  # noqa: BLE001 - what cannot be read is not plain
         return False
 
@@ -914,8 +950,8 @@ class Link:
             return {"ni": 0}
         elif t is type and id(v) in _CLASS_NAMES and SAFE_CLASSES.get(_CLASS_NAMES[id(v)]) is v:
             return {"bt": _CLASS_NAMES[id(v)]}
-        elif not self.driver and not _attribute_names_plain(v):
-            raise LinkBroken("an object of the code under test has an attribute name that is not a str")
+        elif not self.driver and not _attributes_plain(v):
+            raise LinkBroken("an object of the code under test has an attribute a runner's lookup would run code through")
         # by the type's own slots, never the object's: `isinstance` reads an object's `__class__`, which a class of
         # the code's may make a property, run here alone (a ninety-second attacker counted those reads to tell the
         # verifier from pytest: accepted on 13 of 13 tasks)
@@ -959,8 +995,8 @@ class Link:
 
     def encode_exception(self, exc):
         # the exception's own slots (a subclass of the code's may make `args` or `__dict__` properties, run here alone)
-        if not self.driver and not _attribute_names_plain(exc):
-            raise LinkBroken("an exception of the code under test has an attribute name that is not a str")
+        if not self.driver and not _attributes_plain(exc):
+            raise LinkBroken("an exception of the code under test has an attribute a runner's lookup would run code through")
         try:
             origin = _EXC_DICT(exc).get("_gs_origin")
         except BaseException:  # noqa: BLE001 - an exception without a plain __dict__
