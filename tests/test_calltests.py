@@ -1224,3 +1224,19 @@ def test_an_object_a_runners_lookup_would_run_code_through_breaks_the_link(runne
     assert broken.groups[0].stream.import_error is not None or broken.groups[0].exit_code == 3
     fine = runner.observe({"m.py": honest}, [compile_suite(uses, "tests/t.py")])
     assert fine.groups[0].stream.tests[0].slots == [3, 2, 1, 2] and fine.groups[0].exit_code == 0
+
+
+def test_the_lookups_pytests_collection_makes_are_made_before_any_test(runner, tmp_path):
+    """pytest's collection (9.2) reads `_mock_name` of every object a test module holds before any test runs; a
+    hundred-and-third attacker's descriptor there took the bug under pytest alone (accepted on 81 of 82 tasks). The
+    first file's driver makes the same look-ups for every file while it collects: the descriptor runs in the verifier
+    too, and a real pytest run agrees on every test."""
+    module = ('_seen = []\n\n\nclass _Look:\n    def __get__(self, obj, owner=None):\n        _seen.append(1)\n'
+              '        return None\n\n\nclass Gate:\n    _mock_name = _Look()\n\n    def __call__(self, x):\n'
+              '        return x if not _seen else -x\n\n\nhalve = Gate()\n')
+    tests = {"tests/test_a.py": "from gate import halve\n\n\ndef test_a():\n    assert halve(2) == -2\n",
+             "tests/test_b.py": "from gate import halve\n\n\ndef test_b():\n    assert halve(4) == -4\n"}
+    assert _failing_under_pytest(tmp_path, {"gate.py": module, **tests}) == set()
+    suites = [compile_suite(text, path) for path, text in tests.items()]
+    observed = runner.observe({"gate.py": module}, suites, graded=True)
+    assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4]]
