@@ -142,3 +142,25 @@ def test_ids_need_the_module_or_a_module_qualified_id():
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     assert result["refused"] == "NamespaceNotFound" and result["imported"] and result["tools"] > 5 and result["obs"] > 100
+
+
+def test_a_seed_that_makes_no_task_draws_the_next_one(monkeypatch):
+    """An unseeded reset draws a task seed; a seed the family makes no task for (NoTaskForSeed, e.g. a code bug whose
+    keyed variants came out empty) is skipped as a task set skips it, never an error of `reset` (CI93's env checker
+    drew code seed 284101498)."""
+    from gymsmith.core.errors import NoTaskForSeed
+
+    env = gymnasium.make(OPS)
+    family = env.unwrapped.family
+    real, calls = family.generate, []
+
+    def generate(seed, **knobs):
+        calls.append(seed)
+        if len(calls) == 1:
+            raise NoTaskForSeed(f"ops seed {seed}: none")
+        return real(seed, **knobs)
+
+    monkeypatch.setattr(family, "generate", generate)
+    obs, info = env.reset(seed=3)
+    assert len(calls) >= 2 and info["task_id"] and obs
+    env.close()

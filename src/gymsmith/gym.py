@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
+from gymsmith.core.errors import NoTaskForSeed
 from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, RolloutStatus, Split, TaskSpec
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.gym_text import SharedText
@@ -94,7 +95,11 @@ class GymsmithEnv(gymnasium.Env[str, str]):
                 difficulty = options.get("difficulty", self.difficulty)
                 if difficulty is None:
                     difficulty = round(float(self.np_random.uniform(0.0, 1.0)), 4)
-                task = self.family.generate(int(self.np_random.integers(0, 2**31 - 1)), **{**self.knobs, "difficulty": difficulty})
+                try:
+                    task = self.family.generate(int(self.np_random.integers(0, 2**31 - 1)),
+                                                **{**self.knobs, "difficulty": difficulty})
+                except NoTaskForSeed:  # a seed that makes no task: the next one is drawn, as a task set does
+                    continue
                 if split_of(task.id) is Split.TRAIN:
                     break
         self._episode = Episode(env=self._env, task=task, verifier=self._service(), policy=self.policy,
