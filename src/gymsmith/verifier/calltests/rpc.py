@@ -156,22 +156,12 @@ _EMPTY = {"l": list, "d": dict, "s": set, "ba": bytearray}
 MIN_SWEEP = 32  # shares a side holds before it first forgets the ones only its table holds
 
 
-def _table_counts(table):
-    return [sys.getrefcount(obj) for obj in table.values()]
+def _table_counts(table, keys=None):
+    """The reference count of `table`'s object under each of `keys` (all of them by default)."""
+    return [sys.getrefcount(table[k]) for k in (table if keys is None else keys)]
 
 
-_TABLE_BASE = _table_counts({0: []})[0]  # what the count of an object held by a share table alone reads
-
-
-def _count_in(table, key):
-    return sys.getrefcount(table[key])
-
-
-_HELD_ALONE = _count_in({0: object()}, 0)  # what `_count_in` reads of an object only its table holds
-
-
-def _held_by_table_alone(table, key):
-    return _count_in(table, key) <= _HELD_ALONE
+_TABLE_BASE = _table_counts({0: []})[0]  # what `_table_counts` reads of an object only its table holds
 
 
 MIN_LIMIT = 100  # the lowest recursion limit a request is served under (PackagePolicy.limit_for)
@@ -288,30 +278,19 @@ def _attributes_plain(v):
     runs."""
     try:
         t = type(v)
-        classes = list(_TYPE_MRO(t))
-        if not all(_names_exact(_TYPE_DICT(c)) for c in classes):
-            return False
-        own = None
-        if issubclass(t, type):
-            classes += list(_TYPE_MRO(v))
-        else:
-            for c in classes:  # the instance dictionary's own descriptor, found by exact names only
-                for k, descr in _TYPE_DICT(c).items():
-                    if k == "__dict__":
-                        own = descr.__get__(v, t) if type(descr) is types.GetSetDescriptorType else None
-                        break
-                else:
-                    continue
-                break
+        classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
         if not all(_names_exact(_TYPE_DICT(c)) for c in classes):  # before any lookup of a name on them
             return False
         # a class of the standard library's is what it is everywhere (`enum.EnumType.__members__` is a property)
         dicts = [(_TYPE_DICT(c), _std_name(c) is not None) for c in classes]
-        if type(own) is dict:
-            dicts.append((own, False))
+        if not issubclass(t, type):  # the instance dictionary, by its own descriptor found by exact names only
+            found = [descr for c in _TYPE_MRO(t) for k, descr in _TYPE_DICT(c).items() if k == "__dict__"][:1]
+            own = found[0].__get__(v, t) if found and type(found[0]) is types.GetSetDescriptorType else None
+            if type(own) is dict:
+                if not _names_exact(own):
+                    return False
+                dicts.append((own, False))
         for d, standard in dicts:
-            if not _names_exact(d):
-                return False
             for k, value in d.items():
                 if k == "__test__":
                     return False
@@ -708,8 +687,8 @@ class Link:
                     self.pinned[-number] = proxy
         if not self.driver:
             return
-        named = set(outgoing)
-        unpinned = [n for n in self.remote_pins if n not in named and _held_by_table_alone(self.objects, n)]
+        pins = self.remote_pins - set(outgoing)
+        unpinned = [n for n, c in zip(pins, _table_counts(self.objects, pins)) if c <= _TABLE_BASE]
         if unpinned:
             self.remote_pins.difference_update(unpinned)
             message["up"] = unpinned
@@ -950,14 +929,14 @@ class Link:
             return {"ni": 0}
         elif t is type and id(v) in _CLASS_NAMES and SAFE_CLASSES.get(_CLASS_NAMES[id(v)]) is v:
             return {"bt": _CLASS_NAMES[id(v)]}
-        elif not self.driver and not _attributes_plain(v):
-            raise LinkBroken("an object of the code under test has an attribute a runner's lookup would run code through")
         # by the type's own slots, never the object's: `isinstance` reads an object's `__class__`, which a class of
         # the code's may make a property, run here alone (a ninety-second attacker counted those reads to tell the
         # verifier from pytest: accepted on 13 of 13 tasks)
         elif issubclass(t, BaseException):
             self._nested = True  # its arguments, by value: they may change in place
-            return self.encode_exception(v)
+            return self.encode_exception(v)  # which checks its attributes (`_attributes_plain`)
+        elif not self.driver and not _attributes_plain(v):
+            raise LinkBroken("an object of the code under test has an attribute a runner's lookup would run code through")
         elif issubclass(t, type) and issubclass(v, BaseException):
             own = _TYPE_DICT(v).get("_gs_link_id")
             if own is not None and own[0] is self:
@@ -1362,17 +1341,8 @@ def zygote_main(argv):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # package processes are reaped by the kernel
     channel = socket.socket(fileno=int(argv[0]))
     paths = [p for p in json.loads(argv[1]) if type(p) is str]
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(channel, 4096, 1)
-        except OSError:
-            return
-        if not message:
-            return
-        if len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            continue
+    while (handed := _handed(channel, 1)) is not None:
+        message, fds = handed
         if os.fork() == 0:
             try:
                 channel.close()
@@ -1396,20 +1366,31 @@ def zygote_main(argv):
             os.close(fd)
 
 
-def serve_links(control):
-    """The package process's life: serve each group's link, in turn, until the control socket closes. One process
-    for all of a job's test files, as pytest runs them: what the code keeps between calls (a cache, a counter, a
-    file it wrote) carries from one file's tests to the next's there too."""
+def _handed(channel, count):
+    """The next message on the socket `channel` that hands over exactly `count` descriptors, with them (those of
+    any other message are closed and it is skipped); None once the socket is closed or fails."""
     import socket
 
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 4096, 2)
+            message, fds, _, _ = socket.recv_fds(channel, 4096, count)
         except OSError:
-            return
+            return None
         if not message:
-            return
-        if len(fds) != 2 or not message.startswith(b"link\n"):
+            return None
+        if len(fds) == count:
+            return message, fds
+        for fd in fds:
+            os.close(fd)
+
+
+def serve_links(control):
+    """The package process's life: serve each group's link, in turn, until the control socket closes. One process
+    for all of a job's test files, as pytest runs them: what the code keeps between calls (a cache, a counter, a
+    file it wrote) carries from one file's tests to the next's there too."""
+    while (handed := _handed(control, 2)) is not None:
+        message, fds = handed
+        if not message.startswith(b"link\n"):
             for fd in fds:
                 os.close(fd)
             continue

@@ -177,6 +177,11 @@ def end_package():
         PACKAGE["socket"] = None
 
 
+def module_name(group):
+    """The dotted name of a group's test module (`tests/test_x.py`: `tests.test_x`)."""
+    return group["path"][:-3].replace("/", ".")
+
+
 def child(index, group, job, w):
     """The driver's process: runs the test's statements and never imports the code under test, which lives in a
     process of its own (the job's package process, `ensure_package`); an import of it here is a proxy (`rpc.py`).
@@ -205,8 +210,7 @@ def child(index, group, job, w):
     os.chdir("/")
     sys.path[:] = [p for p in sys.path if not p.startswith("/run/")]
     sys.stdout = sys.stderr = open(os.devnull, "w")
-    module_name = group["path"][:-3].replace("/", ".")
-    link = rpc.Link(answers_r, requests_w, rpc.DriverPolicy(module_name))
+    link = rpc.Link(answers_r, requests_w, rpc.DriverPolicy(module_name(group)))
     link.remaining = REMAINING
     remote = set(job.get("remote", ()))
     real_import = builtins.__import__
@@ -294,7 +298,7 @@ def child(index, group, job, w):
             return True
 
     def module(of):
-        return {"__name__": of["path"][:-3].replace("/", "."), "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
+        return {"__name__": module_name(of), "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
                 "__builtins__": {**vars(builtins), "__import__": import_}}
 
     namespace = module(group)
@@ -302,9 +306,9 @@ def child(index, group, job, w):
     def as_collected(held):
         """The look-ups pytest's collection (9.2, the runtime's) makes on each object a test module holds before any
         test runs, made here too: its fixtures' check reads `_mock_name` of each, in name order, then unwraps it
-        through `__wrapped__` (a hundred-and-third
-        attacker's descriptor there took the bug under pytest alone: accepted on 81 of 82 tasks). `__test__`, which it
-        reads too, and descriptors under dunder names break the link instead (`rpc._attributes_plain`)."""
+        through `__wrapped__` (a hundred-and-third attacker's descriptor there took the bug under pytest alone:
+        accepted on 81 of 82 tasks). `__test__`, which it reads too, and descriptors under dunder names break the link
+        instead (`rpc._attributes_plain`)."""
         for name in sorted(held):
             if not isinstance(held[name], link.Proxy):
                 continue
@@ -325,14 +329,14 @@ def child(index, group, job, w):
 
     collecting = None
     try:
-        exec(compile(group["driver"], os.path.join(job["dir"], group["path"]), "exec"), namespace)
-        if index == 0:
-            as_collected(namespace)
-        for other in later:  # collection: a file that fails to import stops the session (`judge_run(one_session)`)
-            collecting = other["path"]
-            collected = module(other)
-            exec(compile(other["driver"], os.path.join(job["dir"], collecting), "exec"), collected)
-            as_collected(collected)
+        # its own file, then (the first group) the later ones: collection, where a file that fails to import stops
+        # the session (`judge_run(one_session)`)
+        for other in (group, *later):
+            held = namespace if other is group else module(other)
+            collecting = None if other is group else other["path"]
+            exec(compile(other["driver"], os.path.join(job["dir"], other["path"]), "exec"), held)
+            if index == 0:
+                as_collected(held)
     except BaseException as exc:  # noqa: BLE001 - the code under test does not import: no test runs
         send({"import_error": mro(exc)[0][1] + (f" (collecting {collecting})" if collecting else "")})
         os._exit(3 if link.broken else 0)
