@@ -1230,13 +1230,18 @@ def test_the_lookups_pytests_collection_makes_are_made_before_any_test(runner, t
     """pytest's collection (9.2) reads `_mock_name` of every object a test module holds before any test runs; a
     hundred-and-third attacker's descriptor there took the bug under pytest alone (accepted on 81 of 82 tasks). The
     first file's driver makes the same look-ups for every file while it collects: the descriptor runs in the verifier
-    too, and a real pytest run agrees on every test."""
+    too, and a real pytest run agrees on every test. So is the `repr` `inspect.unwrap` takes of an object whose
+    `__wrapped__` loops (a hundred-and-fourth attacker: accepted on 29 of 30 tasks against a hand copy of the loop)."""
     module = ('_seen = []\n\n\nclass _Look:\n    def __get__(self, obj, owner=None):\n        _seen.append(1)\n'
               '        return None\n\n\nclass Gate:\n    _mock_name = _Look()\n\n    def __call__(self, x):\n'
               '        return x if not _seen else -x\n\n\nhalve = Gate()\n')
+    module += ('\n\nclass Loop:\n    def __init__(self):\n        self.__wrapped__ = self\n\n    def __repr__(self):\n'
+               '        _seen.append(2)\n        return "loop"\n\n    def __call__(self):\n        return list(_seen)\n\n\n'
+               'looped = Loop()\n')
     tests = {"tests/test_a.py": "from gate import halve\n\n\ndef test_a():\n    assert halve(2) == -2\n",
-             "tests/test_b.py": "from gate import halve\n\n\ndef test_b():\n    assert halve(4) == -4\n"}
+             "tests/test_b.py": "from gate import halve\n\n\ndef test_b():\n    assert halve(4) == -4\n",
+             "tests/test_c.py": "from gate import looped\n\n\ndef test_c():\n    assert looped() == [1, 1, 2]\n"}
     assert _failing_under_pytest(tmp_path, {"gate.py": module, **tests}) == set()
     suites = [compile_suite(text, path) for path, text in tests.items()]
     observed = runner.observe({"gate.py": module}, suites, graded=True)
-    assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4]]
+    assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4], [[1, 1, 2]]]
