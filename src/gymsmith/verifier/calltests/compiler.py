@@ -28,7 +28,11 @@ literal constants and a few pure builtins (`list`, `range`, `sorted`, ...); anyt
 comparison needs a trusted operand: `assert actual == expected` with `expected` computed by the test is not
 supported, since both values would be computed beside the agent's code, which could report one for the other.
 `and`, `or`, `not` and comparisons are always evaluated on the trusted side, so no `__eq__`, `__bool__`
-or `__contains__` of the agent's choosing decides an outcome.
+or `__contains__` of the agent's choosing decides an outcome. The driver observes every operand of an assertion
+(it cannot know which ones Python would skip): `assert a and b` at the top is two assertions, and an observed
+operand Python evaluates only depending on an earlier one (after the first operand of `or` or of an inner `and`,
+after a chained comparison's first pair) is not supported, so the code under test is asked for exactly the values
+pytest asks it for in every assertion that holds.
 """
 
 from __future__ import annotations
@@ -254,16 +258,25 @@ class _Compiler:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
                 continue  # a docstring
             if isinstance(stmt, ast.Assert):
-                hoisted: list[ast.expr] = []
-                check = self.split(stmt.test, observed_env, hoisted)
-                if changeable and _self_judged(check):
-                    hoisted = []
-                    check = self.split(stmt.test, env, hoisted)
-                if _self_judged(check):
-                    raise UnsupportedTest(f"{_where(self.path, stmt)}: the assertion compares values that are all computed "
-                                          "beside the code under test (no expected value the verifier holds)")
-                checks.append(_renumber(check, slots))
-                body.extend(observe(h) for h in hoisted)
+                # `assert a and b` is `assert a` then `assert b` under pytest (b runs only if a holds, and the test
+                # stops at the first that fails): each part is an assertion of its own
+                for part in _conjuncts(stmt.test):
+                    hoisted: list[ast.expr] = []
+                    check = self.split(part, observed_env, hoisted)
+                    if changeable and _self_judged(check):
+                        hoisted = []
+                        check = self.split(part, env, hoisted)
+                    if _self_judged(check):
+                        raise UnsupportedTest(f"{_where(self.path, stmt)}: the assertion compares values that are all "
+                                              "computed beside the code under test (no expected value the verifier holds)")
+                    if _conditional_slot(check):
+                        raise UnsupportedTest(
+                            f"{_where(self.path, stmt)}: {ast.unparse(part)[:80]!r} asks the code under test for a value "
+                            "only if an earlier operand decides so (`or`, `and` inside an expression, a chained "
+                            "comparison); the driver cannot know that without the expected values, so it would call code "
+                            "pytest skips: write separate assertions")
+                    checks.append(_renumber(check, slots))
+                    body.extend(observe(h) for h in hoisted)
                 continue
             if isinstance(stmt, ast.With) and len(stmt.items) == 1 and self._is_raises(stmt.items[0].context_expr):
                 item = stmt.items[0]
@@ -349,6 +362,43 @@ def _inputs(body: list[ast.stmt], env: dict[str, Any]) -> frozenset[str]:
             elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in env:
                 out.add(repr(env[n.id]))
     return frozenset(out)
+
+
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The operands of a top-level `and`, flattened (`a and (b and c)`: a, b, c); else the expression itself."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [part for value in node.values for part in _conjuncts(value)]
+    return [node]
+
+
+def _has_slot(check: Check) -> bool:
+    kind = check[0]
+    if kind == "slot":
+        return True
+    if kind in ("and", "or"):
+        return any(_has_slot(c) for c in check[1])
+    if kind == "not":
+        return _has_slot(check[1])
+    if kind == "cmp":
+        return _has_slot(check[1]) or any(_has_slot(c) for _, c in check[2])
+    return False
+
+
+def _conditional_slot(check: Check) -> bool:
+    """Whether `check` observes a value that Python evaluates only depending on an earlier operand's outcome: an
+    operand of `and`/`or` after the first, or a chained comparison's operand after its first pair. The driver runs
+    every observation of an assertion unconditionally (it holds no expected value to decide with), so such a value
+    would be asked of the code under test where pytest never asks it: a tell (`assert one() == 1 or two() == 2`
+    called `two` under the verifier alone)."""
+    kind = check[0]
+    if kind in ("and", "or"):
+        return _conditional_slot(check[1][0]) or any(_has_slot(c) for c in check[1][1:])
+    if kind == "not":
+        return _conditional_slot(check[1])
+    if kind == "cmp":
+        return (_conditional_slot(check[1]) or _conditional_slot(check[2][0][1])
+                or any(_has_slot(c) for _, c in check[2][1:]))
+    return False
 
 
 def _renumber(check: Check, offset: int) -> Check:
