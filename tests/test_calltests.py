@@ -837,7 +837,8 @@ def test_what_the_code_does_to_the_tests_containers_is_judged_as_pytest_judges_i
         (work / "tests" / "test_graph.py").write_text(MUTATING_TESTS)
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
                                "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
-                              cwd=work, capture_output=True, text=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
+                              cwd=work, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         failed_under_pytest = {n for n in names if f"::{n} " in done.stdout or f"::{n}\n" in done.stdout}
         assert failed_under_pytest == pytest_failing, done.stdout
         v = judge_run([suite], runner.observe({"graph.py": source}, [suite]), reference)
@@ -860,7 +861,8 @@ def test_a_file_that_fails_to_import_stops_a_graded_session_as_pytest_does(runne
 
 
 def _failing_under_pytest(work, files: dict[str, str]) -> set[str]:
-    """The names of the tests a real pytest run of `tests/` (one session, as a user runs it) fails on `files`."""
+    """The names of the tests a real pytest run of `tests/` (one session, as a user runs it) fails on `files`, with
+    the plugins of the verifier's runtime (pytest and its requirements: no third-party plugin autoloaded)."""
     import subprocess
     import sys
 
@@ -869,7 +871,8 @@ def _failing_under_pytest(work, files: dict[str, str]) -> set[str]:
         (work / name).write_text(text)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
                            "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
-                          cwd=work, capture_output=True, text=True, env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin"})
+                          cwd=work, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert "passed" in done.stdout or "failed" in done.stdout, done.stdout + done.stderr
     return {line.split("::")[1].split(" ")[0] for line in done.stdout.splitlines() if line.startswith("FAILED ")}
 
@@ -1226,12 +1229,47 @@ def test_an_object_a_runners_lookup_would_run_code_through_breaks_the_link(runne
     assert fine.groups[0].stream.tests[0].slots == [3, 2, 1, 2] and fine.groups[0].exit_code == 0
 
 
+HOOKS_MODULE = '''_seen = []
+
+
+def _hook(owner, name):
+    _seen.append(name)
+    raise AttributeError(name)
+
+
+Meta = type("Meta", (type,), {"__getattr__": _hook})
+
+
+class Thing(metaclass=Meta):
+    pass
+
+
+INSTANCE = type("Plain", (), {"__getattr__": _hook})()
+
+
+class _Look:
+    def __get__(self, obj, owner=None):
+        _seen.append("Boom._mock_name")
+
+
+class Boom(ValueError):
+    _mock_name = _Look()
+
+
+def seen():
+    return list(_seen)
+'''
+
+
 def test_the_lookups_pytests_collection_makes_are_made_before_any_test(runner, tmp_path):
-    """pytest's collection (9.2) reads `_mock_name` of every object a test module holds before any test runs; a
-    hundred-and-third attacker's descriptor there took the bug under pytest alone (accepted on 81 of 82 tasks). The
-    first file's driver makes the same look-ups for every file while it collects: the descriptor runs in the verifier
-    too, and a real pytest run agrees on every test. So is the `repr` `inspect.unwrap` takes of an object whose
-    `__wrapped__` loops (a hundred-and-fourth attacker: accepted on 29 of 30 tasks against a hand copy of the loop)."""
+    """pytest's collection reads `_mock_name` of every object a test module holds before any test runs; a
+    hundred-and-third attacker's descriptor there took the bug under pytest alone (accepted on 81 of 82 tasks), and a
+    hundred-and-fourth defeated a hand copy of the look-ups (accepted on 29 of 30 tasks: `inspect.unwrap` takes the
+    `repr` of an object whose `__wrapped__` loops). The first file's driver now collects every file with pytest's own
+    collection, so each look-up pytest and its plugins make reaches the code's objects in pytest's order: the
+    descriptor, the `repr`, `__getattr__` hooks of an instance and of a metaclass (`__test__`, the unittest plugin's
+    `__bases__`), and a descriptor of an exception class, which crosses as a local class standing for it (a
+    hundred-and-sixth attacker: accepted on 14 of 14 tasks); a real pytest run agrees on every test."""
     module = ('_seen = []\n\n\nclass _Look:\n    def __get__(self, obj, owner=None):\n        _seen.append(1)\n'
               '        return None\n\n\nclass Gate:\n    _mock_name = _Look()\n\n    def __call__(self, x):\n'
               '        return x if not _seen else -x\n\n\nhalve = Gate()\n')
@@ -1240,11 +1278,17 @@ def test_the_lookups_pytests_collection_makes_are_made_before_any_test(runner, t
                'looped = Loop()\n')
     tests = {"tests/test_a.py": "from gate import halve\n\n\ndef test_a():\n    assert halve(2) == -2\n",
              "tests/test_b.py": "from gate import halve\n\n\ndef test_b():\n    assert halve(4) == -4\n",
-             "tests/test_c.py": "from gate import looped\n\n\ndef test_c():\n    assert looped() == [1, 1, 2]\n"}
-    assert _failing_under_pytest(tmp_path, {"gate.py": module, **tests}) == set()
+             "tests/test_c.py": "from gate import looped\n\n\ndef test_c():\n    assert looped() == [1, 1, 2]\n",
+             "tests/test_d.py": ("from hooks import INSTANCE, Boom, Thing, seen\n\n\ndef test_d():\n    assert seen() == "
+                                 "['Boom._mock_name', '_mock_name', '__wrapped__', '_mock_name', '__wrapped__', "
+                                 "'__bases__', '__test__', '__test__']\n")}
+    assert _failing_under_pytest(tmp_path, {"gate.py": module, "hooks.py": HOOKS_MODULE, **tests}) == set()
     suites = [compile_suite(text, path) for path, text in tests.items()]
-    observed = runner.observe({"gate.py": module}, suites, graded=True)
-    assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4], [[1, 1, 2]]]
+    observed = runner.observe({"gate.py": module, "hooks.py": HOOKS_MODULE}, suites, graded=True)
+    assert runner.hello.get("collects")  # the runtime's pytest, configured in the server
+    assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4], [[1, 1, 2]], [[
+        "Boom._mock_name", "_mock_name", "__wrapped__", "_mock_name", "__wrapped__", "__bases__", "__test__",
+        "__test__"]]]
 
 
 OPERANDS_MODULE = '''log = []
@@ -1294,3 +1338,49 @@ def test_the_code_is_asked_for_exactly_the_operands_pytest_evaluates(runner, tmp
     reference = records_by_nodeid([suite], runner.observe({"obs.py": OPERANDS_MODULE}, [suite]))
     v = judge_run([suite], runner.observe({"obs.py": OPERANDS_MODULE}, [suite]), reference)
     assert passed(v) == ["test_asked_what_pytest_asks", "test_shapes"], v.reasons
+
+
+COLLECTED_MODULE = '''import unittest
+
+_made = []
+
+
+class Cache(unittest.TestCase):
+    def __init__(self, capacity="runTest"):
+        if isinstance(capacity, str):  # pytest's unittest plugin makes one while it collects
+            _made.append(capacity)
+            super().__init__(capacity)
+            return
+        self.capacity = capacity
+
+    def runTest(self):
+        pass
+
+    def double(self, x):
+        return x if _made else 2 * x
+'''
+
+
+def test_an_object_pytest_would_collect_as_a_test_breaks_the_link(runner, tmp_path):
+    """pytest collects from a test module, and runs code of, objects of the code under test that the verifier's driver
+    holds as proxies: a class deriving from `unittest.TestCase` (its plugin makes an instance while it collects), an
+    object whose `__test__` answers True (a class of them is instantiated), any object bound to a name pytest's rules
+    take for a test. A device keyed on that took the bug under pytest alone; each breaks the link, so the file fails,
+    where the same code without it passes."""
+    test = "from cache import Cache\n\n\ndef test_double():\n    assert Cache(2).double(3) == 6\n"
+    assert _failing_under_pytest(tmp_path, {"cache.py": COLLECTED_MODULE, "tests/test_cache.py": test}) == {"test_double"}
+    honest = COLLECTED_MODULE.replace("class Cache(unittest.TestCase):", "class Cache:").replace(
+        "            super().__init__(capacity)\n", "")
+    hook = ('_made = []\n\n\ndef _hook(cls, name):\n    if name == "__test__":\n        _made.append(1)\n        return True\n'
+            '    raise AttributeError(name)\n\n\nclass Cache(metaclass=type("Meta", (type,), {"__getattr__": _hook})):\n'
+            '    def __init__(self, capacity=0):\n        self.capacity = capacity\n\n    def double(self, x):\n'
+            '        return x if _made else 2 * x\n')
+    cases = {"TestCase": (COLLECTED_MODULE, test), "__test__": (hook, test),
+             "test name": (honest, test.replace("import Cache\n", "import Cache as TestCache, Cache\n"))}
+    suite = compile_suite(test, "tests/test_cache.py")
+    fine = runner.observe({"cache.py": honest}, [suite])
+    assert fine.groups[0].stream.tests[0].slots == [6] and fine.groups[0].exit_code == 0
+    for why, (module, text) in cases.items():
+        group = runner.observe({"cache.py": module}, [compile_suite(text, "tests/test_cache.py")]).groups[0]
+        assert group.stream.import_error is not None or group.exit_code == 3, why
+        assert 0 not in group.stream.tests or group.stream.tests[0].slots != [6], why

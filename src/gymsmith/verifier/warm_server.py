@@ -83,6 +83,7 @@ class WarmServer:
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.runs = 0
+        self.hello: dict[str, Any] = {}  # the server's ready line, as it said it (what it could prepare)
 
     # -- lifetime (callers hold self.lock) ---------------------------------------------------------
     def ensure_started(self) -> None:
@@ -107,9 +108,11 @@ class WarmServer:
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines), daemon=True).start()
         hello = self._read(self.start_timeout_s)
         try:
-            ready = hello is not None and json.loads(hello).get("ready")
+            said = json.loads(hello) if hello is not None else None
+            ready = isinstance(said, dict) and said.get("ready")
         except ValueError:
-            ready = False
+            said, ready = None, False
+        self.hello = said if isinstance(said, dict) else {}
         if not ready:
             self._stop()
             raise VerifierError(f"the warm test runner ({self.script.name}) did not start (no 'ready' line)")

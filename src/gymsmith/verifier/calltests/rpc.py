@@ -274,11 +274,16 @@ def _attributes_plain(v):
     module holds, which the verifier does not: a hundredth attacker's functions held a str-subclass key colliding with
     it, whose `__eq__` the lookup runs (accepted on 24 of 24 tasks), and a hundred-and-second's a `__test__` descriptor
     set by `dataclasses.make_dataclass` under a computed name (39 of 39); `__test__ = True` would make pytest run the
-    object as a test. Honest code has none of these. Read from the types' and objects' own slots: no code of theirs
-    runs."""
+    object as a test. Nor is it a subclass of `unittest.TestCase`: pytest's unittest plugin collects such a class from
+    a test module and makes an instance of it before any test, code of the agent's the verifier never ran (a class
+    under test deriving from it told the two apart). Honest code has none of these. Read from the types' and objects'
+    own slots: no code of theirs runs."""
     try:
         t = type(v)
         classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
+        if issubclass(t, type) and any(_TYPE_MODULE(c) == "unittest.case" and _TYPE_QUALNAME(c) == "TestCase"
+                                       for c in _TYPE_MRO(v)):
+            return False
         if not all(_names_exact(_TYPE_DICT(c)) for c in classes):  # before any lookup of a name on them
             return False
         # a class of the standard library's is what it is everywhere (`enum.EnumType.__members__` is a property)
@@ -520,6 +525,9 @@ class Link:
                 if limit is not None:
                     sys.setrecursionlimit(limit)
                 result = apply(op, obj, args)
+                if op == "getattr" and args[0] == "__test__" and result is True and not self.driver:
+                    # pytest's collection would run the object as a test, code of the agent's the verifier never runs
+                    raise LinkBroken("an object of the code under test says it is a test (`__test__` is True)")
             if limit is not None:
                 sys.setrecursionlimit(self.policy.base_limit)
             del args
@@ -1110,9 +1118,9 @@ class Link:
             extra = [c for c in extra if not any(o is not c and issubclass(o, c) for o in extra)]
             namespace = {"__module__": module, "__qualname__": qualname, "_gs_mro": tuple(n for n, _ in key)}
             try:
-                cls = type(qualname.rpartition(".")[2] or "Error", (parent, *extra), namespace)
+                cls = StandIn(qualname.rpartition(".")[2] or "Error", (parent, *extra), namespace)
             except TypeError:  # bases whose layouts conflict: the first builtin's line alone
-                cls = type(qualname.rpartition(".")[2] or "Error", (parent,), namespace)
+                cls = StandIn(qualname.rpartition(".")[2] or "Error", (parent,), namespace)
             if ref > 0:
                 cls._gs_link_id = (self, ref)
         self.classes[key] = cls
@@ -1135,6 +1143,21 @@ class Link:
             except (AttributeError, TypeError):
                 pass
         return exc
+
+
+class StandIn(type):
+    """The metaclass of the local classes that stand for the other side's exception classes: a look-up a stand-in
+    cannot answer goes to the class it stands for, which answers it as it would in one process. pytest's collection
+    reads `_mock_name` of each exception class a test module imports; a hundred-and-sixth attacker's descriptor there
+    ran under pytest alone, since the stand-in answered it here (accepted on 14 of 14 and 5 of 6 tasks, pytest failing
+    every FAIL_TO_PASS test)."""
+
+    def __getattr__(cls, name):
+        own = _TYPE_DICT(cls).get("_gs_link_id")
+        if own is None or type(name) is not str:  # a class of the standard library's: it has what it has
+            raise AttributeError(name)
+        link, ref = own
+        return link.request("getattr", ref, (name,))
 
 
 class _Origin:

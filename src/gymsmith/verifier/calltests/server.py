@@ -1,4 +1,4 @@
-"""The call-check server. Runs INSIDE a verifier sandbox as its pid 1, with the standard library only.
+"""The call-check server. Runs INSIDE a verifier sandbox as its pid 1, with the standard library and pytest only.
 
 It reads jobs as JSON lines on stdin:
     {"id": 1, "dir": "/jobs/1", "groups": [{"path": "tests/test_lru.py", "driver": "<source>", "tests": ["test_a", ...]}],
@@ -9,8 +9,9 @@ group_depth_shift and rpc.PackagePolicy)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to the job's *package* process, which imports the code
 under test from the job directory and answers the driver's requests (`rpc.py`). One package process serves every
-group of a job in turn, as pytest runs every test file in one process, and the first group's driver imports the
-later groups' modules before its tests run, as pytest's collection does. Package processes are forked by the
+group of a job in turn, as pytest runs every test file in one process, and the first group's driver imports and
+collects every group's test module (with pytest's own collection, configured once here) before its tests run, as a
+pytest run does. Package processes are forked by the
 *zygote*, a fresh interpreter started once per `hash_seed` (the PYTHONHASHSEED the code under test runs with; it
 never holds a job's tests), each in its own user, mount, IPC, network and pid namespaces. The driver writes observations on a private pipe (the format is in `wire.py`). The
 server itself never imports or calls the code under test, and never reads what the driver wrote: it splices the
@@ -25,15 +26,16 @@ processes) and, as pid 1 of the namespace, the server cannot be killed by them.
 
 import builtins
 import gc
-import inspect
 import json
 import os
+import pathlib
 import resource
 import select
 import signal
 import socket
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rpc  # noqa: E402 - mounted next to this file
@@ -187,8 +189,8 @@ def child(index, group, job, w):
     """The driver's process: runs the test's statements and never imports the code under test, which lives in a
     process of its own (the job's package process, `ensure_package`); an import of it here is a proxy (`rpc.py`).
     What it observes is therefore what the package returned for the test's calls, and the agent's code cannot reach
-    this process. The first group's driver first imports every later group's modules, in order, as pytest's
-    collection does before any test runs."""
+    this process. The first group's driver first imports and collects (`collect`) its own and every later group's
+    module, in order, as a pytest run does before any test runs."""
     os.setpgid(0, 0)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -293,47 +295,33 @@ def child(index, group, job, w):
             if kind is None:
                 send({"slot": self.slot, "v": None})
                 return False
-            # only classes of this process (a proxy's `__subclasscheck__` would ask the package)
-            taken = any(type(c) is type and issubclass(c, BaseException) and issubclass(kind, c) for c in self.named)
+            # only classes of this process (a proxy's `__subclasscheck__` would ask the package; a stand-in's is type's)
+            taken = any(type(c) in (type, rpc.StandIn) and issubclass(c, BaseException) and issubclass(kind, c)
+                        for c in self.named)
             send({"slot": self.slot, "raised": mro(exc), "is": taken})
             return True
 
     def module(of):
-        return {"__name__": module_name(of), "_gymsmith_observe": observe, "_gymsmith_raises": Raises,
-                "__builtins__": {**vars(builtins), "__import__": import_}}
+        """A module object for a driver to run in (pytest's collection is given the module itself, `collect`)."""
+        held = types.ModuleType(module_name(of))
+        vars(held).update({"_gymsmith_observe": observe, "_gymsmith_raises": Raises,
+                           "__builtins__": {**vars(builtins), "__import__": import_}})
+        return held
 
-    namespace = module(group)
+    own = module(group)
+    namespace = vars(own)
     later = job["groups"][index + 1:] if index == 0 else []
-    def as_collected(held):
-        """The look-ups pytest's collection (9.2, the runtime's) makes on each object a test module holds before any
-        test runs, made here too: its fixtures' check reads `_mock_name` of each, in name order, then unwraps it
-        through `__wrapped__` with `inspect.unwrap` itself (a hundred-and-third attacker's descriptor there took the
-        bug under pytest alone: accepted on 81 of 82 tasks; a hundred-and-fourth's `__wrapped__` loop, whose error
-        message takes the object's `repr`, 29 of 30 against a hand copy of the loop). `__test__`, which it reads too, and descriptors under dunder names break the link
-        instead (`rpc._attributes_plain`)."""
-        for name in sorted(held):
-            if not isinstance(held[name], link.Proxy):
-                continue
-            try:
-                if getattr(held[name], "_mock_name", None) is not None:
-                    continue
-            except Exception:  # noqa: BLE001 - pytest's safe_getattr ignores it
-                pass
-            try:  # then pytest's own call: the interpreter's `inspect.unwrap`, whose error on a loop takes its `repr`
-                inspect.unwrap(held[name])
-            except Exception:  # noqa: BLE001 - pytest ignores it
-                pass
-
     collecting = None
     try:
         # its own file, then (the first group) the later ones: collection, where a file that fails to import stops
         # the session (`judge_run(one_session)`)
         for other in (group, *later):
-            held = namespace if other is group else module(other)
+            held = own if other is group else module(other)
             collecting = None if other is group else other["path"]
-            exec(compile(other["driver"], os.path.join(job["dir"], other["path"]), "exec"), held)
-            if index == 0:
-                as_collected(held)
+            exec(compile(other["driver"], os.path.join(job["dir"], other["path"]), "exec"), vars(held))
+            if index == 0:  # its look-ups are served at their depth below this frame, as a test's requests are
+                link.test_base = REMAINING() if REMAINING is not None else 0
+                collect(held, os.path.join(job["dir"], other["path"]), link.Proxy)
     except BaseException as exc:  # noqa: BLE001 - the code under test does not import: no test runs
         send({"import_error": mro(exc)[0][1] + (f" (collecting {collecting})" if collecting else "")})
         os._exit(3 if link.broken else 0)
@@ -346,6 +334,59 @@ def child(index, group, job, w):
         except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
             send({"done": i, "ok": False, "error": mro(exc)[0][1]})
     os._exit(3 if link.broken else 0)  # the package's process died or broke the protocol: the run crashed
+
+
+# -- pytest's collection --------------------------------------------------------------------------------
+COLLECTION = {"session": None, "module": None, "version": None}  # pytest's, configured once (`prepare_collection`)
+
+
+def prepare_collection():
+    """Configure the runtime's pytest once, as a pytest run of the hidden tests is configured (its plugins, no
+    conftest, no ini file, no capture), so that each driver can collect its test modules with pytest's own collection
+    (`collect`). Leaves COLLECTION empty where pytest cannot be imported or configured here. Nothing of pytest's may
+    write to this process's stdout, the host's channel: `-s` (no file-descriptor capture) and a null sys.stdout for
+    the terminal reporter."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    try:
+        import _pytest.config
+        import _pytest.main
+        import _pytest.python
+
+        args = ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:faulthandler", "--noconftest", "-c", os.devnull,
+                "--rootdir", "/"]
+        config = _pytest.config.get_config(args)
+        config = config.pluginmanager.hook.pytest_cmdline_parse(pluginmanager=config.pluginmanager, args=args)
+        config._do_configure()
+        session = _pytest.main.Session.from_config(config)
+        config.hook.pytest_sessionstart(session=session)
+        COLLECTION.update(session=session, module=_pytest.python.Module, version=_pytest.__version__)
+    except Exception:  # noqa: BLE001 - no pytest here: drivers collect nothing (the ready line says so)
+        pass
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def collect(held, path, proxy):
+    """Collect the driver module `held` (the test file at `path`) with pytest's own collection, as a pytest run
+    collects each file before any test: every look-up it and its plugins make on the objects a test module holds
+    (its fixtures' check of `_mock_name` and `__wrapped__`, `__test__` for each name, the unittest
+    plugin's `__bases__`, ...) reaches the package's objects in pytest's order. Four attackers (100, 102-104) each
+    found one such look-up the driver did not make and took the bug under pytest alone (accepted on 24 to 81 tasks);
+    a hand copy of the look-ups is one version and one plugin set behind. Raises what the collection raises (a
+    collection error under pytest: no test runs), and LinkBroken where pytest would collect an object of the code
+    (a `proxy`) as a test."""
+    if COLLECTION["session"] is None:
+        return
+    node = COLLECTION["module"].from_parent(COLLECTION["session"], path=pathlib.Path(path))
+    node._obj = held
+    # a name of the test module that pytest's rules for test names match, bound to an object of the code: pytest
+    # would collect that object as a test and run it, which the verifier cannot (its proxy is no function or class
+    # here); the package refuses the other routes (`__test__`, `unittest.TestCase`: `rpc._attributes_plain`)
+    for name, value in vars(held).items():
+        if isinstance(value, proxy) and (node.funcnamefilter(name) or node.classnamefilter(name)):
+            raise rpc.LinkBroken(f"pytest would collect {name!r}, an object of the code under test, as a test")
+    list(node.collect())
 
 
 # -- the server ----------------------------------------------------------------------------------------
@@ -445,13 +486,14 @@ def main():
     global REMAINING
     set_dumpable(False)
     REMAINING = remaining_reader()
+    prepare_collection()
     gc.freeze()
     sys.dont_write_bytecode = True
     if not world_works():
         emit({"ready": False, "error": "cannot give a job its own namespaces (user, mount, ipc, net)"})
         return
     MIDDLE[:] = os.pipe()
-    emit({"ready": True, "depths": REMAINING is not None})
+    emit({"ready": True, "depths": REMAINING is not None, "collects": COLLECTION["version"]})
     for line in sys.stdin:
         if not line.strip():
             continue
