@@ -680,7 +680,7 @@ def test_graded_code_counts_what_pytest_counts_wherever_a_test_reaches_it(runner
 
     assert len(under_pytest) > 90 and {w for w, _, _ in under_pytest} == {"stmt", "comp", "genexp", "lambda",
                                                                             "nested", "assert"}
-    assert graded(graded=True) == under_pytest
+    assert graded(graded=True, hook_modules={OPS_MODULE}) == under_pytest  # its `__getattr__`: as a reference's
     one_depth = {"import": 0, "call": runner.depth_shift()["call"]}  # every request served from one depth (before)
     before = [n for _, _, n in graded(graded=False)]
     assert [n + one_depth["call"] for n in before] != [n for _, _, n in under_pytest]
@@ -1284,7 +1284,8 @@ def test_the_lookups_pytests_collection_makes_are_made_before_any_test(runner, t
                                  "'__bases__', '__test__', '__test__']\n")}
     assert _failing_under_pytest(tmp_path, {"gate.py": module, "hooks.py": HOOKS_MODULE, **tests}) == set()
     suites = [compile_suite(text, path) for path, text in tests.items()]
-    observed = runner.observe({"gate.py": module, "hooks.py": HOOKS_MODULE}, suites, graded=True)
+    observed = runner.observe({"gate.py": module, "hooks.py": HOOKS_MODULE}, suites, graded=True,
+                              hook_modules={"hooks"})  # its hooks, as a reference's (else they break the link)
     assert runner.hello.get("collects")  # the runtime's pytest, configured in the server
     assert [g.stream.tests[0].slots for g in observed.groups] == [[-2], [-4], [[1, 1, 2]], [[
         "Boom._mock_name", "_mock_name", "__wrapped__", "_mock_name", "__wrapped__", "__bases__", "__test__",
@@ -1384,3 +1385,34 @@ def test_an_object_pytest_would_collect_as_a_test_breaks_the_link(runner, tmp_pa
         group = runner.observe({"cache.py": module}, [compile_suite(text, "tests/test_cache.py")]).groups[0]
         assert group.stream.import_error is not None or group.exit_code == 3, why
         assert 0 not in group.stream.tests or group.stream.tests[0].slots != [6], why
+
+
+def test_a_lookup_hook_the_reference_lacks_breaks_a_graded_link(runner):
+    """A `__getattr__` or `__getattribute__` sees every look-up any runner makes on its object, and runners make
+    different ones (pytest's collection, `isinstance`'s read of `__class__`, the link's); the rule reads the hooks by
+    their literal spelling only, and one placed under a computed name went unread. In a graded run an object of the
+    code with such a hook, on an instance's class or on a class's metaclass, breaks the link unless its class is of a
+    module whose reference defines one (`introspection.lookup_hook_modules`); references run as they are."""
+    from gymsmith.families.code.introspection import lookup_hook_modules
+
+    module = ('def _hook(self, name):\n    raise AttributeError(name)\n\n\n'
+              'Bag = type("Bag", (), {"__get" + "attr__": _hook, "size": 3})\n\n\n'
+              'class Thing(metaclass=type("Meta", (type,), {"__getattri" + "bute__": type.__getattribute__})):\n'
+              '    size = 4\n\n\ndef make():\n    return Bag()\n\n\ndef plain():\n    return 5\n')
+    cases = {"from bag import make\n\n\ndef test_size():\n    assert make().size == 3\n": 3,
+             "from bag import Thing\n\n\ndef test_size():\n    assert Thing.size == 4\n": 4,
+             "from bag import plain\n\n\ndef test_size():\n    assert plain() == 5\n": 5}
+    for test, value in cases.items():
+        suite = compile_suite(test, "tests/test_bag.py")
+        assert runner.observe({"bag.py": module}, [suite]).groups[0].stream.tests[0].slots == [value]
+        allowed = runner.observe({"bag.py": module}, [suite], graded=True, hook_modules={"bag"}).groups[0]
+        assert allowed.stream.tests[0].slots == [value]
+        graded = runner.observe({"bag.py": module}, [suite], graded=True).groups[0]
+        if value == 5:  # no object with a hook crosses
+            assert graded.stream.tests[0].slots == [5] and graded.exit_code == 0
+        else:
+            assert graded.exit_code == 3 and (graded.stream.import_error or graded.stream.tests[0].slots != [value])
+    references = {"bag.py": "class Bag:\n    def __getattr__(self, name):\n        raise AttributeError(name)\n",
+                  "pkg/__init__.py": "", "pkg/m.py": "class M(type):\n    def __getattribute__(cls, name):\n        return 1\n",
+                  "pkg/other.py": "def f():\n    return 1\n"}
+    assert lookup_hook_modules(references) == {"bag", "pkg.m"}

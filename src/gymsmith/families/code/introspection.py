@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import re
 import string
+from collections.abc import Mapping
 from functools import lru_cache
 
 # computation only: nothing here reads the process, the file system or the interpreter's state
@@ -319,6 +320,23 @@ def _lookup_hooks(nodes: list[ast.AST]) -> set[str]:
         if name in LOOKUP_HOOKS:
             found.add(f"defines {name} (runs when a runner looks at an object)")
     return found
+
+
+def lookup_hook_modules(references: Mapping[str, str]) -> frozenset[str]:
+    """The dotted names of the modules (paths such as 'pkg/mod.py' to the reference's sources) whose reference defines
+    `__getattr__` or `__getattribute__` (`_lookup_hooks`): in a graded run, only classes of these may reach a test
+    with such a hook (`CallRunner.observe`), whatever name placed it. A source that does not parse defines none."""
+    names = set()
+    for path, text in references.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            found = _lookup_hooks(list(ast.walk(ast.parse(text))))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if any("__getattr__" in f or "__getattribute__" in f for f in found):
+            names.add(path[:-3].removesuffix("/__init__").replace("/", "."))
+    return frozenset(names)
 
 
 def _closes_with_code(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 
 from gymsmith.core.errors import KnobError, NoTaskForSeed, VerifierError
 from gymsmith.families.code import mutate
+from gymsmith.families.code.introspection import lookup_hook_modules
 from gymsmith.families.code.task import CodeTask, MutationRecord, canary_name, names_used
 from gymsmith.families.code.realtests import base_name, method_name
 from gymsmith.families.code.repovariants import KEYED_MOVES, PREFIX, SIDE, TRIES_PER_TEST, can_vary, sides, variants
@@ -194,9 +195,11 @@ class Repo:
 
     def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], *, deadline_s: float,
                  group_timeout_s: float, graded: bool = False):
-        """The call runner's observations of `suites` beside `sources`, with the package's data as registered."""
+        """The call runner's observations of `suites` beside `sources`, with the package's data as registered (graded:
+        look-up hooks only in modules whose reference has one)."""
         return self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
-                                   group_timeout_s=group_timeout_s, graded=graded)
+                                   group_timeout_s=group_timeout_s, graded=graded,
+                                   hook_modules=lookup_hook_modules(self.sources) if graded else ())
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file

@@ -182,12 +182,33 @@ class PackagePolicy:
 
     accepts_std_names = True
 
-    def __init__(self, depth_shift=None):
+    def __init__(self, depth_shift=None, hook_modules=None):
         self.depth_shift = depth_shift if type(depth_shift) is dict else None
         self.base_limit = sys.getrecursionlimit()
+        # graded runs: the modules whose reference defines `__getattr__` or `__getattribute__` (None: any may)
+        self.hook_modules = frozenset(hook_modules) if type(hook_modules) is list else None
 
     def check(self, op, obj, args):
         return None
+
+    def unexpected_hook(self, v):
+        """Whether `v`, about to reach the test, has a look-up hook (`__getattr__` or `__getattribute__` of a class not
+        of the standard library, on its type's MRO or, for a class, its own or its metaclass's) defined in a module
+        whose reference defines none. A hook sees every look-up any runner makes, and runners make different ones
+        (pytest's collection, `isinstance`'s read of `__class__`): the rule reads hooks by their literal spelling, and
+        a computed name placed one unread. Read from the types' own slots: no code of theirs runs."""
+        if self.hook_modules is None:
+            return False
+        try:
+            t = type(v)
+            classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
+            # a class of the interpreter's (not a heap type: no code can make one) or the standard library's has what
+            # it has everywhere (`module`, `object` and `type` define `__getattribute__`)
+            return any(("__getattr__" in _TYPE_DICT(c) or "__getattribute__" in _TYPE_DICT(c))
+                       and _TYPE_FLAGS(c) & _HEAPTYPE and _std_name(c) is None
+                       and _TYPE_MODULE(c) not in self.hook_modules for c in classes)
+        except BaseException:  # noqa: BLE001 - what cannot be read is not plain
+            return True
 
     def limit_for(self, op, depth):
         """The recursion limit to serve a driver's `op` made `depth` units below its test's frame under (None:
@@ -244,6 +265,8 @@ _TYPE_MRO = type.__dict__["__mro__"].__get__
 _TYPE_MODULE = type.__dict__["__module__"].__get__
 _TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
 _TYPE_DICT = type.__dict__["__dict__"].__get__
+_TYPE_FLAGS = type.__dict__["__flags__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type(), not one of the interpreter's
 _EXC_DICT = BaseException.__dict__["__dict__"].__get__
 _EXC_ARGS = BaseException.__dict__["args"].__get__
 
@@ -943,7 +966,7 @@ class Link:
         elif issubclass(t, BaseException):
             self._nested = True  # its arguments, by value: they may change in place
             return self.encode_exception(v)  # which checks its attributes (`_attributes_plain`)
-        elif not self.driver and not _attributes_plain(v):
+        elif not self.driver and (not _attributes_plain(v) or self.policy.unexpected_hook(v)):
             raise LinkBroken("an object of the code under test has an attribute a runner's lookup would run code through")
         elif issubclass(t, type) and issubclass(v, BaseException):
             own = _TYPE_DICT(v).get("_gs_link_id")
@@ -982,7 +1005,7 @@ class Link:
 
     def encode_exception(self, exc):
         # the exception's own slots (a subclass of the code's may make `args` or `__dict__` properties, run here alone)
-        if not self.driver and not _attributes_plain(exc):
+        if not self.driver and (not _attributes_plain(exc) or self.policy.unexpected_hook(exc)):
             raise LinkBroken("an exception of the code under test has an attribute a runner's lookup would run code through")
         try:
             origin = _EXC_DICT(exc).get("_gs_origin")
@@ -1418,8 +1441,9 @@ def serve_links(control):
                 os.close(fd)
             continue
         requests, answers = fds
-        shift = message[5:].decode()
-        link = Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None))
+        shift, _, hooks = message[5:].decode().partition("\n")  # `server.child`: the group's shift, the job's hooks
+        link = Link(requests, answers, PackagePolicy(json.loads(shift) if shift else None,
+                                                     json.loads(hooks) if hooks else None))
         link.serve_forever()
         link.reader.close()
         os.close(answers)

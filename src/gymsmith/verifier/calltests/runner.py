@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -130,13 +130,15 @@ class CallRunner(WarmServer):
 
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
                 group_timeout_s: float = 2.0, graded: bool = False,
-                depth_shift: dict[str, Any] | None = None) -> Observation:
+                depth_shift: dict[str, Any] | None = None, hook_modules: Collection[str] = ()) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite; the code under
         test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0). With
         `graded` (an agent's code being verified), the code under test counts as many frames left, at its import
         and wherever a test reaches it, as under pytest (`depth_shift`); references and draws run unshifted (their
         answers are the same unless the code recurses within some 40 frames of the limit). `depth_shift`: these
-        shifts instead (`depths` measures with them).
+        shifts instead (`depths` measures with them). Graded, an object of the code with a look-up hook
+        (`__getattr__`, `__getattribute__`) breaks the link unless its class is of one of `hook_modules` (the modules
+        whose reference defines one: `introspection.lookup_hook_modules`; `rpc.PackagePolicy.unexpected_hook`).
 
         Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
         malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
@@ -150,7 +152,7 @@ class CallRunner(WarmServer):
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "deadline": deadline_s, "group_timeout": group_timeout_s,
                            "max_bytes": MAX_BYTES_PER_GROUP, "remote": code_modules(sources),
-                           "hash_seed": graded_hash_seed(),
+                           "hash_seed": graded_hash_seed(), **({"hook_modules": sorted(hook_modules)} if graded else {}),
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests],
                                        **({"depth_shift": shift} if shift else {})} for s in suites]}
                 reply, data = self._exchange(request, deadline_s + 15, len(suites))

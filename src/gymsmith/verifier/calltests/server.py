@@ -5,7 +5,8 @@ It reads jobs as JSON lines on stdin:
      "group_timeout": 2.0, "deadline": 5.0, "max_bytes": 4194304, "remote": ["lru"], "hash_seed": 0}
 (a group may also give "depth_shift": {"import": n, "call": m, "ops": {op: k}}, the package process's recursion limit
 moved by them while it imports or serves the test's requests, less each request's depth in its test; see
-group_depth_shift and rpc.PackagePolicy)
+group_depth_shift and rpc.PackagePolicy; and a job "hook_modules": [module, ...], the only modules whose classes may
+have look-up hooks: job_hook_modules)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to the job's *package* process, which imports the code
 under test from the job directory and answers the driver's requests (`rpc.py`). One package process serves every
@@ -69,6 +70,15 @@ def group_depth_shift(group):
     if not all(type(v) is int and -500 <= v <= 500 for v in (shift["import"], shift["call"], *ops.values())):
         return ""
     return json.dumps({"import": shift["import"], "call": shift["call"], "ops": ops}, separators=(",", ":"))
+
+
+def job_hook_modules(job):
+    """The modules whose classes may have look-up hooks in a graded job, as JSON text (`rpc.PackagePolicy`); empty:
+    any may (the host gave no list)."""
+    names = job.get("hook_modules")
+    if type(names) is not list or len(names) > 1000 or not all(type(n) is str and len(n) <= 200 for n in names):
+        return ""
+    return json.dumps(names)
 
 
 def remaining_reader():
@@ -204,7 +214,8 @@ def child(index, group, job, w):
     # the ends of this group's link, with the shift of the package process's recursion limit (`group_depth_shift`);
     # if the package process is gone, the first request finds the link broken
     try:
-        socket.send_fds(PACKAGE["socket"], [f"link\n{group_depth_shift(group)}".encode()], [requests_r, answers_w])
+        socket.send_fds(PACKAGE["socket"], [f"link\n{group_depth_shift(group)}\n{job_hook_modules(job)}".encode()],
+                        [requests_r, answers_w])
     except OSError:
         pass
     PACKAGE["socket"].close()
