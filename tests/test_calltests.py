@@ -1392,26 +1392,32 @@ def test_a_lookup_hook_the_reference_lacks_breaks_a_graded_link(runner):
     different ones (pytest's collection, `isinstance`'s read of `__class__`, the link's); the rule reads the hooks by
     their literal spelling only, and one placed under a computed name went unread. In a graded run an object of the
     code with such a hook, on an instance's class or on a class's metaclass, breaks the link unless its class is of a
-    module whose reference defines one (`introspection.lookup_hook_modules`); references run as they are."""
+    module whose reference defines one (`introspection.lookup_hook_modules`), or is found by its name in a module not
+    of the code's (a class of the code's that names one is not); references run as they are."""
     from gymsmith.families.code.introspection import lookup_hook_modules
 
     module = ('def _hook(self, name):\n    raise AttributeError(name)\n\n\n'
               'Bag = type("Bag", (), {"__get" + "attr__": _hook, "size": 3})\n\n\n'
               'class Thing(metaclass=type("Meta", (type,), {"__getattri" + "bute__": type.__getattribute__})):\n'
-              '    size = 4\n\n\ndef make():\n    return Bag()\n\n\ndef plain():\n    return 5\n')
-    cases = {"from bag import make\n\n\ndef test_size():\n    assert make().size == 3\n": 3,
-             "from bag import Thing\n\n\ndef test_size():\n    assert Thing.size == 4\n": 4,
-             "from bag import plain\n\n\ndef test_size():\n    assert plain() == 5\n": 5}
-    for test, value in cases.items():
+              '    size = 4\n\n\ndef make():\n    return Bag()\n\n\ndef plain():\n    return 5\n\n\n'
+              'from unittest.mock import sentinel\n\n\ndef library():\n    return sentinel\n\n\n'
+              'Named = type("_Sentinel", (), {"__get" + "attr__": _hook, "__module__": "unittest.mock"})\n\n\n'
+              'def named():\n    return Named()\n')
+    cases = {"from bag import make\n\n\ndef test_size():\n    assert make().size == 3\n": (3, True, False),
+             "from bag import Thing\n\n\ndef test_size():\n    assert Thing.size == 4\n": (4, True, False),
+             "from bag import named, plain\n\n\ndef test_size():\n    x = named()\n    assert plain() == 5\n": (5, True, True),
+             "from bag import library, plain\n\n\ndef test_size():\n    x = library()\n    assert plain() == 5\n": (5, False, False),
+             "from bag import plain\n\n\ndef test_size():\n    assert plain() == 5\n": (5, False, False)}
+    for test, (value, *breaks) in cases.items():
         suite = compile_suite(test, "tests/test_bag.py")
         assert runner.observe({"bag.py": module}, [suite]).groups[0].stream.tests[0].slots == [value]
-        allowed = runner.observe({"bag.py": module}, [suite], graded=True, hook_modules={"bag"}).groups[0]
-        assert allowed.stream.tests[0].slots == [value]
-        graded = runner.observe({"bag.py": module}, [suite], graded=True).groups[0]
-        if value == 5:  # no object with a hook crosses
-            assert graded.stream.tests[0].slots == [5] and graded.exit_code == 0
-        else:
-            assert graded.exit_code == 3 and (graded.stream.import_error or graded.stream.tests[0].slots != [value])
+        # graded; then with `bag`'s reference defining hooks (a class naming another module is not `bag`'s)
+        for broken, hooks in zip(breaks, [(), {"bag"}]):
+            group = runner.observe({"bag.py": module}, [suite], graded=True, hook_modules=hooks).groups[0]
+            if broken:
+                assert group.exit_code == 3 and (group.stream.import_error or group.stream.tests[0].slots != [value]), test
+            else:  # no object with a hook crosses but the standard library's (`unittest.mock`'s `_Sentinel`)
+                assert group.stream.tests[0].slots == [value] and group.exit_code == 0, test
     references = {"bag.py": "class Bag:\n    def __getattr__(self, name):\n        raise AttributeError(name)\n",
                   "pkg/__init__.py": "", "pkg/m.py": "class M(type):\n    def __getattribute__(cls, name):\n        return 1\n",
                   "pkg/other.py": "def f():\n    return 1\n"}

@@ -182,11 +182,15 @@ class PackagePolicy:
 
     accepts_std_names = True
 
-    def __init__(self, depth_shift=None, hook_modules=None):
+    def __init__(self, depth_shift=None, hooks=None):
         self.depth_shift = depth_shift if type(depth_shift) is dict else None
         self.base_limit = sys.getrecursionlimit()
-        # graded runs: the modules whose reference defines `__getattr__` or `__getattribute__` (None: any may)
-        self.hook_modules = frozenset(hook_modules) if type(hook_modules) is list else None
+        # graded runs ({"allowed": [...], "own": [...]}): the modules whose reference defines `__getattr__` or
+        # `__getattribute__`, and the top-level names of the code under test's modules (None: any class may have one)
+        hooks = hooks if type(hooks) is dict else {}
+        allowed, own = hooks.get("allowed"), hooks.get("own")
+        self.hook_modules = frozenset(allowed) if type(allowed) is list else None
+        self.own_modules = frozenset(own) if type(own) is list else frozenset()
 
     def check(self, op, obj, args):
         return None
@@ -202,10 +206,11 @@ class PackagePolicy:
         try:
             t = type(v)
             classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
-            # a class of the interpreter's (not a heap type: no code can make one) or the standard library's has what
-            # it has everywhere (`module`, `object` and `type` define `__getattribute__`)
+            # a class of the interpreter's (not a heap type: no code can make one), or one found under its own name in
+            # a module that is not the code under test's (the standard library, an installed package), has what it has
+            # everywhere (`module`, `object` and `type` define `__getattribute__`)
             return any(("__getattr__" in _TYPE_DICT(c) or "__getattribute__" in _TYPE_DICT(c))
-                       and _TYPE_FLAGS(c) & _HEAPTYPE and _std_name(c) is None
+                       and _TYPE_FLAGS(c) & _HEAPTYPE and not _library_class(c, self.own_modules)
                        and _TYPE_MODULE(c) not in self.hook_modules for c in classes)
         except BaseException:  # noqa: BLE001 - what cannot be read is not plain
             return True
@@ -349,6 +354,26 @@ def _mro_names(cls):
         return out
     except BaseException:  # noqa: BLE001
         return [["?", "?"]]
+
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__  # type: ignore[index]  # typeshed: a property
+
+
+def _library_class(cls, own):
+    """Whether class `cls` is found, by the name its own slots give, in a loaded module whose top-level name is not in
+    `own` (the code under test's): the standard library's, an installed package's. Read from the modules' and types'
+    own dictionaries: no code of the class's runs, and a class of the code's naming such a module is not found there."""
+    module, qualname = _TYPE_MODULE(cls), _TYPE_QUALNAME(cls)
+    if type(module) is not str or type(qualname) is not str or module.partition(".")[0] in own:
+        return False
+    found = sys.modules.get(module)
+    if type(found) is not types.ModuleType:
+        return False
+    names = _MODULE_DICT(found)
+    for part in qualname.split("."):
+        found = names.get(part) if type(names) is dict else None
+        names = _TYPE_DICT(found) if issubclass(type(found), type) else None
+    return found is cls
 
 
 def _std_name(obj):

@@ -73,12 +73,14 @@ def group_depth_shift(group):
 
 
 def job_hook_modules(job):
-    """The modules whose classes may have look-up hooks in a graded job, as JSON text (`rpc.PackagePolicy`); empty:
-    any may (the host gave no list)."""
-    names = job.get("hook_modules")
-    if type(names) is not list or len(names) > 1000 or not all(type(n) is str and len(n) <= 200 for n in names):
+    """The modules whose classes may have look-up hooks in a graded job, and the code under test's top-level modules,
+    as JSON text ({"allowed": [...], "own": [...]}: `rpc.PackagePolicy`); empty: any class may (the host gave no
+    list)."""
+    names, own = job.get("hook_modules"), job.get("remote", [])
+    if not all(type(x) is list and len(x) <= 1000 and all(type(n) is str and len(n) <= 200 for n in x)
+               for x in (names, own)):
         return ""
-    return json.dumps(names)
+    return json.dumps({"allowed": names, "own": own})
 
 
 def remaining_reader():
