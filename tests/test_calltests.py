@@ -1422,3 +1422,76 @@ def test_a_lookup_hook_the_reference_lacks_breaks_a_graded_link(runner):
                   "pkg/__init__.py": "", "pkg/m.py": "class M(type):\n    def __getattribute__(cls, name):\n        return 1\n",
                   "pkg/other.py": "def f():\n    return 1\n"}
     assert lookup_hook_modules(references) == {"bag", "pkg.m"}
+
+
+WARNINGS_MODULE = '''import warnings
+
+
+def _state():
+    return [f[0] + ":" + f[2].__name__ for f in warnings.filters[:3]] + [getattr(warnings._showwarnmsg_impl, "__name__", "?")]
+
+
+AT_IMPORT = _state()
+
+
+def now():
+    return _state()
+'''
+
+WARNINGS_STATE = ["always:PendingDeprecationWarning", "always:DeprecationWarning", "default:DeprecationWarning", "append"]
+
+
+def test_the_code_runs_in_the_warnings_state_pytest_gives_it(runner, tmp_path):
+    """pytest collects, and runs each test, inside `warnings.catch_warnings(record=True)` with DeprecationWarning and
+    PendingDeprecationWarning always shown; the package process kept the interpreter's defaults, so a warning took
+    another path through the `warnings` machinery and pure code counting the frames it cost told the two apart (a
+    hundred-and-ninth attacker: accepted on 17 of 17 tasks). At import and in each test, the code now sees the filters
+    and the recording pytest gives it, compared with a real pytest run."""
+    test = (f"from wmod import AT_IMPORT, now\n\n\ndef test_import():\n    assert AT_IMPORT == {WARNINGS_STATE!r}\n\n\n"
+            f"def test_now():\n    assert now() == {WARNINGS_STATE!r}\n\n\ndef test_again():\n    assert now() == {WARNINGS_STATE!r}\n")
+    assert _failing_under_pytest(tmp_path, {"wmod.py": WARNINGS_MODULE, "tests/test_w.py": test}) == set()
+    suite = compile_suite(test, "tests/test_w.py")
+    observed = runner.observe({"wmod.py": WARNINGS_MODULE}, [suite], graded=True)
+    assert [observed.groups[0].stream.tests[i].slots for i in range(3)] == [[WARNINGS_STATE]] * 3
+
+
+RAISES_HOOK_MODULE = '''import abc
+
+SEEN = []
+
+
+class Error(ValueError, metaclass=abc.ABCMeta):
+    @classmethod
+    def __subclasshook__(cls, other):
+        SEEN.append(1)
+        return NotImplemented
+
+
+class _Sub(Error):
+    @classmethod
+    def __subclasshook__(cls, other):
+        return NotImplemented
+
+
+def boom():
+    raise _Sub("no")
+
+
+def double(x):
+    return 2 * x if not SEEN else 2 * x + 1
+'''
+
+
+def test_pytest_raises_asks_the_codes_own_classes_as_pytest_does(runner, tmp_path):
+    """`pytest.raises(E)` calls `isinstance` on the real exception and class, where a metaclass of the code's
+    (`abc.ABCMeta`, its `__subclasshook__`) answers; the driver decided on its stand-in classes, so the hook ran under
+    pytest alone (a hundred-and-eighth attacker: accepted on 18 of 18 tasks). The package now decides on its own
+    objects, and a real pytest run agrees on every test."""
+    tests = {"tests/test_a.py": "import pytest\nfrom m import Error, boom\n\n\ndef test_a():\n    with pytest.raises(Error):\n"
+                                "        boom()\n",
+             "tests/test_b.py": "from m import double\n\n\ndef test_b():\n    assert double(21) == 43\n"}
+    assert _failing_under_pytest(tmp_path, {"m.py": RAISES_HOOK_MODULE, **tests}) == set()
+    suites = [compile_suite(text, path) for path, text in tests.items()]
+    observed = runner.observe({"m.py": RAISES_HOOK_MODULE}, suites, graded=True)
+    assert observed.groups[0].stream.tests[0].slots[0].taken is True
+    assert observed.groups[1].stream.tests[0].slots == [43]

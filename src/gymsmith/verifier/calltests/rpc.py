@@ -356,6 +356,27 @@ def _mro_names(cls):
         return [["?", "?"]]
 
 
+_PHASE = [None]  # the package process's `warnings.catch_warnings` of the current phase
+
+
+def warnings_phase():
+    """Leave the last phase's warnings state and enter the one pytest gives its collection and each test (its warnings
+    plugin: `catch_warnings(record=True)`, DeprecationWarning and PendingDeprecationWarning always, unless -W options
+    were given). The package process kept the interpreter's defaults, so a warning took another path through the
+    `warnings` machinery, and pure code counting the frames it costs told the two apart (a hundred-and-ninth
+    attacker: accepted on 17 of 17 tasks, pytest failing every FAIL_TO_PASS test)."""
+    import warnings
+
+    if _PHASE[0] is not None:
+        _PHASE[0].__exit__(None, None, None)
+    phase = warnings.catch_warnings(record=True)
+    phase.__enter__()
+    if not sys.warnoptions:
+        warnings.filterwarnings("always", category=DeprecationWarning)
+        warnings.filterwarnings("always", category=PendingDeprecationWarning)
+    _PHASE[0] = phase
+
+
 _MODULE_DICT = types.ModuleType.__dict__["__dict__"].__get__  # type: ignore[index]  # typeshed: a property
 
 
@@ -559,7 +580,11 @@ class Link:
             self.fail("a malformed attribute request")
         limit = self.policy.limit_for(op, depth) if self.waiting == 0 and isinstance(self.policy, PackagePolicy) else None
         try:
-            if op == "import":
+            if op == "phase":  # the driver starts collecting, or a test (`warnings_phase`)
+                if not isinstance(self.policy, PackagePolicy) or target is not None or args:
+                    self.fail("a phase the test's side does not serve")
+                result = warnings_phase()
+            elif op == "import":
                 if not isinstance(self.policy, PackagePolicy) or type(target) is not str or len(args) != 1:
                     self.fail("an import the test's side does not serve")
                 if limit is not None:
@@ -1147,6 +1172,21 @@ class Link:
         raise LinkBroken(f"an unknown tag {str(tag)[:20]!r}")
 
     # -- exceptions ----------------------------------------------------------------------------------------
+    def instance_there(self, exc, cls):
+        """`isinstance(exc, cls)` decided by the other side, on its own objects, when `exc` is an exception it raised
+        (rebuilt here) and `cls` a local class standing for one of its classes; None when they are not both. pytest's
+        `raises(E)` calls `isinstance` on the real exception and class, and a metaclass of the code's (`abc.ABCMeta`
+        and its `__subclasshook__`) answers there: a hundred-and-eighth attacker's hook saw it under pytest alone
+        (accepted on 18 of 18 tasks) while the driver decided on its stand-ins."""
+        own = _TYPE_DICT(cls).get("_gs_link_id") if issubclass(type(cls), type) else None
+        try:
+            origin = _EXC_DICT(exc).get("_gs_origin")
+        except BaseException:  # noqa: BLE001 - an exception without a plain __dict__: not one rebuilt here
+            origin = None
+        if own is None or own[0] is not self or type(origin) is not _Origin or origin.link is not self:
+            return None
+        return bool(self.request("instancecheck", own[1], (exc,)))
+
     def exception_class(self, mro):
         """A local class standing for the other side's exception class `mro` (((module, qualname), reference) for
         each class of its MRO, the reference 0 for a class of the standard library or builtins): one local class per

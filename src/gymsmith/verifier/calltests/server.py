@@ -308,9 +308,16 @@ def child(index, group, job, w):
             if kind is None:
                 send({"slot": self.slot, "v": None})
                 return False
-            # only classes of this process (a proxy's `__subclasscheck__` would ask the package; a stand-in's is type's)
-            taken = any(type(c) in (type, rpc.StandIn) and issubclass(c, BaseException) and issubclass(kind, c)
-                        for c in self.named)
+            # as pytest's `isinstance(exc, named)`, one class at a time in order: the package decides on its own
+            # objects when both are its (`rpc.Link.instance_there`); else only classes of this process (a proxy's
+            # `__subclasscheck__` would ask the package; a stand-in's is type's)
+            taken = False
+            for c in self.named:
+                if type(c) in (type, rpc.StandIn) and issubclass(c, BaseException):
+                    there = link.instance_there(exc, c)
+                    taken = issubclass(kind, c) if there is None else there
+                    if taken:
+                        break
             send({"slot": self.slot, "raised": mro(exc), "is": taken})
             return True
 
@@ -326,6 +333,8 @@ def child(index, group, job, w):
     later = job["groups"][index + 1:] if index == 0 else []
     collecting = None
     try:
+        if index == 0:  # the package process takes the warnings state pytest collects in (`rpc.warnings_phase`)
+            link.request("phase", None)
         # its own file, then (the first group) the later ones: collection, where a file that fails to import stops
         # the session (`judge_run(one_session)`)
         for other in (group, *later):
@@ -341,6 +350,7 @@ def child(index, group, job, w):
     for i, name in enumerate(group["tests"]):
         send({"test": i})
         try:
+            link.request("phase", None)  # and the one pytest runs each test in
             link.test_base = REMAINING() if REMAINING is not None else 0
             namespace[name]()
             send({"done": i, "ok": True})
