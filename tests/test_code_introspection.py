@@ -270,7 +270,7 @@ def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(m
         judged = checks.verify(task, state)
         assert not judged.accepted and any("observes the process" in v and "imports sys" in v
                                            for v in judged.violations), judged.violations
-        monkeypatch.setattr(checks, "process_reads", lambda *args: [])
+        monkeypatch.setattr(checks, "process_reads", lambda *args, **kwargs: [])
         assert checks.verify(task, state).accepted
 
 
@@ -471,3 +471,34 @@ def test_graded_code_is_read_as_the_interpreter_reads_it():
     for module in ("# -*- coding: utf-8 -*-\nx = 'é'\n", "# coding=UTF8\nx = 1\n", "x = 1\n# coding: latin-1\n",
                    "x = 'coding: latin-1'\n"):
         assert checks.source_files(tree({"stats.py": module}), ["stats.py"]) == {"stats.py": module}
+
+
+PACKAGE = {"pkg/__init__.py": "import pkgutil\nimport re as R\n\nfrom .core import total\n\nVERSION = pkgutil.get_data('pkg', 'VERSION')\n",
+           "pkg/core.py": "from . import util\n\n\ndef total(xs):\n    return util.add(xs)\n",
+           "pkg/util.py": "def add(xs):\n    return sum(xs)\n"}
+
+
+def _reads_in(path, text, sources=PACKAGE):
+    return process_reads(text, sources[path], frozenset({"pkg"}), path=path, sources={**sources, path: text},
+                         references=sources)
+
+
+def test_what_a_module_reaches_through_the_tasks_own_modules_is_read_as_what_it_is():
+    """A hundred-and-eleventh attacker reached `pkgutil.get_data`, `sys.modules` and `re._cache` through the
+    package's own names (`from . import pkgutil as p`, `me.R._cache` with `import re as R` in `me`), each unread by a
+    rule that looked at names bound by `import` only (accepted on 34 of 34 registered-package tasks); a
+    hundred-and-tenth imported a name its own module lacks, whose ImportError names the file where the code runs
+    (29 of 29 tasks). Both are read now; the package's ordinary imports of its own modules are not."""
+    core = PACKAGE["pkg/core.py"]
+    assert _reads_in("pkg/core.py", core + "\n\ndef more():\n    return util.add([1])\n") == []
+    assert "uses pkgutil.get_data" in _reads_in("pkg/core.py", core + "\nfrom . import pkgutil as p\n\nX = p.get_data('pkg', 'x')\n")
+    assert "uses _cache of a module" in _reads_in("pkg/core.py", core + "\nimport pkg as _me\n\nX = _me.R._cache\n")
+    assert "uses _cache of a module" in _reads_in("pkg/core.py", core + "\nfrom pkg import R\n\nX = R._cache\n")
+    assert any(r.startswith("imports itself") for r in _reads_in("pkg/core.py", core + "\nfrom pkg.core import total\n"))
+    assert any(r.startswith("imports a name pkg.util does not bind")
+               for r in _reads_in("pkg/core.py", core + "\nfrom pkg.util import missing\n"))
+    assert any(r.startswith("imports pkg circularly") for r in _reads_in("pkg/core.py", core + "\nfrom pkg import VERSION\n"))
+    # the same code in the reference is the reference's own
+    changed = {**PACKAGE, "pkg/core.py": core + "\nfrom pkg import VERSION\n"}
+    assert process_reads(changed["pkg/core.py"], changed["pkg/core.py"], frozenset({"pkg"}), path="pkg/core.py",
+                         sources=changed, references=changed) == []

@@ -282,7 +282,8 @@ def _process_reads(sources: dict[str, str], start: dict[str, str | None], refere
     began, out = time.monotonic(), []
     for path in sorted(sources):
         if sources[path] != start.get(path):
-            out += [f"{path} {read}" for read in process_reads(sources[path], reference.get(path, ""), own)]
+            out += [f"{path} {read}" for read in process_reads(sources[path], reference.get(path, ""), own, path=path,
+                                                               sources=sources, references=reference)]
             if time.monotonic() - began > READ_BUDGET_S:
                 raise UngradableState(f"the code to grade took more than {READ_BUDGET_S:g} s to read (at {path})")
     return out

@@ -122,22 +122,33 @@ NAMED_GETTERS = frozenset({"attrgetter", "methodcaller"})  # operator's: the sam
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def process_reads(source: str, reference: str, own_modules: frozenset[str] = frozenset()) -> list[str]:
+def process_reads(source: str, reference: str, own_modules: frozenset[str] = frozenset(), *, path: str | None = None,
+                  sources: Mapping[str, str] | None = None, references: Mapping[str, str] | None = None) -> list[str]:
     """What `source` (a graded module as the agent left it) uses to observe the process it runs in that `reference`
     (the same module's reference) does not, as short phrases ("imports sys", "uses argv", "uses eval",
     "getattr with a computed or process name", "uses the module os as a value"); [] when nothing. `own_modules`:
-    the top-level names of the task's own modules (imports of them are the package's, not the process's). A source
-    that does not parse reads nothing here (the tests fail it)."""
+    the top-level names of the task's own modules (imports of them are the package's, not the process's). With
+    `path` (the module's, e.g. 'pkg/money.py') and the task's `sources` (and `references`: the reference's modules),
+    what a module reaches through the task's own modules is read as what it is (`_through_own`). A source that does
+    not parse reads nothing here (the tests fail it)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     try:
-        allowed = _reads(ast.parse(reference), frozenset())
+        reference_tree = ast.parse(reference)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        allowed = set()
+        reference_tree = None
     try:
-        return sorted(_reads(tree, own_modules) - allowed)
+        found: set[str] = set()
+        allowed: set[str] = set()
+        if path is not None and sources is not None:
+            found = _through_own(tree, path, sources)
+            if reference_tree is not None:
+                allowed = _through_own(reference_tree, path, references if references is not None else {})
+        if reference_tree is not None:
+            allowed |= _reads(reference_tree, frozenset())
+        return sorted((found | _reads(tree, own_modules)) - allowed)
     except RecursionError:  # a tree too deep to walk: no honest fix nests so deep
         return ["nests too deep to be read"]
     except Exception as exc:  # noqa: BLE001 - what cannot be read is refused, never a crash of the verifier's
@@ -235,6 +246,170 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
                 found.add(f"compares identities ({_clip(ast.unparse(node))})")  # comparison is allowed, no other
         if isinstance(node, ast.Call):
             found |= _named_access(node)
+    return found
+
+
+def _module_of(path: str) -> str:
+    """The dotted module name of a source path ('pkg/__init__.py' -> 'pkg', 'pkg/money.py' -> 'pkg.money')."""
+    return path[:-3].removesuffix("/__init__").replace("/", ".")
+
+
+def _top_bindings(tree: ast.Module, own: frozenset[str]) -> tuple[dict[str, str], set[str]]:
+    """The names a module's top level binds by importing what the task does not own ({"R": "re", "get": "pkgutil.get_data"})
+    and every name its top level binds at all."""
+    foreign: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in own and a.name.split(".")[0] not in own:
+                    foreign[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and node.module not in own \
+                and node.module.split(".")[0] not in own:
+            foreign |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
+    return foreign, _bound_at_top(tree)
+
+
+def _bound_at_top(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+            elif isinstance(n, ast.alias):
+                names.add((n.asname or n.name).split(".")[0])
+            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(n.name)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda) and n is not node:
+                break
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return names
+
+
+def _imported_own(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+                  own: frozenset[str]) -> list[tuple[str, str | None, str | None, str | None]]:
+    """What an import statement takes from the task's own modules: (module, name or None, the alias it binds, the own
+    module that alias is, if any) for each own module it names: `from pkg import x as y` -> ("pkg", "x", "y", None),
+    or ("pkg", "x", "y", "pkg.x") where pkg.x is a module; `import pkg.sub` -> ("pkg.sub", None, "pkg", "pkg")."""
+    out: list[tuple[str, str | None, str | None, str | None]] = []
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            if a.name in own:
+                top = a.name.split(".")[0]
+                out.append((a.name, None, a.asname or top, a.name if a.asname else top if top in own else None))
+        return out
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".")
+        keep = len(parts) - node.level + (1 if is_package else 0)
+        if keep < 0:
+            return out
+        base = ".".join([*parts[:keep], *([base] if base else [])])
+    if base in own:
+        out += [(base, a.name, a.asname or a.name, f"{base}.{a.name}" if f"{base}.{a.name}" in own else None)
+                for a in node.names if a.name != "*"]
+    return out
+
+
+def _through_own(tree: ast.Module, path: str, sources: Mapping[str, str]) -> set[str]:
+    """Read what a module reaches through the task's own modules as what it is, rewriting `tree` in place: a name
+    another own module (or this one) binds by importing a module the task does not own, taken by `from pkg import
+    name` or read as `pkg.name`, is that import here (`from . import pkgutil as p` is `import pkgutil as p`, and
+    `me.R._cache` with `import re as R` in `me` is `R._cache`): a hundred-and-eleventh attacker reached
+    `pkgutil.get_data`, `sys.modules` and `re._cache` so, each unread (accepted on 34 of 34 registered-package tasks).
+    Also returns the phrases of imports that can only fail or that import a module into itself: a module importing
+    itself, a name its module does not bind, a module that imports the importer back (a failed `from` import's
+    ImportError names the module's file, where the code runs: a hundred-and-tenth attacker, 29 of 29 tasks)."""
+    modules = {_module_of(p): p for p in sources if p.endswith(".py")}
+    own = frozenset(modules) | {_module_of(path)}
+    here = _module_of(path)
+    is_package = path.endswith("__init__.py")
+    parsed: dict[str, ast.Module | None] = {here: tree}
+
+    def tree_of(name: str) -> ast.Module | None:
+        if name not in parsed:
+            try:
+                parsed[name] = ast.parse(sources[modules[name]]) if name in modules else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                parsed[name] = None
+        return parsed[name]
+
+    def bindings(name: str) -> tuple[dict[str, str], set[str]]:
+        other = tree_of(name)
+        return _top_bindings(other, own) if other is not None else ({}, set())
+
+    def imports_of(name: str) -> set[str]:
+        other = tree_of(name)
+        if other is None or name == here:
+            return set()
+        package = modules.get(name, "").endswith("__init__.py")
+        return {alias_module or target for n in ast.walk(other) if isinstance(n, ast.Import | ast.ImportFrom)
+                for target, _, _, alias_module in _imported_own(n, name, package, own)}
+
+    def reaches(start: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            name = todo.pop()
+            if name == here:
+                return True
+            if name not in seen:
+                seen.add(name)
+                todo += sorted(imports_of(name) - seen)
+        return False
+
+    found: set[str] = set()
+    aliases: dict[str, str] = {}  # names bound here to an own module
+    synthetic: list[ast.stmt] = []
+
+    def take(foreign: str, bound: str) -> None:  # `import foreign as bound`, or `from m import a as bound`
+        module, _, attribute = foreign.rpartition(".")
+        synthetic.append(ast.ImportFrom(module=module, names=[ast.alias(attribute, bound)], level=0)
+                         if module else ast.Import(names=[ast.alias(foreign, bound)]))
+
+    for node in list(ast.walk(tree)):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for target, item, bound, alias_module in _imported_own(node, here, is_package, own):
+            if (alias_module or target) == here or target == here and item is not None:
+                found.add(f"imports itself ({_clip(ast.unparse(node))})")
+            elif isinstance(node, ast.ImportFrom) and reaches(alias_module or target):
+                found.add(f"imports {target} circularly ({_clip(ast.unparse(node))})")
+            if item is not None and alias_module is None:
+                foreign, bound_names = bindings(target)
+                if item in foreign and bound is not None:
+                    take(foreign[item], bound)
+                elif item not in bound_names:
+                    found.add(f"imports a name {target} does not bind ({_clip(item)})")
+            if bound is not None and alias_module is not None:
+                aliases[bound] = alias_module
+
+    def own_of(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return aliases.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            owner = own_of(expr.value)
+            return f"{owner}.{expr.attr}" if owner is not None and f"{owner}.{expr.attr}" in own else None
+        return None
+
+    # `alias.name` where the own module `alias` binds `name` by an import: that import, under a name of its own here
+    for node in list(ast.walk(tree)):
+        for field, value in ast.iter_fields(node):
+            values = value if isinstance(value, list) else [value]
+            for i, child in enumerate(values):
+                owner = own_of(child.value) if isinstance(child, ast.Attribute) else None
+                if owner is None or f"{owner}.{child.attr}" in own:
+                    continue
+                foreign = bindings(owner)[0]
+                if child.attr not in foreign:
+                    continue
+                name = f"_gs_through_{len(synthetic)}"
+                take(foreign[child.attr], name)
+                replacement = ast.copy_location(ast.Name(id=name, ctx=child.ctx), child)
+                if isinstance(value, list):
+                    value[i] = replacement
+                else:
+                    setattr(node, field, replacement)
+    tree.body[:0] = synthetic
     return found
 
 
