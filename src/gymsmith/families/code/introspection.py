@@ -270,19 +270,31 @@ def _top_bindings(tree: ast.Module, own: frozenset[str]) -> tuple[dict[str, str]
 
 
 def _bound_at_top(tree: ast.Module) -> set[str]:
+    """Every name a module's top level binds (assigned, imported, defined, a loop, `with` or `except` target, a
+    walrus, at any depth of its statements but inside a function or class body), and any name a function declares
+    `global`."""
     names: set[str] = set()
-    for node in tree.body:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.add(n.id)
-            elif isinstance(n, ast.alias):
-                names.add((n.asname or n.name).split(".")[0])
-            elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(n.name)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda) and n is not node:
-                break
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store) and top:
+                names.add(child.id)
+            elif isinstance(child, ast.alias) and top:
+                names.add((child.asname or child.name).split(".")[0])
+            elif isinstance(child, ast.ExceptHandler) and child.name and top:
+                names.add(child.name)
+            elif isinstance(child, ast.Global):
+                names.update(child.names)
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if top:
+                    names.add(child.name)
+                visit(child, False)
+            elif isinstance(child, ast.Lambda):
+                visit(child, False)
+            else:
+                visit(child, top)
+
+    visit(tree, True)
     return names
 
 
