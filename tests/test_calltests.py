@@ -1495,3 +1495,56 @@ def test_pytest_raises_asks_the_codes_own_classes_as_pytest_does(runner, tmp_pat
     observed = runner.observe({"m.py": RAISES_HOOK_MODULE}, suites, graded=True)
     assert observed.groups[0].stream.tests[0].slots[0].taken is True
     assert observed.groups[1].stream.tests[0].slots == [43]
+
+
+TUPLE_TESTS = '''from m import pack, total, unpack
+
+
+def test_twice():
+    data = ([3, 1, 2], [5])
+    assert total(data) == 11
+    assert total(data) == 11
+
+
+def test_round_trip():
+    assert unpack(pack(3)) == 3
+'''
+
+TUPLE_MODULE = '''_kept = []
+
+
+def total(t):
+    s = sum(sum(x) for x in t)
+    for x in t:
+        x.clear()
+    return s
+
+
+def pack(n):
+    box = []
+    _kept.append(box)
+    return (n, box)
+
+
+def unpack(p):
+    p[1].append(1)
+    same = len(_kept[-1]) == 1
+    p[1].pop()
+    return p[0] + 1 if same else p[0]
+'''
+
+
+def test_containers_inside_a_tuple_are_the_same_objects_as_under_pytest(runner, tmp_path):
+    """A list inside a tuple crossed the link as a fresh copy each time, either way: what the code did to the test's
+    list in place went unseen, and a list it handed out came back another object (a hundred-and-twelfth attacker's
+    `total` emptied the test's lists, and `unpack` told the copy from the same object; the verifier passed both where
+    pytest fails them). Lists, dicts and sets inside a message's tuples are shared as top-level ones are; judged as a
+    real pytest run judges them."""
+    expected = _failing_under_pytest(tmp_path, {"m.py": TUPLE_MODULE, "tests/test_t.py": TUPLE_TESTS})
+    assert expected == {"test_twice", "test_round_trip"}
+    suite = compile_suite(TUPLE_TESTS, "tests/test_t.py")
+    honest = TUPLE_MODULE.replace("        x.clear()\n", "        pass\n").replace("p[0] + 1 if same else p[0]", "p[0]")
+    reference = records_by_nodeid([suite], runner.observe({"m.py": honest}, [suite]))
+    assert passed(judge_run([suite], runner.observe({"m.py": honest}, [suite]), reference)) == sorted(expected)
+    v = judge_run([suite], runner.observe({"m.py": TUPLE_MODULE}, [suite]), reference)
+    assert {t.name for t in suite.tests} - set(passed(v)) == expected, v.reasons

@@ -950,11 +950,14 @@ class Link:
     def encode(self, value):
         budget = [MAX_NODES]
         try:
-            return self._encode(value, 0, budget)
+            return self._encode(value, 0, budget, True)
         except RecursionError:
             return self.by_reference(value)
 
-    def _encode(self, v, depth, budget):
+    def _encode(self, v, depth, budget, top=False):
+        """`top`: `v` is a message's value or lies in tuples that are (a list, dict or set there is shared: a tuple is
+        rebuilt at each crossing, and a list inside it was a fresh copy each time, so what the code did to it in place
+        went unseen: a hundred-and-twelfth attacker's `data = ([3, 1, 2], [5])`)."""
         budget[0] -= 1
         t = type(v)
         if v is None or t is bool or t is str:
@@ -975,7 +978,7 @@ class Link:
             number = self.shared_ids.get(id(v))
             if number is None or self.shared.get(number) is not v:
                 number = None
-                if depth == 0 and self._refs is not None and (t is list or t is bytearray or all(
+                if top and self._refs is not None and (t is list or t is bytearray or all(
                         type(k) in HASHABLE_PLAIN or type(k) is tuple and _plain_key(k) for k in v)):
                     number = self._share(v)
             if number is not None:
@@ -992,7 +995,7 @@ class Link:
         if t is bytearray:
             return {"ba": v.hex()}
         if t is list or t is tuple:
-            return {"l" if t is list else "t": [self._encode(x, depth + 1, budget) for x in v]}
+            return {"l" if t is list else "t": [self._encode(x, depth + 1, budget, top and t is tuple) for x in v]}
         if t is set or t is frozenset:
             if all(type(x) in HASHABLE_PLAIN or type(x) is tuple and _plain_key(x) for x in v):
                 return {"s" if t is set else "fs": [self._encode(x, depth + 1, budget) for x in v]}
