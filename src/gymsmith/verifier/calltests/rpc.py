@@ -453,6 +453,7 @@ class Link:
         self.snapshots = {}    # number -> its contents as last sent or received
         self.stamps = {}       # number -> its items' identities then, where nothing nested can change in place
         self._nested = False   # set while encoding or decoding contents that hold something changeable in place
+        self.phase_due = False  # the next request tells the package a test (or collection) began (`warnings_phase`)
         self.touched = set()   # numbers received since this side last sent
         self.theirs = set()    # numbers the other side held (beyond its table) when it last sent, or sent then
         self.their_held = set()  # numbers the other side held beyond its table when it last sent
@@ -516,6 +517,9 @@ class Link:
             self._refs, self._emitting, self._outgoing = saved
             raise
         message = {"q": number, "op": op, "o": target, "args": encoded}
+        if self.phase_due:  # a test (or collection) began: the package enters its warnings state first
+            message["w"] = 1
+            self.phase_due = False
         if self.remaining is not None and self.waiting == 0:  # a test's own request: how deep in the test it is
             message["d"] = self.test_base - self.remaining() - self.observing
         self.waiting += 1  # the other side's requests served meanwhile are nested in this one
@@ -565,8 +569,13 @@ class Link:
         number = message.get("q")
         op, target, raw, depth = message.get("op"), message.get("o"), message.get("args"), message.get("d")
         if type(number) is not int or type(op) is not str or type(raw) is not list or \
-                len(message) != 4 + ("d" in message) or not (depth is None or type(depth) is int and abs(depth) < 1 << 20):
+                len(message) != 4 + ("d" in message) + ("w" in message) or message.get("w", 1) != 1 or \
+                not (depth is None or type(depth) is int and abs(depth) < 1 << 20):
             self.fail("a malformed request")
+        if "w" in message:  # the driver began collecting or a test (`warnings_phase`)
+            if not isinstance(self.policy, PackagePolicy):
+                self.fail("a phase the test's side does not serve")
+            warnings_phase()
         try:
             args = [self.decode(a) for a in raw]
         except LinkBroken as exc:
@@ -580,11 +589,7 @@ class Link:
             self.fail("a malformed attribute request")
         limit = self.policy.limit_for(op, depth) if self.waiting == 0 and isinstance(self.policy, PackagePolicy) else None
         try:
-            if op == "phase":  # the driver starts collecting, or a test (`warnings_phase`)
-                if not isinstance(self.policy, PackagePolicy) or target is not None or args:
-                    self.fail("a phase the test's side does not serve")
-                result = warnings_phase()
-            elif op == "import":
+            if op == "import":
                 if not isinstance(self.policy, PackagePolicy) or type(target) is not str or len(args) != 1:
                     self.fail("an import the test's side does not serve")
                 if limit is not None:

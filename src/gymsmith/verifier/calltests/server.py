@@ -333,8 +333,9 @@ def child(index, group, job, w):
     later = job["groups"][index + 1:] if index == 0 else []
     collecting = None
     try:
-        if index == 0:  # the package process takes the warnings state pytest collects in (`rpc.warnings_phase`)
-            link.request("phase", None)
+        # the package process takes the warnings state pytest collects in (`rpc.warnings_phase`), told with the
+        # first request (no round trip of its own)
+        link.phase_due = index == 0
         # its own file, then (the first group) the later ones: collection, where a file that fails to import stops
         # the session (`judge_run(one_session)`)
         for other in (group, *later):
@@ -350,7 +351,7 @@ def child(index, group, job, w):
     for i, name in enumerate(group["tests"]):
         send({"test": i})
         try:
-            link.request("phase", None)  # and the one pytest runs each test in
+            link.phase_due = True  # and the one pytest runs each test in
             link.test_base = REMAINING() if REMAINING is not None else 0
             namespace[name]()
             send({"done": i, "ok": True})
