@@ -346,9 +346,13 @@ def _through_own(tree: ast.Module, path: str, sources: Mapping[str, str]) -> set
                 parsed[name] = None
         return parsed[name]
 
+    read: dict[str, tuple[dict[str, str], set[str]]] = {}  # each module's, once (asked at every attribute)
+
     def bindings(name: str) -> tuple[dict[str, str], set[str]]:
-        other = tree_of(name)
-        return _top_bindings(other, own) if other is not None else ({}, set())
+        if name not in read:
+            other = tree_of(name)
+            read[name] = _top_bindings(other, own) if other is not None else ({}, set())
+        return read[name]
 
     def imports_of(name: str) -> set[str]:
         other = tree_of(name)

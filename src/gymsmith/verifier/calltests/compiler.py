@@ -372,16 +372,7 @@ def _conjuncts(node: ast.expr) -> list[ast.expr]:
 
 
 def _has_slot(check: Check) -> bool:
-    kind = check[0]
-    if kind == "slot":
-        return True
-    if kind in ("and", "or"):
-        return any(_has_slot(c) for c in check[1])
-    if kind == "not":
-        return _has_slot(check[1])
-    if kind == "cmp":
-        return _has_slot(check[1]) or any(_has_slot(c) for _, c in check[2])
-    return False
+    return _holds(check, "slot")
 
 
 def _conditional_slot(check: Check) -> bool:
@@ -415,18 +406,23 @@ def _renumber(check: Check, offset: int) -> Check:
     return check
 
 
-def _trusted(check: Check) -> bool:
-    """Whether `check` reads a value the verifier holds (a literal, a literal constant)."""
+def _holds(check: Check, leaf: str) -> bool:
+    """Whether `check` has a leaf of kind `leaf` ("const", "slot") among its operands, at any depth."""
     kind = check[0]
-    if kind == "const":
+    if kind == leaf:
         return True
     if kind in ("and", "or"):
-        return any(_trusted(c) for c in check[1])
+        return any(_holds(c, leaf) for c in check[1])
     if kind == "not":
-        return _trusted(check[1])
+        return _holds(check[1], leaf)
     if kind == "cmp":
-        return _trusted(check[1]) or any(_trusted(c) for _, c in check[2])
+        return _holds(check[1], leaf) or any(_holds(c, leaf) for _, c in check[2])
     return False
+
+
+def _trusted(check: Check) -> bool:
+    """Whether `check` reads a value the verifier holds (a literal, a literal constant)."""
+    return _holds(check, "const")
 
 
 def _self_judged(check: Check) -> bool:

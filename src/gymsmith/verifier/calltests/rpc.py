@@ -204,8 +204,7 @@ class PackagePolicy:
         if self.hook_modules is None:
             return False
         try:
-            t = type(v)
-            classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
+            classes = _classes_of(v)
             # a class of the interpreter's (not a heap type: no code can make one), or one found under its own name in
             # a module that is not the code under test's (the standard library, an installed package), has what it has
             # everywhere (`module`, `object` and `type` define `__getattribute__`)
@@ -295,6 +294,12 @@ def _binds(value):
     return any(k == "__get__" for d in mro for k in d)
 
 
+def _classes_of(v):
+    """The classes whose dictionaries a look-up on `v` may read: its type's MRO and, for a class, its own MRO."""
+    t = type(v)
+    return list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
+
+
 def _attributes_plain(v):
     """Whether `v`'s attributes are ones no lookup of a runner can run code through: every name in its own dictionary,
     its type's MRO's and, for a class, its own MRO's is an exact str; none is `__test__`; and no dunder name holds a
@@ -308,7 +313,7 @@ def _attributes_plain(v):
     own slots: no code of theirs runs."""
     try:
         t = type(v)
-        classes = list(_TYPE_MRO(t)) + (list(_TYPE_MRO(v)) if issubclass(t, type) else [])
+        classes = _classes_of(v)
         if issubclass(t, type) and any(_TYPE_MODULE(c) == "unittest.case" and _TYPE_QUALNAME(c) == "TestCase"
                                        for c in _TYPE_MRO(v)):
             return False
