@@ -1548,3 +1548,92 @@ def test_containers_inside_a_tuple_are_the_same_objects_as_under_pytest(runner, 
     assert passed(judge_run([suite], runner.observe({"m.py": honest}, [suite]), reference)) == sorted(expected)
     v = judge_run([suite], runner.observe({"m.py": TUPLE_MODULE}, [suite]), reference)
     assert {t.name for t in suite.tests} - set(passed(v)) == expected, v.reasons
+
+
+STOP_MODULE = '''_calls = []
+
+
+def f(x):
+    _calls.append(x)
+    if x < 0:
+        raise ValueError(x)
+    return 2 * x
+
+
+def g():
+    return True
+
+
+def calls():
+    return list(_calls)
+'''
+# the reference passes every test: its records give each slot's exact type
+STOP_REFERENCE = '''_calls = []
+_ANSWERS = {1: 99, 2: 4, -1: 0, 3: 6, 5: 10, 6: 0, 7: 14, 8: 16}
+
+
+def f(x):
+    _calls.append(x)
+    if x == 4:
+        raise ValueError(x)
+    return _ANSWERS[x]
+
+
+def g():
+    return 1
+
+
+def calls():
+    return [1, -1, 4, 6, 8]
+'''
+STOP_TESTS = '''import pytest
+from stop import calls, f, g
+
+
+def test_fails_first():
+    assert f(1) == 99
+    assert f(2) == 4
+
+
+def test_raises_first():
+    assert f(-1) == 0
+    assert f(3) == 6
+
+
+def test_did_not_raise():
+    with pytest.raises(ValueError):
+        f(4)
+    assert f(5) == 10
+
+
+def test_top_level_and():
+    assert f(6) == 0 and f(7) == 14
+
+
+def test_another_type_than_the_references():
+    assert g() == 1
+    assert f(8) == 16
+
+
+def test_asked_what_pytest_asks():
+    assert calls() == [1, -1, 4, 6, 8]
+'''
+
+
+def test_a_graded_test_stops_where_pytests_stops(runner, tmp_path):
+    """pytest ends a test at its first assertion that fails, at an assertion operand that raises and at a
+    `pytest.raises` that takes nothing; the driver (which holds no expected value) ran the rest of the test, so the code
+    under test was asked for values after a failure under the verifier alone: a tell for a device that sacrifices one
+    test. Graded, each assertion is judged on the trusted side as its last operand arrives and the driver stops the
+    test there; an assertion this side does not decide as pytest does (here a bool where the reference gives an int,
+    which pytest's `==` takes) lets it go on. The code is then asked what a real pytest run asks it, in every test."""
+    suite = compile_suite(STOP_TESTS, "tests/test_stop.py")
+    failing = _failing_under_pytest(tmp_path, {"stop.py": STOP_MODULE, "tests/test_stop.py": STOP_TESTS})
+    assert failing == {"test_fails_first", "test_raises_first", "test_did_not_raise", "test_top_level_and"}
+    reference = records_by_nodeid([suite], runner.observe({"stop.py": STOP_REFERENCE}, [suite]))
+    assert len(reference) == len(suite.tests)
+    graded = runner.observe({"stop.py": STOP_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    assert passed(judge_run([suite], graded, reference)) == ["test_asked_what_pytest_asks"]
+    # without the verdicts, the rest of each failing test ran: the code was asked for 2, 3, 5 and 7 as well
+    unstopped = runner.observe({"stop.py": STOP_MODULE}, [suite], graded=True)
+    assert passed(judge_run([suite], unstopped, reference)) == []

@@ -117,8 +117,7 @@ class WarmServer:
             self._stop()
             raise VerifierError(f"the warm test runner ({self.script.name}) did not start (no 'ready' line)")
 
-    @staticmethod
-    def _pump(stream, sink: queue.Queue) -> None:
+    def _pump(self, stream, sink: queue.Queue) -> None:
         for line in stream:
             sink.put(line.decode(errors="replace"))
         sink.put(None)

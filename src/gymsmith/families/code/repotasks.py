@@ -147,7 +147,8 @@ class Repo:
         `sources` are an agent's code under verification (`CallRunner.observe`)."""
         reference = {**self.reference_records(), **self._variant_records(suites)}
         with self.lock:
-            observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s, graded=graded)
+            observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s, graded=graded,
+                                     stop_at_failure=reference if graded else None)
         return judge_run(suites, observed, reference, one_session=graded).run
 
     def _variant_records(self, suites: list[CompiledSuite]) -> dict[str, TestRecord]:
@@ -194,12 +195,13 @@ class Repo:
         return self._record(key, compute())
 
     def _observe(self, sources: dict[str, str], suites: list[CompiledSuite], *, deadline_s: float,
-                 group_timeout_s: float, graded: bool = False):
+                 group_timeout_s: float, graded: bool = False, stop_at_failure: dict[str, TestRecord] | None = None):
         """The call runner's observations of `suites` beside `sources`, with the package's data as registered (graded:
-        look-up hooks only in modules whose reference has one)."""
+        look-up hooks only in modules whose reference has one; `stop_at_failure`: `CallRunner.observe`'s)."""
         return self.runner.observe({**self.data, **sources}, suites, deadline_s=deadline_s,
                                    group_timeout_s=group_timeout_s, graded=graded,
-                                   hook_modules=lookup_hook_modules(self.sources) if graded else ())
+                                   hook_modules=lookup_hook_modules(self.sources) if graded else (),
+                                   stop_at_failure=stop_at_failure)
 
     def mutant_outcome(self, path: str, m: mutate.Mutation, suites: list[str] | None = None) -> dict[str, Any]:
         """{'status', 'failing': [node ids]} of the single mutant over the call suites `suites` (test file

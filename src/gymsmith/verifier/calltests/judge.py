@@ -30,6 +30,11 @@ class _CheckFailed(Exception):
     pass
 
 
+class _NotJudged(_CheckFailed):
+    """The check fails here because this side does not decide it, where pytest would run code of the agent's (or
+    decide by the interpreter's choice): whether pytest's assertion fails is not known."""
+
+
 def _approx_equal(observed: Any, expected: Approx) -> bool:
     def close(a: Any, e: Any) -> bool:
         if type(a) not in (int, float) or type(e) not in (int, float):
@@ -81,16 +86,16 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     if op in ("is", "is not"):  # identity is decided against None, True and False only (small ints, interned strs:
         # whether two equal values are one object is the interpreter's choice, not a result)
         if not any(x is None or type(x) is bool for x in (a, b)):
-            raise _CheckFailed("the identity of values is not judged")
+            raise _NotJudged("the identity of values is not judged")
         same = a is b if not isinstance(a, Approx) and not isinstance(b, Approx) else False
         return same if op == "is" else not same
     if op in ("==", "!="):
         if _undecided(a) or _undecided(b):  # an object of the code under test equals or differs by its own methods
-            raise _CheckFailed("an object of the code under test is not judged equal or unequal")
+            raise _NotJudged("an object of the code under test is not judged equal or unequal")
         equal = _equal(a, b)
         return equal if op == "==" else not equal
     if isinstance(a, Approx) or isinstance(b, Approx) or _undecided(a) or _undecided(b):
-        raise _CheckFailed(f"`{op}` is not judged on an object of the code under test or an approximation")
+        raise _NotJudged(f"`{op}` is not judged on an object of the code under test or an approximation")
     try:
         if op in ("in", "not in"):
             inside = a in b
@@ -156,10 +161,55 @@ def _truth(value: Any) -> bool:
     or `__len__`, code of the agent's): a check that needs it fails, `not` included (it held for any such object, so
     `assert not bag` passed a `Bag.remove` that removed nothing: a seventy-ninth attacker)."""
     if isinstance(value, Opaque):
-        raise _CheckFailed("the truth of an object of the code under test is not judged")
+        raise _NotJudged("the truth of an object of the code under test is not judged")
     if isinstance(value, Raised):
         return False
     return bool(value)
+
+
+def slots_read(check: Check) -> set[int]:
+    """The slots a check reads."""
+    kind = check[0]
+    if kind in ("slot", "raised"):
+        return {check[1]}
+    if kind == "not":
+        return slots_read(check[1])
+    if kind in ("and", "or"):
+        return set().union(*(slots_read(part) for part in check[1]))
+    if kind == "cmp":
+        return slots_read(check[1]).union(*(slots_read(right) for _, right in check[2]))
+    return set()
+
+
+def fails_as_under_pytest(check: Check, slots: list[Any], reference: list[Any] | None,
+                          raise_slots: frozenset[int] | set[int]) -> bool:
+    """Whether pytest's assertion of `check` surely fails on these observed slots, so that its test stops there (the
+    driver then asks the code under test nothing more in it, as pytest would not). Only a verdict pytest shares: a
+    slot outside `pytest.raises` that raised (the exception ends the test), a `pytest.raises` that did not take what
+    its block raised, or a check that evaluates false (or whose comparison raises TypeError) on slots of the
+    reference's exact type structure, where `evaluate` applies Python's own operations to the very types pytest's
+    assertion would. Anything this side does not decide as pytest would (an object of the code, another type than
+    the reference's) lets the test go on, as it would if pytest's assertion held. `reference`: the reference's slots
+    of the test (None: it has none, a canary: its values are judged as they are)."""
+    if check[0] == "raised":  # pytest.raises holds exactly when the driver found the exception an instance of E
+        got = slots[check[1]]
+        return not (isinstance(got, Raised) and got.taken is True)
+    try:
+        for k in slots_read(check):
+            got = slots[k]
+            if isinstance(got, Raised):
+                if k not in raise_slots:
+                    return True
+            elif k not in raise_slots and reference is not None and (
+                    k >= len(reference) or signature(got) != signature(reference[k])):
+                return False
+        return not _truth(evaluate(check, slots))
+    except _NotJudged:
+        return False
+    except _CheckFailed:  # a slot that raised, a comparison that raised TypeError: pytest's test ends there too
+        return True
+    except (ArithmeticError, ValueError, TypeError, RecursionError):
+        return False
 
 
 def outcome(test: CompiledTest, record: TestRecord | None, reference: TestRecord | None) -> tuple[bool, str]:

@@ -17,16 +17,19 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
 from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.calltests.compiler import CompiledSuite
-from gymsmith.verifier.calltests.judge import outcome
-from gymsmith.verifier.calltests.wire import Stream, StreamStatus, TestRecord, read_stream
+from gymsmith.verifier.calltests.judge import fails_as_under_pytest, outcome, slots_read
+from gymsmith.verifier.calltests.wire import Raised, Stream, StreamReader, StreamStatus, TestRecord, read_stream
 from gymsmith.verifier.drawkey import graded_hash_seed
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 from gymsmith.verifier.warm_server import JOBS, WarmServer, shared_instance
+
+if TYPE_CHECKING:
+    import subprocess
 
 SERVER = Path(__file__).with_name("server.py")
 RPC = Path(__file__).with_name("rpc.py")
@@ -64,11 +67,14 @@ class CallRunner(WarmServer):
     def __init__(self, *, limits: Limits = CALL_LIMITS, start_timeout_s: float = 30.0, runtime: PythonRuntime | None = None):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s, runtime=runtime)
         self._depth_shift: dict[str, Any] | None = None
+        # the job's referee, answered from the reading thread itself (a hop through the queue to the caller's thread
+        # per assertion cost a graded verification 10-40% more time on a loaded machine)
+        self._referee: tuple[int, _Referee] | None = None
 
-    @staticmethod
-    def _pump(stream, sink) -> None:
+    def _pump(self, stream, sink) -> None:
         """The server's stdout as frames: a header line, plus `n` raw bytes for a data frame. Data frames go to
-        the queue as (group, bytes); other headers as their text line."""
+        the queue as (group, bytes), after the job's referee (if any) has answered the assertions they complete;
+        other headers go as their text line."""
         while True:
             header = stream.readline()
             if not header:
@@ -81,15 +87,43 @@ class CallRunner(WarmServer):
                 data = stream.read(frame["n"])
                 if len(data) < frame["n"]:
                     break
+                if self._referee is not None:
+                    self._answer(*self._referee, frame["frame"], data)
                 sink.put((frame["frame"], data))
             else:
                 sink.put(header.decode(errors="replace"))
         sink.put(None)
 
-    def _exchange(self, message: dict, timeout: float, groups: int) -> tuple[dict | None, list[bytearray]]:
-        """Send a job; collect its data frames per group until its reply line. (None, ...) if the server died or
-        went silent (it is restarted for the next job)."""
+    def _answer(self, job: int, referee: _Referee, index: Any, chunk: bytes) -> None:
+        """Send the referee's verdicts on the assertions `chunk` completes (in the reading thread). A server that is
+        gone answers nothing: the caller finds it dead."""
+        if type(index) is not int or not 0 <= index < len(referee.readers):
+            return
+        lines = b"".join((json.dumps({"verdict": job, "group": index, "test": test, "slot": slot, "go": go,
+                                      **({"end": True} if go is None else {})}) + "\n").encode()
+                         for test, slot, go in referee.feed(index, chunk))
+        if lines:
+            try:
+                stdin = cast(IO[bytes], cast("subprocess.Popen", self._proc).stdin)
+                stdin.write(lines)
+                stdin.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def _exchange(self, message: dict, timeout: float, groups: int,
+                  referee: _Referee | None = None) -> tuple[dict | None, list[bytearray]]:
+        """Send a job; collect its data frames per group until its reply line, the `referee` answering each
+        assertion as it arrives (`_answer`). (None, ...) if the server died or went silent (it is restarted for the
+        next job)."""
         data = [bytearray() for _ in range(groups)]
+        self._referee = (message["id"], referee) if referee is not None else None
+        try:
+            return self._exchange_frames(message, timeout, data)
+        finally:
+            self._referee = None
+
+    def _exchange_frames(self, message: dict, timeout: float, data: list[bytearray]) -> tuple[dict | None, list[bytearray]]:
+        groups = len(data)
         self._send(message)
         deadline = time.monotonic() + timeout
         while True:
@@ -130,7 +164,8 @@ class CallRunner(WarmServer):
 
     def observe(self, sources: Mapping[str, str | bytes], suites: Sequence[CompiledSuite], *, deadline_s: float = 5.0,
                 group_timeout_s: float = 2.0, graded: bool = False,
-                depth_shift: dict[str, Any] | None = None, hook_modules: Collection[str] = ()) -> Observation:
+                depth_shift: dict[str, Any] | None = None, hook_modules: Collection[str] = (),
+                stop_at_failure: Mapping[str, TestRecord] | None = None) -> Observation:
         """Run every suite's driver beside `sources` (the code under test), one process per suite; the code under
         test with PYTHONHASHSEED `drawkey.graded_hash_seed()` (the key's inside `keyed_hash()`, else 0). With
         `graded` (an agent's code being verified), the code under test counts as many frames left, at its import
@@ -139,11 +174,16 @@ class CallRunner(WarmServer):
         shifts instead (`depths` measures with them). Graded, an object of the code with a look-up hook
         (`__getattr__`, `__getattribute__`) breaks the link unless its class is of one of `hook_modules` (the modules
         whose reference defines one: `introspection.lookup_hook_modules`; `rpc.PackagePolicy.unexpected_hook`).
+        `stop_at_failure`: the reference's records by node id (`records_by_nodeid`); each test then stops where
+        pytest's would, at its first assertion that fails (decided here as it is observed, while the driver waits:
+        `judge.fails_as_under_pytest`) or at an observed expression that raised, so that the code under test is
+        asked nothing more in it than a pytest run asks it.
 
         Returns what each driver sent, decoded; a driver that hung, flooded the channel or wrote anything
         malformed gives a group whose tests all fail. Raises VerifierError only if the sandbox cannot run.
         """
         slots = [[t.slots for t in s.tests] for s in suites]
+        referee = _Referee(suites, stop_at_failure) if stop_at_failure is not None else None
         shift = depth_shift if depth_shift is not None else self.depth_shift() if graded else None
         with self.lock:
             self.ensure_started()
@@ -154,8 +194,10 @@ class CallRunner(WarmServer):
                            "max_bytes": MAX_BYTES_PER_GROUP, "remote": code_modules(sources),
                            "hash_seed": graded_hash_seed(), **({"hook_modules": sorted(hook_modules)} if graded else {}),
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests],
-                                       **({"depth_shift": shift} if shift else {})} for s in suites]}
-                reply, data = self._exchange(request, deadline_s + 15, len(suites))
+                                       **({"depth_shift": shift} if shift else {}),
+                                       **({"verdicts": referee.points(g)} if referee is not None else {})}
+                                      for g, s in enumerate(suites)]}
+                reply, data = self._exchange(request, deadline_s + 15, len(suites), referee)
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
         duration = round(time.perf_counter() - started, 6)
@@ -177,6 +219,55 @@ class CallRunner(WarmServer):
             code = raw.get("exit")
             groups.append(ObservedGroup(cast(str, status), code if type(code) is int else None, stream))
         return Observation(groups=groups, duration_s=duration)
+
+
+class _Referee:
+    """Judges each assertion of a graded run as its last observed slot arrives, so that the driver (waiting at that
+    slot) stops the test where pytest's would stop (`CallRunner.observe(stop_at_failure=...)`)."""
+
+    def __init__(self, suites: Sequence[CompiledSuite], reference: Mapping[str, TestRecord]):
+        self.suites = suites
+        self.reference = reference
+        self.readers = [StreamReader([t.slots for t in s.tests]) for s in suites]
+        self.nodeids = [s.nodeids() for s in suites]
+        self.refused: set[int] = set()  # groups whose stream is malformed (told once)
+        # per group, per test: the slot at which each assertion that reads any is complete -> its checks
+        self.due: list[list[dict[int, list[int]]]] = []
+        for suite in suites:
+            per_test = []
+            for test in suite.tests:
+                due: dict[int, list[int]] = {}
+                for j, check in enumerate(test.checks):
+                    read = slots_read(check)
+                    if read:
+                        due.setdefault(max(read), []).append(j)
+                per_test.append(due)
+            self.due.append(per_test)
+
+    def points(self, group: int) -> list[list[int]]:
+        """The slots after which group `group`'s driver waits for a verdict, per test (no expected value: where the
+        assertions end)."""
+        return [sorted(due) for due in self.due[group]]
+
+    def feed(self, group: int, chunk: bytes) -> list[tuple[int, int, bool | None]]:
+        """(test, slot, verdict) for each assertion completed by `chunk`, in order (True: go on, False: stop the
+        test); a verdict None last once the stream is malformed (every test failed already: every later wait ends
+        its test)."""
+        suite, reader = self.suites[group], self.readers[group]
+        verdicts: list[tuple[int, int, bool | None]] = []
+        for i, k in reader.feed(chunk):
+            checks = self.due[group][i].get(k)
+            test, record = suite.tests[i], reader.tests[i]
+            if checks is None or (isinstance(record.slots[k], Raised) and k not in test.raise_slots):
+                continue  # the driver waits for none (an operand that raised ended its test there)
+            reference = self.reference.get(self.nodeids[group][i])
+            want = reference.slots if reference is not None else None
+            verdicts.append((i, k, not any(fails_as_under_pytest(test.checks[j], record.slots, want, test.raise_slots)
+                                           for j in checks)))
+        if reader.malformed and group not in self.refused:
+            self.refused.add(group)
+            verdicts.append((0, 0, None))  # whatever it waits for, the stream already failed every test
+        return verdicts
 
 
 def code_modules(sources: Mapping[str, str | bytes]) -> list[str]:

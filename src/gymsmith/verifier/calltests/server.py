@@ -34,6 +34,7 @@ import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 import types
@@ -192,25 +193,43 @@ def end_package():
         PACKAGE["socket"] = None
 
 
+CURRENT = [0]  # the driver's test being run (index into its group's tests)
+VERDICT = struct.Struct("<II?")  # a verdict in the driver's pipe: test, slot, go on
+
+
+def group_verdict_points(group):
+    """Per test of the group, the set of slots after which the driver waits for the host's verdict (`child`); None
+    where the host asked for none or gave them malformed."""
+    points = group.get("verdicts")
+    if type(points) is not list or len(points) != len(group["tests"]):
+        return None
+    if not all(type(p) is list and len(p) <= 10_000 and all(type(k) is int for k in p) for p in points):
+        return None
+    return [set(p) for p in points]
+
+
 def module_name(group):
     """The dotted name of a group's test module (`tests/test_x.py`: `tests.test_x`)."""
     return group["path"][:-3].replace("/", ".")
 
 
-def child(index, group, job, w):
+def child(index, group, job, w, verdicts=None):
     """The driver's process: runs the test's statements and never imports the code under test, which lives in a
     process of its own (the job's package process, `ensure_package`); an import of it here is a proxy (`rpc.py`).
     What it observes is therefore what the package returned for the test's calls, and the agent's code cannot reach
     this process. The first group's driver first imports and collects (`collect`) its own and every later group's
-    module, in order, as a pytest run does before any test runs."""
+    module, in order, as a pytest run does before any test runs. With `verdicts` (the read end of a pipe the server
+    writes the host's verdicts into; `group_verdict_points`), each test stops where pytest's would: at an observed
+    expression that raised, and at an assertion the host finds failing (the driver waits for its verdict after the
+    assertion's last observation)."""
     os.setpgid(0, 0)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    keep = sorted((w, PACKAGE["socket"].fileno()))
-    os.closerange(3, keep[0])
-    os.closerange(keep[0] + 1, keep[1])
-    os.closerange(keep[1] + 1, 1 << 16)
+    keep = sorted({w, PACKAGE["socket"].fileno(), *([verdicts] if verdicts is not None else [])})
+    for low, high in zip([2, *keep], [*keep, 1 << 16]):
+        os.closerange(low + 1, high)
+    points = group_verdict_points(group) if verdicts is not None else None
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
     # the ends of this group's link, with the shift of the package process's recursion limit (`group_depth_shift`);
@@ -280,12 +299,30 @@ def child(index, group, job, w):
     def mro(exc):
         return rpc.exception_mro(exc)[:64]
 
+    def judged(slot):
+        """After an assertion's last observation, the host's verdict: its test ends here if pytest's would (a verdict
+        for another slot is stale and skipped; the end of the pipe stops the test)."""
+        if points is not None and slot in points[CURRENT[0]]:
+            while True:
+                data = b""
+                while len(data) < VERDICT.size and (more := os.read(verdicts, VERDICT.size - len(data))):
+                    data += more
+                if len(data) < VERDICT.size:
+                    raise AssertionError  # no verdict will come: the test stops
+                test, at, go = VERDICT.unpack(data)
+                if (test, at) == (CURRENT[0], slot):
+                    break
+            if not go:
+                raise AssertionError  # as pytest's assertion: the test stops
+
     def observe(slot, fn):
         link.observing = OBSERVE_UNITS  # this frame and the lambda's: pytest evaluates the expression in the test's
         try:
             value = fn()
         except BaseException as exc:  # noqa: BLE001 - whatever the code under test raised is the observation
             send({"slot": slot, "raised": mro(exc)})
+            if points is not None:
+                raise  # under pytest it ends the test: the code is asked nothing more in it
             return
         finally:
             link.observing = 0
@@ -293,6 +330,7 @@ def child(index, group, job, w):
             send({"slot": slot, "v": encode(value)})
         except RecursionError:
             send({"slot": slot, "v": {"x": "deep"}})
+        judged(slot)
 
     class Raises:
         """`with pytest.raises(named):` — records what the block raised and whether it is an instance of a class the
@@ -307,6 +345,7 @@ def child(index, group, job, w):
         def __exit__(self, kind, exc, tb):
             if kind is None:
                 send({"slot": self.slot, "v": None})
+                judged(self.slot)  # pytest's "DID NOT RAISE"
                 return False
             # as pytest's `isinstance(exc, named)`, one class at a time in order: the package decides on its own
             # objects when both are its (`rpc.Link.instance_there`); else only classes of this process (a proxy's
@@ -319,6 +358,7 @@ def child(index, group, job, w):
                     if taken:
                         break
             send({"slot": self.slot, "raised": mro(exc), "is": taken})
+            judged(self.slot)  # not taken: under pytest the exception goes on and ends the test
             return True
 
     def module(of):
@@ -349,6 +389,7 @@ def child(index, group, job, w):
         send({"import_error": mro(exc)[0][1] + (f" (collecting {collecting})" if collecting else "")})
         os._exit(3 if link.broken else 0)
     for i, name in enumerate(group["tests"]):
+        CURRENT[0] = i
         send({"test": i})
         try:
             link.phase_due = True  # and the one pytest runs each test in
@@ -451,14 +492,21 @@ def run_group(index, group, job, deadline):
     ensure_zygote(job_hash_seed(job))
     ensure_package(job)
     r, w = os.pipe()
+    judged = group_verdict_points(group) is not None
+    verdicts_r, verdicts_w = os.pipe() if judged else (None, None)
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            child(index, group, job, w)
+            if judged:
+                os.close(verdicts_w)
+            child(index, group, job, w, verdicts_r)
         finally:
             os._exit(70)
     os.close(w)
+    if judged:
+        os.close(verdicts_r)
+        os.set_blocking(verdicts_w, False)  # a driver that stopped reading never blocks this server
     limit = min(deadline, time.monotonic() + float(job.get("group_timeout", 2.0)))
     budget = int(job.get("max_bytes", 4 << 20))
     status, code = None, None
@@ -467,7 +515,12 @@ def run_group(index, group, job, deadline):
         if left <= 0:
             status = "timeout"
             break
-        ready, _, _ = select.select([r], [], [], min(left, 0.05))
+        ready, _, _ = select.select([r, 0] if judged and not STDIN.closed else [r], [], [], min(left, 0.05))
+        if 0 in ready:
+            if forward_verdicts(STDIN.take(), job, index, verdicts_w):
+                os.close(verdicts_w)  # every later wait reads the end: each test stops at its first assertion
+                judged = False
+            continue
         if ready:
             if budget <= 0:
                 status = "overflow"
@@ -482,6 +535,8 @@ def run_group(index, group, job, deadline):
                 code = os.waitstatus_to_exitcode(raw)
                 kill_group(pid)  # what the child left behind must not hold the pipe open
     os.close(r)
+    if judged:
+        os.close(verdicts_w)
     if code is None:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -496,6 +551,59 @@ def run_group(index, group, job, deadline):
         end_package()
         kill_others(spare=ZYGOTE["pid"])
     return {"status": status or "exited", "exit": code}
+
+
+def forward_verdicts(lines, job, index, fd):
+    """Write each of the host's verdicts for this job's group `index` into its driver's pipe (`child`): the test and
+    slot it judges and a byte, 1 to go on, 0 to stop the test (`VERDICT`). The verdicts carry no expected value, only what pytest's control flow shows. Returns
+    whether the host has ended the group's verdicts (its stream failed every test already)."""
+    for line in lines:
+        try:
+            verdict = json.loads(line)
+        except ValueError:
+            continue
+        if type(verdict) is dict and verdict.get("verdict") == job["id"] and verdict.get("group") == index:
+            if verdict.get("end") is True:
+                return True
+            test, slot = verdict.get("test"), verdict.get("slot")
+            if type(test) is int and type(slot) is int and 0 <= test < 1 << 31 and 0 <= slot < 1 << 31:
+                try:
+                    os.write(fd, VERDICT.pack(test, slot, verdict.get("go") is True))
+                except (BlockingIOError, BrokenPipeError):
+                    pass
+    return False
+
+
+class Lines:
+    """This server's stdin as lines, read with os.read: the job loop and, within a job, the host's verdicts share it
+    (a buffered reader would hold verdicts back, or read a line's end into a buffer select does not see)."""
+
+    def __init__(self):
+        self.buffer = b""
+        self.closed = False
+
+    def fill(self):
+        data = os.read(0, 65536)
+        self.closed = not data
+        self.buffer += data
+
+    def take(self):
+        """The complete lines read so far, after one read (call when stdin is readable)."""
+        self.fill()
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [line for line in lines if line.strip()]
+
+    def next(self):
+        """The next line, waiting for it; None at the end of input."""
+        while b"\n" not in self.buffer:
+            if self.closed:
+                return None
+            self.fill()
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+
+STDIN = Lines()
 
 
 def kill_group(pid):
@@ -518,10 +626,12 @@ def main():
         return
     MIDDLE[:] = os.pipe()
     emit({"ready": True, "depths": REMAINING is not None, "collects": COLLECTION["version"]})
-    for line in sys.stdin:
+    while (line := STDIN.next()) is not None:
         if not line.strip():
             continue
         job = json.loads(line)
+        if "verdict" in job:  # late, for a group already ended
+            continue
         deadline = time.monotonic() + float(job.get("deadline", 5.0))
         try:
             groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]

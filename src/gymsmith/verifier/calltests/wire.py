@@ -188,65 +188,102 @@ def _int_field(message: dict, key: str, limit: int) -> int:
     return value
 
 
-def read_stream(data: bytes, slots_per_test: list[int]) -> Stream:
-    """Decode the driver's bytes for a group whose tests have `slots_per_test` slots each."""
-    decoder = _Decoder()
-    tests: dict[int, TestRecord] = {}
-    current: int | None = None
-    import_error = None
-    try:
+class StreamReader:
+    """Decodes a group's stream as its bytes arrive (`feed`), so the trusted side can judge each assertion while the
+    driver waits for the verdict (`runner.CallRunner.observe(stop_at_failure=...)`). The first thing that is not
+    exactly the protocol makes the whole stream MALFORMED, and nothing fed after that is read."""
+
+    def __init__(self, slots_per_test: list[int]):
+        self.slots_per_test = slots_per_test
+        self.decoder = _Decoder()
+        self.tests: dict[int, TestRecord] = {}
+        self.current: int | None = None   # the test started and not yet done
+        self.import_error: str | None = None
+        self.malformed = ""
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[tuple[int, int]]:
+        """Read every complete line of `data` (with what was left of the last feed); returns the (test, slot) of each
+        slot observed in it, in order."""
+        if self.malformed:
+            return []
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        self.decoder.deadline = time.monotonic() + DECODE_BUDGET_S
+        observed = []
         try:
-            text = data.decode()
+            for line in lines:
+                slot = self._line(line)
+                if slot is not None:
+                    observed.append(slot)
+        except Malformed as exc:
+            self.malformed = str(exc) or "malformed"
+        return observed
+
+    def stream(self) -> Stream:
+        """The stream once every byte is fed (an unfinished last line is read as a line)."""
+        if self._pending and not self.malformed:
+            pending, self._pending = self._pending, b""
+            try:
+                self._line(pending)
+            except Malformed as exc:
+                self.malformed = str(exc) or "malformed"
+        if self.malformed:
+            return Stream(status=StreamStatus.MALFORMED, tests={}, reason=self.malformed)
+        return Stream(status=StreamStatus.OK, tests=self.tests, import_error=self.import_error)
+
+    def _line(self, line: bytes) -> tuple[int, int] | None:
+        try:
+            message = json.loads(line.decode())
         except UnicodeDecodeError:
             raise Malformed("not UTF-8") from None
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        for line in lines:
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                raise Malformed("a line that is not JSON") from None
-            if type(message) is not dict:
-                raise Malformed("a line that is not an object")
-            keys = set(message)
-            if keys == {"import_error"}:
-                if tests or import_error is not None or type(message["import_error"]) is not str:
-                    raise Malformed("import error out of place")
-                import_error = message["import_error"][:200]
-            elif keys == {"test"}:
-                i = _int_field(message, "test", len(slots_per_test))
-                if current is not None or i in tests or import_error is not None or (tests and i != max(tests) + 1) or (not tests and i != 0):
-                    raise Malformed("test started out of order")
-                tests[i], current = TestRecord(), i
-            elif "slot" in keys and keys in ({"slot", "v"}, {"slot", "raised"}, {"slot", "raised", "is"}):
-                if current is None:
-                    raise Malformed("observation outside a test")
-                record = tests[current]
-                k = _int_field(message, "slot", slots_per_test[current])
-                if k != len(record.slots):
-                    raise Malformed("slot out of order")
-                record.slots.append(decoder.value(message["v"]) if "v" in message
-                                    else _raised(message["raised"], message.get("is")))
-            elif "done" in keys and keys <= {"done", "ok", "error"}:
-                if current is None or message.get("done") != current or type(message.get("ok")) is not bool:
-                    raise Malformed("test finished out of order")
-                record = tests[current]
-                if message["ok"]:
-                    if keys != {"done", "ok"} or len(record.slots) != slots_per_test[current]:
-                        raise Malformed("test finished without all its observations")
-                    record.finished = True
-                else:
-                    error = message.get("error")
-                    if type(error) is not str:
-                        raise Malformed("bad error")
-                    record.error = error[:200]
-                current = None
+        except (ValueError, RecursionError):
+            raise Malformed("a line that is not JSON") from None
+        if type(message) is not dict:
+            raise Malformed("a line that is not an object")
+        keys, tests, current = set(message), self.tests, self.current
+        if keys == {"import_error"}:
+            if tests or self.import_error is not None or type(message["import_error"]) is not str:
+                raise Malformed("import error out of place")
+            self.import_error = message["import_error"][:200]
+        elif keys == {"test"}:
+            i = _int_field(message, "test", len(self.slots_per_test))
+            if current is not None or i in tests or self.import_error is not None or (tests and i != max(tests) + 1) or (not tests and i != 0):
+                raise Malformed("test started out of order")
+            tests[i], self.current = TestRecord(), i
+        elif "slot" in keys and keys in ({"slot", "v"}, {"slot", "raised"}, {"slot", "raised", "is"}):
+            if current is None:
+                raise Malformed("observation outside a test")
+            record = tests[current]
+            k = _int_field(message, "slot", self.slots_per_test[current])
+            if k != len(record.slots):
+                raise Malformed("slot out of order")
+            record.slots.append(self.decoder.value(message["v"]) if "v" in message
+                                else _raised(message["raised"], message.get("is")))
+            return current, k
+        elif "done" in keys and keys <= {"done", "ok", "error"}:
+            if current is None or message.get("done") != current or type(message.get("ok")) is not bool:
+                raise Malformed("test finished out of order")
+            record = tests[current]
+            if message["ok"]:
+                if keys != {"done", "ok"} or len(record.slots) != self.slots_per_test[current]:
+                    raise Malformed("test finished without all its observations")
+                record.finished = True
             else:
-                raise Malformed("unknown message")
-    except Malformed as exc:
-        return Stream(status=StreamStatus.MALFORMED, tests={}, reason=str(exc))
-    return Stream(status=StreamStatus.OK, tests=tests, import_error=import_error)
+                error = message.get("error")
+                if type(error) is not str:
+                    raise Malformed("bad error")
+                record.error = error[:200]
+            self.current = None
+        else:
+            raise Malformed("unknown message")
+        return None
+
+
+def read_stream(data: bytes, slots_per_test: list[int]) -> Stream:
+    """Decode the driver's bytes for a group whose tests have `slots_per_test` slots each."""
+    reader = StreamReader(slots_per_test)
+    reader.feed(data)
+    return reader.stream()
 
 
 def signature(value: Any) -> str:
