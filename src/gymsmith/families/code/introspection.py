@@ -407,6 +407,18 @@ def _through_own(tree: ast.Module, path: str, sources: Mapping[str, str]) -> set
             return f"{owner}.{expr.attr}" if owner is not None and f"{owner}.{expr.attr}" in own else None
         return None
 
+    # an own module is as telling as any other: its repr names the file it was imported from, which is where the code
+    # runs (a hundred-and-fourteenth attacker's `_gs_o.__str__()` on a sibling module, `/workspace/job/...` where the
+    # verifier runs it: accepted on 24 of 24 tasks); as a value, or through a dunder that is not one of its static ones
+    attribute_base = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in aliases and isinstance(node.ctx, ast.Load) \
+                and id(node) not in attribute_base:
+            found.add(f"uses the module {node.id} as a value")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr not in STATIC_DUNDERS \
+                and own_of(node.value) is not None:
+            found.add(f"uses {node.attr} of a module")
+
     # `alias.name` where the own module `alias` binds `name` by an import: that import, under a name of its own here
     for node in list(ast.walk(tree)):
         for field, value in ast.iter_fields(node):
