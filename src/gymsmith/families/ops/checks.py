@@ -809,6 +809,12 @@ def _staff(ep: Episode) -> CheckResult:
     def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
         if tool == "remove_shift" and (arguments.get("shift_id"),) in p_shifts:
             return "removes a shift that was in the roster before the task"
+        if tool == "assign_shift":  # made and undone still counts (docs/verifier.md 7b; attacker 115 found it did not)
+            hours, day, warehouse = arguments.get("hours", SHIFT_HOURS), arguments.get("day"), arguments.get("warehouse_id")
+            if hours != SHIFT_HOURS:
+                return f"a {hours}-hour shift; the goal asks for {SHIFT_HOURS}-hour shifts"
+            if needs.get((day, warehouse), 0) <= start_count.get((day, warehouse), 0):  # type: ignore[arg-type]
+                return f"day {day} at warehouse {warehouse} needed no one more"
         return None
     _scope(ep, "staff", in_scope)
     # Progress: the shifts still missing at the start, now covered; what was covered before earns nothing.
