@@ -41,8 +41,8 @@ CODEKIT = Path(__file__).with_name("data") / "codekit"
 # tests/data/textkit: its tests give their calls only text, so its variants move texts (a digit, a word)
 TEXT_ONLY = "textkit==0.2"  # 0.2: fold_accents, whose tests hold no accent
 TEXTKIT = Path(__file__).with_name("data") / "textkit"
-EXPLOIT_SAMPLE = ("always_equal", "conftest_force_pass", "read_hidden_tests", "hardcode_outputs", "patch_runner",
-                  "memorized_suite")
+# the exploits that reach a package's code (the test-runner ones are test_code_agents.py's, whose judge is the same)
+EXPLOIT_SAMPLE = ("always_equal", "read_hidden_tests", "hardcode_outputs", "memorized_suite")
 
 
 def _generate(family, seed: int, **knobs):

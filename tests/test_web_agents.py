@@ -7,8 +7,8 @@ Each rollout costs ~1-3 s of Chromium on these 2 cores, and the suite must stay 
 two at a time (two worker processes, a Chromium each: a rollout waits on its page as much as it computes) and on
 subsets of the 50 generated tasks chosen by kind and difficulty, not the first N (`gymsmith check web` runs
 every agent on every one of its tasks; test_web_exploits.py covers the same properties over plain HTTP):
-- oracle and null: per kind, six tasks evenly spaced by difficulty (the easiest and the hardest included) and
-  the kind's first task (the later agents' task): 19 tasks. Was all 50 (the oracle never failed on one; the
+- oracle and null: per kind, four tasks evenly spaced by difficulty (the easiest and the hardest included) and
+  the kind's first task (the later agents' task): 13 tasks. Was all 50, then 19 (the oracle never failed on one; the
   spread keeps both sides of the validation trap, which switches on at difficulty 0.5, and the deepest sites);
 - the first nine red-team agents: the easiest and the hardest task of each kind, 6 tasks (was the first four
   of each kind, 12): each agent still meets every kind, with and without the trap and look-alikes;
@@ -27,7 +27,7 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 50  # generated; rollouts run on the subsets below
-ORACLE_PER_KIND = 6  # oracle and null: evenly spaced by difficulty in each kind, plus the kind's first task
+ORACLE_PER_KIND = 4  # oracle and null: evenly spaced by difficulty in each kind, plus the kind's first task
 EXPLOIT_PER_KIND = 2  # the first nine red-team agents: the easiest and the hardest task of each kind
 KINDS = ("address", "refund", "tickets")
 LATER = {  # web 3.0.0's agents, on the first task of each kind: what each must leave, by goal kind

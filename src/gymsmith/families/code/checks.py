@@ -135,8 +135,9 @@ def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],
     while queue:
         path = queue.pop()
         for target in _import_targets(path, out[path]):
+            _importable_as_the_verifier_runs(final, path, target, out, start)
             for candidate in (f"{target}.py", f"{target}/__init__.py"):
-                if candidate in out or candidate not in final.files or is_test_path(candidate) or \
+                if candidate in out or candidate not in final.files or \
                         (candidate in start and final.files[candidate] == start[candidate]):
                     continue  # the start state's own files are the verifier's too
                 top = candidate.split("/", 1)[0].removesuffix(".py")
@@ -146,6 +147,30 @@ def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],
                                           "does (named like a library module, binary, or too large)")
                 out[candidate] = text
                 queue.append(candidate)
+
+
+def _importable_as_the_verifier_runs(final: Tree, path: str, target: str, out: Mapping[str, str],
+                                     start: Mapping[str, str | None]) -> None:
+    """Raise UngradableState when what the module at `path` imports as `target` is, in the workspace, something the
+    verifier does not carry: a test file (a hundred-and-seventeenth attacker's `from .test_gsmark import GS` failed
+    in the verifier alone, which carries no test file: accepted on 24 of 24 registered-package tasks), bytecode or an
+    extension without its source, or a directory (a namespace package). The import must succeed or fail alike in
+    both; an honest fix imports none of these."""
+    if target.split("/", 1)[0] in sys.stdlib_module_names and "/" not in target:
+        return  # the standard library's own (a same-named file is refused elsewhere: SHADOWED)
+    unchanged = {c for c in final.files if c in start and final.files[c] == start[c]}
+    sources = [c for c in (f"{target}.py", f"{target}/__init__.py") if final.kind(c) is not None]
+    if sources and not any(is_test_path(c) and c not in unchanged for c in sources):
+        return  # source the verifier carries (`_imported_files`), or refuses there
+    others = [f"{target}{s}" for s in (*importlib.machinery.EXTENSION_SUFFIXES, ".pyc")] + \
+        [f"{target}/__init__{s}" for s in (*importlib.machinery.EXTENSION_SUFFIXES, ".pyc")]
+    found = next((c for c in (*sources, *others) if final.kind(c) is not None and c not in unchanged), None)
+    if found is None and any(p.startswith(f"{target}/") for p in (*final.files, *final.symlinks, *final.special)) \
+            and not any(p.startswith(f"{target}/") for p in start):  # a directory the start state lacks
+        found = f"{target}/"
+    if found is not None:
+        raise UngradableState(f"{path} imports {found}, which the verifier does not run as the workspace does (a test "
+                              "file, bytecode or an extension without source, or a directory)")
 
 
 def _import_targets(path: str, text: str) -> set[str]:

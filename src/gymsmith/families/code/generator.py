@@ -169,7 +169,7 @@ def run_hidden_tests(sources: dict[str, str], suites: list[CompiledSuite], templ
         reference.update(_variant_records(template, suite))
     observed = shared_call_runner().observe(sources, suites, deadline_s=deadline_s, group_timeout_s=group_timeout_s,
                                             graded=graded, stop_at_failure=reference if graded else None)
-    return judge_run(suites, observed, reference, one_session=graded).run
+    return judge_run(suites, observed, reference, one_session=graded, graded=graded).run
 
 
 def _run_suite(template: str, module_source: str) -> dict[str, Any]:

@@ -149,7 +149,7 @@ class Repo:
         with self.lock:
             observed = self._observe(sources, suites, deadline_s=deadline_s, group_timeout_s=deadline_s, graded=graded,
                                      stop_at_failure=reference if graded else None)
-        return judge_run(suites, observed, reference, one_session=graded).run
+        return judge_run(suites, observed, reference, one_session=graded, graded=graded).run
 
     def _variant_records(self, suites: list[CompiledSuite]) -> dict[str, TestRecord]:
         from gymsmith.families.code.repovariants import PREFIX

@@ -82,6 +82,7 @@ class CompiledTest:
     raise_slots: frozenset[int] = frozenset()  # slots that record an expected exception, not a value
     statements: tuple[str, ...] = ()  # the driver's statements, unparsed (what the test asks of the code)
     inputs: frozenset[str] = frozenset()  # reprs of the literals the driver passes to the code under test
+    joined: frozenset[int] = frozenset()  # checks that are a later part of the previous check's `assert a and b`
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ class _Compiler:
         body: list[ast.stmt] = []
         checks: list[Check] = []
         raise_slots: set[int] = set()
+        joined: set[int] = set()
         slots = 0
 
         def observe(expr: ast.expr) -> ast.stmt:
@@ -260,7 +262,9 @@ class _Compiler:
             if isinstance(stmt, ast.Assert):
                 # `assert a and b` is `assert a` then `assert b` under pytest (b runs only if a holds, and the test
                 # stops at the first that fails): each part is an assertion of its own
-                for part in _conjuncts(stmt.test):
+                for part_no, part in enumerate(_conjuncts(stmt.test)):
+                    if part_no:
+                        joined.add(len(checks))
                     hoisted: list[ast.expr] = []
                     check = self.split(part, observed_env, hoisted)
                     if changeable and _self_judged(check):
@@ -308,7 +312,7 @@ class _Compiler:
                                  returns=None, type_comment=None, type_params=[])
         return driver, CompiledTest(name=fn.name, slots=slots, checks=tuple(checks), raise_slots=frozenset(raise_slots),
                                     statements=tuple(ast.unparse(ast.fix_missing_locations(b)) for b in body),
-                                    inputs=_inputs(body, env))
+                                    inputs=_inputs(body, env), joined=frozenset(joined))
 
     def _is_raises(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "raises"

@@ -186,23 +186,25 @@ def fails_as_under_pytest(check: Check, slots: list[Any], reference: list[Any] |
     """Whether pytest's assertion of `check` surely fails on these observed slots, so that its test stops there (the
     driver then asks the code under test nothing more in it, as pytest would not). Only a verdict pytest shares: a
     slot outside `pytest.raises` that raised (the exception ends the test), a `pytest.raises` that did not take what
-    its block raised, or a check that evaluates false (or whose comparison raises TypeError) on slots of the
-    reference's exact type structure, where `evaluate` applies Python's own operations to the very types pytest's
-    assertion would. Anything this side does not decide as pytest would (an object of the code, another type than
-    the reference's) lets the test go on, as it would if pytest's assertion held. `reference`: the reference's slots
-    of the test (None: it has none, a canary: its values are judged as they are)."""
+    its block raised, or a check that evaluates false (or whose comparison raises TypeError) on plain values, where
+    `evaluate` applies Python's own operations to the very values pytest's assertion would, whatever their type (a
+    hundred-and-sixteenth attacker's `None` where the reference gives an int went on here where pytest stopped: a
+    tell; an `approx` check only on the reference's types, since its copy here follows pytest's on those). Anything
+    this side does not decide as pytest would (an object of the code: `runs_code_pytest_would_run`) lets the test go
+    on. `reference`: the reference's slots of the test (None: it has none, a canary)."""
     if check[0] == "raised":  # pytest.raises holds exactly when the driver found the exception an instance of E
         got = slots[check[1]]
         return not (isinstance(got, Raised) and got.taken is True)
+    approximate = _holds_approx(check)
     try:
         for k in slots_read(check):
             got = slots[k]
             if isinstance(got, Raised):
                 if k not in raise_slots:
                     return True
-            elif k not in raise_slots and reference is not None and (
+            elif approximate and k not in raise_slots and reference is not None and (
                     k >= len(reference) or signature(got) != signature(reference[k])):
-                return False
+                return False  # `approx` is this side's copy of pytest's, matched on the reference's types only
         return not _truth(evaluate(check, slots))
     except _NotJudged:
         return False
@@ -210,6 +212,52 @@ def fails_as_under_pytest(check: Check, slots: list[Any], reference: list[Any] |
         return True
     except (ArithmeticError, ValueError, TypeError, RecursionError):
         return False
+
+
+def _holds_approx(check: Check) -> bool:
+    kind = check[0]
+    if kind == "const":
+        return isinstance(check[1], Approx)
+    if kind == "not":
+        return _holds_approx(check[1])
+    if kind in ("and", "or"):
+        return any(_holds_approx(part) for part in check[1])
+    if kind == "cmp":
+        return _holds_approx(check[1]) or any(_holds_approx(right) for _, right in check[2])
+    return False
+
+
+def _opaque_inside(value: Any) -> bool:
+    """Whether an Opaque is `value` or inside it (a decoded value holds at most `wire.MAX_ITEMS` values in all)."""
+    if isinstance(value, Opaque):
+        return True
+    t = type(value)
+    if t in (list, tuple, set, frozenset):
+        return any(_opaque_inside(x) for x in value)
+    if t is dict:
+        return any(_opaque_inside(k) or _opaque_inside(x) for k, x in value.items())
+    return False
+
+
+def runs_code_pytest_would_run(check: Check, slots: list[Any]) -> bool:
+    """Whether pytest, deciding `check`, would run methods of an observed value this side holds no plain data of (an
+    object of the code under test or of any type but plain data, in or under a slot the check reads other than by an
+    identity comparison: pytest calls its `__eq__`, `__bool__`, `__contains__`, ... with the expected value, which
+    never leaves this side). The code sees those calls under pytest and not here: a hundred-and-sixteenth attacker's
+    device counted them on one test it gave up and was right only where none came (0.41-0.43 on 27 of 27 tasks, pytest
+    earning 0). `judge_run(graded=True)` judges no test of such a run."""
+    kind = check[0]
+    if kind == "slot":
+        return check[1] < len(slots) and _opaque_inside(slots[check[1]])
+    if kind == "not":
+        return runs_code_pytest_would_run(check[1], slots)
+    if kind in ("and", "or"):
+        return any(runs_code_pytest_would_run(part, slots) for part in check[1])
+    if kind == "cmp":
+        if all(op in ("is", "is not") for op, _ in check[2]):
+            return False
+        return runs_code_pytest_would_run(check[1], slots) or any(runs_code_pytest_would_run(r, slots) for _, r in check[2])
+    return False
 
 
 def outcome(test: CompiledTest, record: TestRecord | None, reference: TestRecord | None) -> tuple[bool, str]:

@@ -96,6 +96,18 @@ UNARY = {"iter": iter, "next": next, "len": len, "bool": bool, "hash": hash, "re
          "length_hint": lambda o: type(o).__length_hint__(*(o,))}
 
 
+def _pytest_saferepr(obj):
+    """pytest's own text of an object in a failed assertion's explanation (`_pytest.assertion.rewrite._saferepr`: a
+    bound method's name, else a bounded `repr`), made where the object lives: the driver asks for it on the code's
+    objects (`server.as_pytest_asserts`), whose type a proxy cannot stand for in pytest's type tests."""
+    from _pytest.assertion.rewrite import _saferepr
+
+    return _saferepr(*(obj,))
+
+
+UNARY["saferepr"] = _pytest_saferepr
+
+
 # Every call that reaches code of the package's is made with star-arguments, a call the interpreter never specializes:
 # a specialized call of a builtin (`len`, `getattr`, `__import__`) skips the C-level recursion count the generic call
 # makes, so the frames graded code counts changed by one once this process had served a few requests (a job's later

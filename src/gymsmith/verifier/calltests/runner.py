@@ -21,8 +21,8 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
 from gymsmith.sandbox.runtime import PythonRuntime
-from gymsmith.verifier.calltests.compiler import CompiledSuite
-from gymsmith.verifier.calltests.judge import fails_as_under_pytest, outcome, slots_read
+from gymsmith.verifier.calltests.compiler import CompiledSuite, CompiledTest
+from gymsmith.verifier.calltests.judge import fails_as_under_pytest, outcome, runs_code_pytest_would_run, slots_read
 from gymsmith.verifier.calltests.wire import Raised, Stream, StreamReader, StreamStatus, TestRecord, read_stream
 from gymsmith.verifier.drawkey import graded_hash_seed
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
@@ -195,8 +195,11 @@ class CallRunner(WarmServer):
                            "hash_seed": graded_hash_seed(), **({"hook_modules": sorted(hook_modules)} if graded else {}),
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests],
                                        **({"depth_shift": shift} if shift else {}),
-                                       **({"verdicts": referee.points(g)} if referee is not None else {})}
-                                      for g, s in enumerate(suites)]}
+                                       **({"assertions": [sorted(assertion_ends(t)) for t in s.tests],
+                                           "joined": [joined_ends(t) for t in s.tests]}
+                                          if graded or referee is not None else {}),
+                                       **({"verdicts": True} if referee is not None else {})}
+                                      for s in suites]}
                 reply, data = self._exchange(request, deadline_s + 15, len(suites), referee)
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
@@ -221,6 +224,27 @@ class CallRunner(WarmServer):
         return Observation(groups=groups, duration_s=duration)
 
 
+def assertion_ends(test: CompiledTest) -> dict[int, list[int]]:
+    """The slots at which the test's assertions that observe anything end, each with the checks that end there (no
+    expected value: where the driver waits for a verdict, and which observations make one assertion)."""
+    due: dict[int, list[int]] = {}
+    for j, check in enumerate(test.checks):
+        read = slots_read(check)
+        if read:
+            due.setdefault(max(read), []).append(j)
+    return due
+
+
+def joined_ends(test: CompiledTest) -> list[int]:
+    """The assertion ends (`assertion_ends`) whose assertion is a later part of the same `assert a and b` statement as
+    the assertion that ends before it (the driver makes them one assertion again, as pytest explains them)."""
+    statement: list[int] = []
+    for j in range(len(test.checks)):
+        statement.append(statement[j - 1] if j in test.joined else j)
+    ends = sorted(assertion_ends(test).items())
+    return [k for (_, before), (k, checks) in zip(ends, ends[1:]) if statement[checks[0]] == statement[before[0]]]
+
+
 class _Referee:
     """Judges each assertion of a graded run as its last observed slot arrives, so that the driver (waiting at that
     slot) stops the test where pytest's would stop (`CallRunner.observe(stop_at_failure=...)`)."""
@@ -231,23 +255,7 @@ class _Referee:
         self.readers = [StreamReader([t.slots for t in s.tests]) for s in suites]
         self.nodeids = [s.nodeids() for s in suites]
         self.refused: set[int] = set()  # groups whose stream is malformed (told once)
-        # per group, per test: the slot at which each assertion that reads any is complete -> its checks
-        self.due: list[list[dict[int, list[int]]]] = []
-        for suite in suites:
-            per_test = []
-            for test in suite.tests:
-                due: dict[int, list[int]] = {}
-                for j, check in enumerate(test.checks):
-                    read = slots_read(check)
-                    if read:
-                        due.setdefault(max(read), []).append(j)
-                per_test.append(due)
-            self.due.append(per_test)
-
-    def points(self, group: int) -> list[list[int]]:
-        """The slots after which group `group`'s driver waits for a verdict, per test (no expected value: where the
-        assertions end)."""
-        return [sorted(due) for due in self.due[group]]
+        self.due = [[assertion_ends(t) for t in suite.tests] for suite in suites]
 
     def feed(self, group: int, chunk: bytes) -> list[tuple[int, int, bool | None]]:
         """(test, slot, verdict) for each assertion completed by `chunk`, in order (True: go on, False: stop the
@@ -301,7 +309,7 @@ def records_by_nodeid(suites: Sequence[CompiledSuite], observed: Observation) ->
 
 
 def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference: Mapping[str, TestRecord], *,
-              one_session: bool = False) -> Verdicts:
+              one_session: bool = False, graded: bool = False) -> Verdicts:
     """Per-test outcomes, decided on the trusted side (see `judge.py` for the truth table).
 
     `reference`: the reference implementation's records by node id (`records_by_nodeid`); they give each
@@ -309,6 +317,10 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
     file that fails to import (a collection error) stops the session before any test runs: then every test fails
     (graded runs: a ninety-third attacker fixed one bug and deleted the other buggy modules, and
     kept partial credit from the files that still imported, where pytest runs no test at all).
+
+    `graded`: a run where pytest would run code of the agent's to decide an assertion (an object that is not plain
+    data compared, tested for truth or looked for: `judge.runs_code_pytest_would_run`) judges no test: every one fails.
+    The code sees those calls under pytest and never here, so the run is not what pytest's is from that point.
 
     The run's status: TIMEOUT if a driver was stopped by its deadline, CRASHED if one flooded its channel,
     died, stopped before its last test or lost its package's process, COMPLETED otherwise.
@@ -337,6 +349,15 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
               for error in [g.stream.import_error] if error]
     if one_session and broken:
         why = f"{broken[0]} failed to import: a collection error stops the session before any test runs"
+        outcomes = dict.fromkeys(outcomes, TestOutcome.FAILED)
+        reasons = dict.fromkeys(reasons, why)
+    unjudged = [nodeid for suite, group in zip(suites, observed.groups) if graded and group.stream.status is StreamStatus.OK
+                for i, (nodeid, test) in enumerate(zip(suite.nodeids(), suite.tests))
+                for record in [group.stream.tests.get(i)] if record is not None
+                if any(runs_code_pytest_would_run(check, record.slots) for check in test.checks)]
+    if unjudged:
+        why = (f"{unjudged[0]}: pytest would decide an assertion by running methods of an object of the code under test "
+               "(not plain data), which it sees and this run cannot make: the run is not judged")
         outcomes = dict.fromkeys(outcomes, TestOutcome.FAILED)
         reasons = dict.fromkeys(reasons, why)
     return Verdicts(run=TestRun(status=status, outcomes=outcomes, duration_s=observed.duration_s), reasons=reasons)

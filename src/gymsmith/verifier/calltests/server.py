@@ -197,15 +197,76 @@ CURRENT = [0]  # the driver's test being run (index into its group's tests)
 VERDICT = struct.Struct("<II?")  # a verdict in the driver's pipe: test, slot, go on
 
 
-def group_verdict_points(group):
-    """Per test of the group, the set of slots after which the driver waits for the host's verdict (`child`); None
-    where the host asked for none or gave them malformed."""
-    points = group.get("verdicts")
-    if type(points) is not list or len(points) != len(group["tests"]):
+def group_assertion_ends(group):
+    """Per test of the group, the set of slots at which an assertion's observations end (a graded job's: `child`);
+    None where the host gave none (an ungraded job) or gave them malformed."""
+    ends = group.get("assertions")
+    if type(ends) is not list or len(ends) != len(group["tests"]):
         return None
-    if not all(type(p) is list and len(p) <= 10_000 and all(type(k) is int for k in p) for p in points):
+    if not all(type(p) is list and len(p) <= 10_000 and all(type(k) is int for k in p) for p in ends):
         return None
-    return [set(p) for p in points]
+    return [set(p) for p in ends]
+
+
+def group_verdicts(group):
+    """Whether the host judges each of the group's assertions as it arrives (the driver waits for its verdict)."""
+    return group.get("verdicts") is True and group_assertion_ends(group) is not None
+
+
+def as_pytest_asserts(source, filename, ends_by_test):
+    """The driver module `source` compiled as pytest compiles a test module, its assertions rewritten by pytest's own
+    rewriter: each assertion's observations (`_gymsmith_observe(k, lambda: E)`, consecutive statements up to the slot
+    where the assertion ends, `ends_by_test`) become one `assert _gymsmith_check((k, ...), E, ...)`, so the operands
+    are evaluated in the test's frame as pytest evaluates them, and a failing one is explained as pytest explains it
+    (its `repr` of the objects the assertion names: `c` and `c.get` in `assert c.get(1) == 2`), the verdict standing
+    for the comparison the verifier keeps. None where pytest's rewriter is not here (the plain driver runs)."""
+    try:
+        import ast
+
+        from _pytest.assertion.rewrite import rewrite_asserts
+    except ImportError:
+        return None
+    tree = ast.parse(source, filename)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in ends_by_test:
+            node.body = grouped_assertions(ast, node.body, *ends_by_test[node.name])
+    rewrite_asserts(tree, source.encode(), pathlib.Path(filename), None)
+    for node in ast.walk(tree):  # its text of an object: asked of the object's own process (`_gymsmith_saferepr`)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "_saferepr" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "@pytest_ar":
+            node.func = ast.copy_location(ast.Name("_gymsmith_saferepr", ast.Load()), node.func)
+    return compile(tree, filename, "exec")
+
+
+def grouped_assertions(ast, body, ends, joined):
+    """`body` with each run of observations that ends an assertion made one `assert _gymsmith_check(...)`, and the
+    parts of one `assert a and b` (`joined`: the ends of its later parts) one `assert _gymsmith_check(...) and ...`."""
+    out, run, ours = [], [], None
+    for statement in body:
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        observed = (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_gymsmith_observe"
+                    and len(call.args) == 2 and not call.keywords and isinstance(call.args[0], ast.Constant)
+                    and type(call.args[0].value) is int and isinstance(call.args[1], ast.Lambda))
+        if not observed:
+            out += run + [statement]
+            run, ours = [], None
+            continue
+        run.append(statement)
+        end = call.args[0].value
+        if end in ends:
+            slots = ast.Tuple([ast.Constant(s.value.args[0].value) for s in run], ast.Load())
+            check = ast.Call(ast.Name("_gymsmith_check", ast.Load()), [slots, *(s.value.args[1].body for s in run)], [])
+            if end in joined and ours is not None and out and out[-1] is ours:
+                ours.test = ast.BoolOp(ast.And(), [*(ours.test.values if isinstance(ours.test, ast.BoolOp) else [ours.test]),
+                                                   check])
+            else:
+                ours = ast.copy_location(ast.Assert(check, None), run[0])
+                out.append(ours)
+            run = []
+    out += run
+    for node in out:
+        ast.fix_missing_locations(node)
+    return out
 
 
 def module_name(group):
@@ -229,7 +290,7 @@ def child(index, group, job, w, verdicts=None):
     keep = sorted({w, PACKAGE["socket"].fileno(), *([verdicts] if verdicts is not None else [])})
     for low, high in zip([2, *keep], [*keep, 1 << 16]):
         os.closerange(low + 1, high)
-    points = group_verdict_points(group) if verdicts is not None else None
+    ends = group_assertion_ends(group)  # a graded job's: its tests run as pytest runs them (assertions, raises)
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
     # the ends of this group's link, with the shift of the package process's recursion limit (`group_depth_shift`);
@@ -299,21 +360,46 @@ def child(index, group, job, w, verdicts=None):
     def mro(exc):
         return rpc.exception_mro(exc)[:64]
 
+    def verdict(slot):
+        """After an assertion's last observation, the host's verdict (True where there is none to wait for): whether
+        its test goes on, as pytest's would (a verdict for another slot is stale and skipped; the end of the pipe
+        stops the test)."""
+        if verdicts is None or ends is None or slot not in ends[CURRENT[0]]:
+            return True
+        while True:
+            data = b""
+            while len(data) < VERDICT.size and (more := os.read(verdicts, VERDICT.size - len(data))):
+                data += more
+            if len(data) < VERDICT.size:
+                return False  # no verdict will come: the test stops
+            test, at, go = VERDICT.unpack(data)
+            if (test, at) == (CURRENT[0], slot):
+                return go
+
     def judged(slot):
-        """After an assertion's last observation, the host's verdict: its test ends here if pytest's would (a verdict
-        for another slot is stale and skipped; the end of the pipe stops the test)."""
-        if points is not None and slot in points[CURRENT[0]]:
-            while True:
-                data = b""
-                while len(data) < VERDICT.size and (more := os.read(verdicts, VERDICT.size - len(data))):
-                    data += more
-                if len(data) < VERDICT.size:
-                    raise AssertionError  # no verdict will come: the test stops
-                test, at, go = VERDICT.unpack(data)
-                if (test, at) == (CURRENT[0], slot):
-                    break
-            if not go:
-                raise AssertionError  # as pytest's assertion: the test stops
+        if not verdict(slot):
+            raise AssertionError  # as pytest's assertion: the test stops
+
+    def check(slots, *values):
+        """An assertion rewritten by pytest's rewriter (`as_pytest_asserts`): its observed operands, evaluated in the
+        test's frame, sent; the verdict is its outcome (a failing one is explained by pytest's rewritten code)."""
+        for slot, value in zip(slots, values):
+            observed(slot, value)
+        return verdict(slots[-1])
+
+    def saferepr(obj):
+        """pytest's text of `obj` in a failed assertion's explanation: the package makes it of its own objects."""
+        if isinstance(obj, link.Proxy):
+            return link.request("saferepr", object.__getattribute__(obj, "_gs_id"))
+        from _pytest.assertion.rewrite import _saferepr
+
+        return _saferepr(obj)
+
+    def observed(slot, value):
+        try:
+            send({"slot": slot, "v": encode(value)})
+        except RecursionError:
+            send({"slot": slot, "v": {"x": "deep"}})
 
     def observe(slot, fn):
         link.observing = OBSERVE_UNITS  # this frame and the lambda's: pytest evaluates the expression in the test's
@@ -321,15 +407,12 @@ def child(index, group, job, w, verdicts=None):
             value = fn()
         except BaseException as exc:  # noqa: BLE001 - whatever the code under test raised is the observation
             send({"slot": slot, "raised": mro(exc)})
-            if points is not None:
+            if ends is not None:
                 raise  # under pytest it ends the test: the code is asked nothing more in it
             return
         finally:
             link.observing = 0
-        try:
-            send({"slot": slot, "v": encode(value)})
-        except RecursionError:
-            send({"slot": slot, "v": {"x": "deep"}})
+        observed(slot, value)
         judged(slot)
 
     class Raises:
@@ -364,7 +447,8 @@ def child(index, group, job, w, verdicts=None):
     def module(of):
         """A module object for a driver to run in (pytest's collection is given the module itself, `collect`)."""
         held = types.ModuleType(module_name(of))
-        vars(held).update({"_gymsmith_observe": observe, "_gymsmith_raises": Raises,
+        vars(held).update({"_gymsmith_observe": observe, "_gymsmith_raises": Raises, "_gymsmith_check": check,
+                           "_gymsmith_saferepr": saferepr,
                            "__builtins__": {**vars(builtins), "__import__": import_}})
         return held
 
@@ -381,7 +465,14 @@ def child(index, group, job, w, verdicts=None):
         for other in (group, *later):
             held = own if other is group else module(other)
             collecting = None if other is group else other["path"]
-            exec(compile(other["driver"], os.path.join(job["dir"], other["path"]), "exec"), vars(held))
+            filename = os.path.join(job["dir"], other["path"])
+            other_ends, joined = group_assertion_ends(other), other.get("joined")
+            code = as_pytest_asserts(other["driver"], filename, {
+                name: (e, set(j) if type(j) is list and all(type(k) is int for k in j) else set())
+                for name, e, j in zip(other["tests"], other_ends,
+                                      joined if type(joined) is list else [[]] * len(other_ends))}) \
+                if other_ends is not None else None
+            exec(code or compile(other["driver"], filename, "exec"), vars(held))
             if index == 0:  # its look-ups are served at their depth below this frame, as a test's requests are
                 link.test_base = REMAINING() if REMAINING is not None else 0
                 collect(held, os.path.join(job["dir"], other["path"]), link.Proxy)
@@ -492,7 +583,7 @@ def run_group(index, group, job, deadline):
     ensure_zygote(job_hash_seed(job))
     ensure_package(job)
     r, w = os.pipe()
-    judged = group_verdict_points(group) is not None
+    judged = group_verdicts(group)
     verdicts_r, verdicts_w = os.pipe() if judged else (None, None)
     pid = os.fork()
     if pid == 0:
