@@ -238,6 +238,32 @@ def as_pytest_asserts(source, filename, ends_by_test):
     return compile(tree, filename, "exec")
 
 
+DRIVER_CODE: dict = {}  # a graded group's driver, rewritten (`driver_code`), by its source and assertions
+
+
+def driver_code(group):
+    """The group's driver compiled as pytest compiles a test module (`as_pytest_asserts`), or None for an ungraded
+    group. Made once per driver in this server, before the group's process is forked (rewriting costs 20-70 ms a
+    file, and the first group's driver collects every later file too): a driver holds no expected value and no
+    result, only the test's statements."""
+    ends = group_assertion_ends(group)
+    if ends is None:
+        return None
+    joined = group.get("joined")
+    joined = [set(j) if type(j) is list and all(type(k) is int for k in j) else set() for j in joined] \
+        if type(joined) is list and len(joined) == len(ends) else [set() for _ in ends]
+    key = (group["driver"], group["path"], json.dumps(group["assertions"]), json.dumps(group.get("joined")))
+    if key not in DRIVER_CODE:
+        if len(DRIVER_CODE) >= 64:
+            DRIVER_CODE.clear()
+        try:
+            DRIVER_CODE[key] = as_pytest_asserts(group["driver"], group["path"],
+                                                 {name: (e, j) for name, e, j in zip(group["tests"], ends, joined)})
+        except Exception:  # noqa: BLE001 - a driver that does not compile fails in its own process, never this one
+            DRIVER_CODE[key] = None
+    return DRIVER_CODE[key]
+
+
 def grouped_assertions(ast, body, ends, joined):
     """`body` with each run of observations that ends an assertion made one `assert _gymsmith_check(...)`, and the
     parts of one `assert a and b` (`joined`: the ends of its later parts) one `assert _gymsmith_check(...) and ...`."""
@@ -466,13 +492,7 @@ def child(index, group, job, w, verdicts=None):
             held = own if other is group else module(other)
             collecting = None if other is group else other["path"]
             filename = os.path.join(job["dir"], other["path"])
-            other_ends, joined = group_assertion_ends(other), other.get("joined")
-            code = as_pytest_asserts(other["driver"], filename, {
-                name: (e, set(j) if type(j) is list and all(type(k) is int for k in j) else set())
-                for name, e, j in zip(other["tests"], other_ends,
-                                      joined if type(joined) is list else [[]] * len(other_ends))}) \
-                if other_ends is not None else None
-            exec(code or compile(other["driver"], filename, "exec"), vars(held))
+            exec(driver_code(other) or compile(other["driver"], filename, "exec"), vars(held))
             if index == 0:  # its look-ups are served at their depth below this frame, as a test's requests are
                 link.test_base = REMAINING() if REMAINING is not None else 0
                 collect(held, os.path.join(job["dir"], other["path"]), link.Proxy)
@@ -584,6 +604,8 @@ def run_group(index, group, job, deadline):
     ensure_package(job)
     r, w = os.pipe()
     judged = group_verdicts(group)
+    for other in (group, *(job["groups"][index + 1:] if index == 0 else [])):
+        driver_code(other)  # made here once, for this and later jobs' drivers (forked from this process)
     verdicts_r, verdicts_w = os.pipe() if judged else (None, None)
     pid = os.fork()
     if pid == 0:
