@@ -409,7 +409,7 @@ def _through_own(tree: ast.Module, path: str, sources: Mapping[str, str]) -> set
 
     # an own module is as telling as any other: its repr names the file it was imported from, which is where the code
     # runs (a hundred-and-fourteenth attacker's `_gs_o.__str__()` on a sibling module, `/workspace/job/...` where the
-    # verifier runs it: accepted on 24 of 24 tasks); as a value, or through a dunder that is not one of its static ones
+    # verifier runs it: accepted on 36 of 36 tasks); as a value, or through a dunder that is not one of its static ones
     attribute_base = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in aliases and isinstance(node.ctx, ast.Load) \
