@@ -6,7 +6,11 @@ It reads jobs as JSON lines on stdin:
 (a group may also give "depth_shift": {"import": n, "call": m, "ops": {op: k}}, the package process's recursion limit
 moved by them while it imports or serves the test's requests, less each request's depth in its test; see
 group_depth_shift and rpc.PackagePolicy; and a job "hook_modules": [module, ...], the only modules whose classes may
-have look-up hooks: job_hook_modules)
+have look-up hooks: job_hook_modules; a graded group also gives "assertions": per test, the slots at which its
+assertions end, and "joined": those that continue an `assert a and b`, so that its driver runs pytest's own rewritten
+assertions (`driver_code`), and "verdicts": true when the host judges each assertion as it arrives: then, during the
+group, the host writes lines {"verdict": <job id>, "group": i, "test": t, "slot": k, "go": bool} (or "end": true)
+that the server passes to the driver, which waits for each: `child`)
 For each group (a test file) it forks a *driver* process that runs the driver's statements and never imports the
 code under test: an import of a "remote" module is a proxy to the job's *package* process, which imports the code
 under test from the job directory and answers the driver's requests (`rpc.py`). One package process serves every
@@ -306,7 +310,7 @@ def child(index, group, job, w, verdicts=None):
     What it observes is therefore what the package returned for the test's calls, and the agent's code cannot reach
     this process. The first group's driver first imports and collects (`collect`) its own and every later group's
     module, in order, as a pytest run does before any test runs. With `verdicts` (the read end of a pipe the server
-    writes the host's verdicts into; `group_verdict_points`), each test stops where pytest's would: at an observed
+    writes the host's verdicts into; `group_verdicts`), each test stops where pytest's would: at an observed
     expression that raised, and at an assertion the host finds failing (the driver waits for its verdict after the
     assertion's last observation)."""
     os.setpgid(0, 0)
