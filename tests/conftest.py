@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 import sys
@@ -169,6 +170,27 @@ def postgres_url():
 
     with TemporaryPostgres() as url:
         yield url
+
+
+HANG_LIMIT_S = 900  # past pytest-timeout's 600 s (pyproject): only a test its alarm could not stop gets here
+_hang_report: list[int] = []  # a duplicate of the session's real stderr: a test's own stderr is captured
+
+
+def pytest_configure(config):
+    _hang_report.append(os.dup(2))  # output capture is suspended while plug-ins are configured
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A backstop behind pytest-timeout, whose alarm runs in the interpreter: a test hung where no signal handler
+    runs (in C, or on a lock the handler needs) would hold the session until CI's own limit and say nothing.
+    Past HANG_LIMIT_S the interpreter's fault handler writes every thread's stack to the session's stderr and
+    ends the session, so CI fails within minutes and shows where it hung."""
+    faulthandler.dump_traceback_later(HANG_LIMIT_S, exit=True, file=_hang_report[0])
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -187,6 +188,42 @@ def test_a_run_waiting_for_cpus_says_so_and_goes_on_once_they_are_free(ray_clust
         with pytest.warns(RuntimeWarning, match=r"1 of 1 actor\(s\) not up after 1 s; .* cluster has 0 free"):
             out = waiting.run(config, store)
     assert len(out) == 2 and all(t.reward.value == 1.0 for t in out)
+
+
+class _Signalled(Exception):
+    pass
+
+
+def _raise_signalled(signum, frame):
+    raise _Signalled(signum)
+
+
+def test_a_run_waiting_on_actors_gives_way_to_signals(ray_cluster, tmp_path):
+    """Ray's waits block in C, where no signal handler runs: a run waiting for actors that cannot start must
+    still let a signal through (Ctrl-C, SIGTERM, a test's timeout) rather than hang its caller until the CPUs
+    are free. The holder frees them after 60 s, so a run that does not give way completes and the test fails."""
+    store = TrajectoryStore(tmp_path / "s.db")
+    holder = RayRunner().start(2)
+    holder.pids()  # both of the cluster's CPUs are taken
+    release = threading.Timer(60.0, holder.close)
+    release.start()
+    previous = signal.signal(signal.SIGUSR1, _raise_signalled)
+    poke = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGUSR1))
+    config = RunConfig(run_id="sig", taskset=TaskSetSpec(family="ops", count=2, base_seed=4), agents=["oracle"],
+                       concurrency=1)
+    waiting = RayRunner()
+    try:
+        poke.start()
+        with pytest.raises(_Signalled), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # "not up after ...": not what this test is about
+            waiting.run(config, store)
+    finally:
+        poke.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+        release.cancel()
+        holder.close()  # first: the waiting runner's actor can then start, take its close call and stop
+        waiting.close()
+    assert store.rollout_rows(["sig"]) == []
 
 
 @pytest.mark.parametrize("kind", ["file", "memory"])

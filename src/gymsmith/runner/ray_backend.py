@@ -23,6 +23,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -38,6 +39,35 @@ from gymsmith.verifier.service import VerifierService
 
 SLOW_START_S = 20.0  # actors not up by then: say why the run may be waiting (for CPUs, usually)
 ENGINE_CALLS = 256  # batches an actor's engine takes at once (threads of its "engine" concurrency group)
+WAIT_SLICE_S = 1.0  # the longest a signal handler's exception waits inside one of Ray's waits (see _wait)
+
+
+def _wait(ray, refs: list, num_returns: int = 1, timeout: float | None = None) -> tuple[list, list]:
+    """`ray.wait` for `num_returns` of `refs` (for at most `timeout` seconds; None: no deadline), in slices of
+    WAIT_SLICE_S, raising what a signal handler raised meanwhile.
+
+    Why: inside `ray.wait` and `ray.get` a signal's Python handler runs, but what it raises stays pending until
+    the call's own timeout ends (then it comes out as a SystemError caused by it), so with no timeout a run
+    waiting on a stuck actor never gives way to Ctrl-C, SIGTERM or a test's timeout alarm: it hangs its caller.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
+        try:
+            ready, rest = ray.wait(refs, num_returns=num_returns, timeout=left)
+        except SystemError as exc:  # a handler's exception, held by Ray's C code until the slice ended
+            if exc.__cause__ is None:
+                raise
+            raise exc.__cause__ from None
+        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            return ready, rest
+
+
+def _get(ray, refs):
+    """`ray.get(refs)` (one reference or a list) once they are ready, waiting as `_wait` does."""
+    many = isinstance(refs, list)
+    _wait(ray, refs if many else [refs], len(refs) if many else 1)
+    return ray.get(refs)
 
 
 class _Actor:
@@ -174,7 +204,7 @@ class RayRunner:
     def pids(self) -> list[int]:
         """The process ids of the actors (waits until they are up)."""
         ray = self._ray()
-        return ray.get([a.pid.remote() for a in self.actors])
+        return _get(ray, [a.pid.remote() for a in self.actors])
 
     def close(self) -> None:
         """Stop the actors and, if this runner started Ray, Ray itself. Idempotent."""
@@ -184,12 +214,10 @@ class RayRunner:
         import ray
 
         if ray.is_initialized() and self.actors:
-            from ray.exceptions import GetTimeoutError, RayError
-
-            try:  # a clean stop closes each environment and verifier process; a stuck actor is killed anyway
-                ray.get([a.close.remote() for a in self.actors], timeout=30)
-            except (RayError, GetTimeoutError):
-                pass
+            # a clean stop closes each environment and verifier process (its outcome unread); a stuck actor is
+            # killed anyway
+            closing = [a.close.remote() for a in self.actors]
+            _wait(ray, closing, len(closing), timeout=30)
             for actor in self.actors:
                 ray.kill(actor, no_restart=True)
         self.actors = []
@@ -229,7 +257,7 @@ class RayRunner:
             actors[slot] = self.actors[slot] = actor
             return actor.configure.remote(config_json, location)  # runs before any batch sent to it later
 
-        ready, waiting = ray.wait(configured, num_returns=len(configured), timeout=SLOW_START_S)
+        ready, waiting = _wait(ray, configured, len(configured), timeout=SLOW_START_S)
         if waiting:
             free = ray.available_resources().get("CPU", 0)
             warnings.warn(f"RayRunner: {len(waiting)} of {len(configured)} actor(s) not up after {SLOW_START_S:g} s; "
@@ -239,13 +267,13 @@ class RayRunner:
         fingerprints = []
         for slot, ref in enumerate(configured):
             try:
-                fingerprints.append(ray.get(ref))
+                fingerprints.append(_get(ray, ref))
             except (RayActorError, WorkerCrashedError):  # died since the previous run: replaced
-                fingerprints.append(ray.get(replace(slot)))
+                fingerprints.append(_get(ray, replace(slot)))
         for fp in {f["digest"]: f for f in fingerprints}.values():  # a remote node may differ from the driver
             store.record_fingerprint(fp)
         if on_actor_pids:
-            on_actor_pids(ray.get([a.pid.remote() for a in actors]))
+            on_actor_pids(_get(ray, [a.pid.remote() for a in actors]))
         size = config.batch_size(len(plan.work), workers_store=location is not None)
         in_flight, per_actor = IN_FLIGHT, 0  # batches per actor; rollouts in flight per actor's engine
         if config.uses_engine():  # the run's rollouts in flight, split among the actors
@@ -273,7 +301,7 @@ class RayRunner:
             for _ in range(in_flight):
                 submit(slot)
         while pending:
-            [ref], _ = ray.wait(list(pending), num_returns=1)
+            [ref], _ = _wait(ray, list(pending))
             number, slot, actor, (task, items) = pending.pop(ref)
             try:
                 returned = pickle.loads(ray.get(ref))
