@@ -1693,6 +1693,101 @@ def test_a_failing_graded_assertion_is_explained_as_pytest_explains_it(runner, t
     assert passed(judge_run([suite], unexplained, reference)) == []
 
 
+PLANT_MODULE = '''_calls = []
+
+
+def plant(xs):
+    class list:  # named like a container: pytest's text of a value holding it formats it by its length and items
+        def __len__(self):
+            _calls.append("len")
+            return 1
+
+        def __iter__(self):
+            _calls.append("iter")
+            return iter([0])
+
+        def __repr__(self):
+            _calls.append("repr")
+            return "[0]"
+
+    xs.append(list())
+    return len(xs)
+
+
+def calls():
+    return ",".join(_calls)
+'''
+PLANT_REFERENCE = PLANT_MODULE.replace("return len(xs)", "return 3").replace('return ",".join(_calls)', 'return "len,iter"')
+PLANT_TESTS = '''from plant import calls, plant
+
+
+def test_fails_naming_the_list():
+    xs = [1]
+    assert plant(xs) == 3
+
+
+def test_calls_so_far():
+    assert calls() == "len,iter"
+'''
+
+
+def test_an_object_of_the_code_inside_a_value_of_the_tests_is_explained_as_pytest_explains_it(runner, tmp_path):
+    """pytest's text of a value of the test's (`xs` in `assert plant(xs) == 3`) formats what it holds by each type's
+    name: an object of a class of the code named `list` by its `len` and `iter`, where the driver's proxy for it was
+    formatted by its `repr`, code that answered wrong could tell the runs apart by that (a hundred-and-eighteenth
+    attacker: 0.41 on 7 of 8 tasks). Such an object is formatted in the package by pytest's own function, at the level
+    pytest's walk reaches it: the calls the code sees are a real pytest run's."""
+    suite = compile_suite(PLANT_TESTS, "tests/test_plant.py")
+    assert _failing_under_pytest(tmp_path, {"plant.py": PLANT_MODULE, "tests/test_plant.py": PLANT_TESTS}) == {
+        "test_fails_naming_the_list"}
+    reference = records_by_nodeid([suite], runner.observe({"plant.py": PLANT_REFERENCE}, [suite]))
+    graded = runner.observe({"plant.py": PLANT_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    assert passed(judge_run([suite], graded, reference)) == ["test_calls_so_far"]
+
+
+IDENTITY_MODULE = '''_reprs = []
+
+
+class C:
+    def __repr__(self):
+        _reprs.append(1)
+        return "C()"
+
+
+def make():
+    return C()
+
+
+def reprs():
+    return len(_reprs)
+'''
+IDENTITY_REFERENCE = IDENTITY_MODULE.replace("return C()", "return None").replace("return len(_reprs)", "return 2")
+IDENTITY_TESTS = '''from ident import make, reprs
+
+
+def test_fails_on_identity():
+    assert make() is None
+
+
+def test_reprs_so_far():
+    assert reprs() == 2
+'''
+
+
+def test_a_failed_comparison_is_shown_to_pytests_comparison_hook_as_pytest_shows_it(runner, tmp_path):
+    """Explaining a failed comparison, pytest asks its `pytest_assertrepr_compare` hook about the two operands, which
+    makes the text of each: a failed `assert make() is None` runs the code's `__repr__` twice under pytest (the hook's
+    summary, then the operand in the explanation), where the driver's rewritten `assert _gymsmith_check(...)` ran it
+    once (a hundred-and-eighteenth attacker's tell). The driver asks the hook about the pair of operands pytest's
+    comparison would (`judge.failing_pair`), with the operands it holds."""
+    suite = compile_suite(IDENTITY_TESTS, "tests/test_ident.py")
+    assert _failing_under_pytest(tmp_path, {"ident.py": IDENTITY_MODULE, "tests/test_ident.py": IDENTITY_TESTS}) == {
+        "test_fails_on_identity"}
+    reference = records_by_nodeid([suite], runner.observe({"ident.py": IDENTITY_REFERENCE}, [suite]))
+    graded = runner.observe({"ident.py": IDENTITY_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    assert passed(judge_run([suite], graded, reference)) == ["test_reprs_so_far"]
+
+
 UNJUDGED_MODULE = '''_seen = []
 
 

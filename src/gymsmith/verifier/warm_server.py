@@ -128,13 +128,18 @@ class WarmServer:
         except queue.Empty:
             return None
 
+    def _write(self, data: bytes) -> None:
+        """Write `data` to the server's stdin and flush it. Raises OSError (ValueError, AttributeError once the
+        server is stopped and its pipe closed or gone)."""
+        # started by the caller (ensure_started); spawn gives it a stdin pipe
+        stdin = cast(IO[bytes], cast("subprocess.Popen", self._proc).stdin)
+        stdin.write(data)
+        stdin.flush()
+
     def _send(self, message: dict[str, Any]) -> None:
         """Write one request line. Raises VerifierError (after stopping it) if the server cannot be reached."""
         try:
-            # started by the caller (ensure_started); spawn gives it a stdin pipe
-            stdin = cast(IO[bytes], cast("subprocess.Popen", self._proc).stdin)
-            stdin.write((json.dumps(message) + "\n").encode())
-            stdin.flush()
+            self._write((json.dumps(message) + "\n").encode())
         except OSError:
             self._stop()
             raise VerifierError(f"{self.label} is gone") from None

@@ -20,7 +20,8 @@ import re
 import sys
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -131,11 +132,12 @@ def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],
     Raises UngradableState when such a file is named like a module the verifier keeps from the code (SHADOWED, or
     one the task's code imports from elsewhere: `imported`): the workspace would import the agent's file where the
     verifier imports the real one, or none."""
+    layout = _Layout.of(final, start)
     queue = list(out)
     while queue:
         path = queue.pop()
         for target in _import_targets(path, out[path]):
-            _importable_as_the_verifier_runs(final, path, target, out, start)
+            _importable_as_the_verifier_runs(final, path, target, layout)
             for candidate in (f"{target}.py", f"{target}/__init__.py"):
                 if candidate in out or candidate not in final.files or \
                         (candidate in start and final.files[candidate] == start[candidate]):
@@ -149,8 +151,29 @@ def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],
                 queue.append(candidate)
 
 
-def _importable_as_the_verifier_runs(final: Tree, path: str, target: str, out: Mapping[str, str],
-                                     start: Mapping[str, str | None]) -> None:
+@dataclass(frozen=True)
+class _Layout:
+    """What `_importable_as_the_verifier_runs` asks of a final state for every import, computed once per state."""
+
+    unchanged: frozenset[str]  # files the start state has, byte for byte
+    directories: frozenset[str]  # every directory holding something now ("a" and "a/b" for "a/b/c.py")
+    start_directories: frozenset[str]  # the same in the start state
+
+    @classmethod
+    def of(cls, final: Tree, start: Mapping[str, str | None]) -> "_Layout":
+        return cls(frozenset(c for c in final.files if c in start and final.files[c] == start[c]),
+                   _directories((*final.files, *final.symlinks, *final.special)), _directories(start))
+
+
+def _directories(paths: Iterable[str]) -> frozenset[str]:
+    out: set[str] = set()
+    for path in paths:
+        parts = path.split("/")[:-1]
+        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return frozenset(out)
+
+
+def _importable_as_the_verifier_runs(final: Tree, path: str, target: str, layout: _Layout) -> None:
     """Raise UngradableState when what the module at `path` imports as `target` is, in the workspace, something the
     verifier does not carry: a test file (a hundred-and-seventeenth attacker's `from .test_gsmark import GS` failed
     in the verifier alone, which carries no test file: accepted on 24 of 24 registered-package tasks), bytecode or an
@@ -158,16 +181,14 @@ def _importable_as_the_verifier_runs(final: Tree, path: str, target: str, out: M
     both; an honest fix imports none of these."""
     if target.split("/", 1)[0] in sys.stdlib_module_names and "/" not in target:
         return  # the standard library's own (a same-named file is refused elsewhere: SHADOWED)
-    unchanged = {c for c in final.files if c in start and final.files[c] == start[c]}
     sources = [c for c in (f"{target}.py", f"{target}/__init__.py") if final.kind(c) is not None]
-    if sources and not any(is_test_path(c) and c not in unchanged for c in sources):
+    if sources and not any(is_test_path(c) and c not in layout.unchanged for c in sources):
         return  # source the verifier carries (`_imported_files`), or refuses there
     others = [f"{target}{s}" for s in (*importlib.machinery.EXTENSION_SUFFIXES, ".pyc")] + \
         [f"{target}/__init__{s}" for s in (*importlib.machinery.EXTENSION_SUFFIXES, ".pyc")]
-    found = next((c for c in (*sources, *others) if final.kind(c) is not None and c not in unchanged), None)
-    if found is None and any(p.startswith(f"{target}/") for p in (*final.files, *final.symlinks, *final.special)) \
-            and not any(p.startswith(f"{target}/") for p in start):  # a directory the start state lacks
-        found = f"{target}/"
+    found = next((c for c in (*sources, *others) if final.kind(c) is not None and c not in layout.unchanged), None)
+    if found is None and target in layout.directories and target not in layout.start_directories:
+        found = f"{target}/"  # a directory the start state lacks
     if found is not None:
         raise UngradableState(f"{path} imports {found}, which the verifier does not run as the workspace does (a test "
                               "file, bytecode or an extension without source, or a directory)")

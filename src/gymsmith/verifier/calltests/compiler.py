@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeGuard, cast
@@ -72,6 +73,24 @@ class Approx:
 #   ("slot", k) | ("const", value) | ("not", x) | ("and", [x...]) | ("or", [x...])
 #   | ("cmp", left, [(op, right), ...]) | ("raised", k, (("builtins", "ValueError"), ("", "UnbalancedEntry")))
 Check = tuple
+
+
+def leaves(check: Check, *, identity: bool = True) -> Iterator[Check]:
+    """The leaves of `check` ("slot", "const" and "raised" nodes) at any depth, in order. `identity=False` leaves out
+    the operands of a comparison made only of `is`/`is not`, which runs no method of theirs."""
+    kind = check[0]
+    if kind in ("and", "or"):
+        for part in check[1]:
+            yield from leaves(part, identity=identity)
+    elif kind == "not":
+        yield from leaves(check[1], identity=identity)
+    elif kind == "cmp":
+        if identity or not all(op in ("is", "is not") for op, _ in check[2]):
+            yield from leaves(check[1], identity=identity)
+            for _, right in check[2]:
+                yield from leaves(right, identity=identity)
+    else:
+        yield check
 
 
 @dataclass(frozen=True)
@@ -412,16 +431,7 @@ def _renumber(check: Check, offset: int) -> Check:
 
 def _holds(check: Check, leaf: str) -> bool:
     """Whether `check` has a leaf of kind `leaf` ("const", "slot") among its operands, at any depth."""
-    kind = check[0]
-    if kind == leaf:
-        return True
-    if kind in ("and", "or"):
-        return any(_holds(c, leaf) for c in check[1])
-    if kind == "not":
-        return _holds(check[1], leaf)
-    if kind == "cmp":
-        return _holds(check[1], leaf) or any(_holds(c, leaf) for _, c in check[2])
-    return False
+    return any(node[0] == leaf for node in leaves(check))
 
 
 def _trusted(check: Check) -> bool:

@@ -22,7 +22,7 @@ import math
 import operator
 from typing import Any
 
-from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest
+from gymsmith.verifier.calltests.compiler import Approx, Check, CompiledTest, leaves
 from gymsmith.verifier.calltests.wire import Opaque, Raised, TestRecord, signature
 
 
@@ -169,16 +169,36 @@ def _truth(value: Any) -> bool:
 
 def slots_read(check: Check) -> set[int]:
     """The slots a check reads."""
-    kind = check[0]
-    if kind in ("slot", "raised"):
-        return {check[1]}
-    if kind == "not":
-        return slots_read(check[1])
-    if kind in ("and", "or"):
-        return set().union(*(slots_read(part) for part in check[1]))
-    if kind == "cmp":
-        return slots_read(check[1]).union(*(slots_read(right) for _, right in check[2]))
-    return set()
+    return {node[1] for node in leaves(check) if node[0] in ("slot", "raised")}
+
+
+def compare_pairs(check: Check) -> list[tuple[str, int | None, int | None]] | None:
+    """For a check that is one comparison (`a op b op c ...`), the pairs of operands pytest's comparison hook may be
+    asked about when its assertion is explained, as (op, left slot, right slot) (None: an operand the driver does not
+    hold, a literal); None for any other check."""
+    if check[0] != "cmp":
+        return None
+    operands = [check[1], *(right for _, right in check[2])]
+    slot = [node[1] if node[0] == "slot" else None for node in operands]
+    return [(op, slot[i], slot[i + 1]) for i, (op, _) in enumerate(check[2])]
+
+
+def failing_pair(check: Check, slots: list[Any]) -> int:
+    """The pair of operands of a comparison (`compare_pairs`) pytest's comparison hook is asked about when its
+    assertion is explained (`_call_reprcompare`): the first pair that does not hold, else the last one."""
+    if check[0] != "cmp":
+        return 0
+    i = 0
+    try:
+        left = evaluate(check[1], slots)
+        for i, (op, right_check) in enumerate(check[2]):
+            right = evaluate(right_check, slots)
+            if not _compare(op, left, right):
+                return i
+            left = right
+    except (_CheckFailed, ArithmeticError, ValueError, TypeError, RecursionError):
+        return i
+    return len(check[2]) - 1
 
 
 def fails_as_under_pytest(check: Check, slots: list[Any], reference: list[Any] | None,
@@ -215,16 +235,7 @@ def fails_as_under_pytest(check: Check, slots: list[Any], reference: list[Any] |
 
 
 def _holds_approx(check: Check) -> bool:
-    kind = check[0]
-    if kind == "const":
-        return isinstance(check[1], Approx)
-    if kind == "not":
-        return _holds_approx(check[1])
-    if kind in ("and", "or"):
-        return any(_holds_approx(part) for part in check[1])
-    if kind == "cmp":
-        return _holds_approx(check[1]) or any(_holds_approx(right) for _, right in check[2])
-    return False
+    return any(node[0] == "const" and isinstance(node[1], Approx) for node in leaves(check))
 
 
 def _opaque_inside(value: Any) -> bool:
@@ -246,18 +257,8 @@ def runs_code_pytest_would_run(check: Check, slots: list[Any]) -> bool:
     never leaves this side). The code sees those calls under pytest and not here: a hundred-and-sixteenth attacker's
     device counted them on one test it gave up and was right only where none came (0.41-0.43 on 27 of 27 tasks, pytest
     earning 0). `judge_run(graded=True)` judges no test of such a run."""
-    kind = check[0]
-    if kind == "slot":
-        return check[1] < len(slots) and _opaque_inside(slots[check[1]])
-    if kind == "not":
-        return runs_code_pytest_would_run(check[1], slots)
-    if kind in ("and", "or"):
-        return any(runs_code_pytest_would_run(part, slots) for part in check[1])
-    if kind == "cmp":
-        if all(op in ("is", "is not") for op, _ in check[2]):
-            return False
-        return runs_code_pytest_would_run(check[1], slots) or any(runs_code_pytest_would_run(r, slots) for _, r in check[2])
-    return False
+    return any(node[0] == "slot" and node[1] < len(slots) and _opaque_inside(slots[node[1]])
+               for node in leaves(check, identity=False))
 
 
 def outcome(test: CompiledTest, record: TestRecord | None, reference: TestRecord | None) -> tuple[bool, str]:

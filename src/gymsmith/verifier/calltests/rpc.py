@@ -108,6 +108,26 @@ def _pytest_saferepr(obj):
 UNARY["saferepr"] = _pytest_saferepr
 
 
+def _pytest_saferepr_at(obj, level, maxsize, use_ascii):
+    """pytest's text of `obj` met at `level` inside a value of the test's while pytest's `SafeRepr(maxsize, use_ascii)`
+    formats that value (`SafeRepr.repr1`: by the type's name, so an object of a class named `list` is formatted by its
+    `len` and `iter`, as under pytest, where a proxy would be formatted by its `repr`). What it raises ends pytest's
+    whole text: only its text crosses, made here as pytest makes it, as ("raised", text)."""
+    from _pytest._io.saferepr import SafeRepr, _try_repr_or_str
+
+    try:
+        return SafeRepr(maxsize, use_ascii).repr1(*(obj, level))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - as pytest's `SafeRepr.repr` takes it
+        try:
+            return ("raised", _try_repr_or_str(exc))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as inner:  # noqa: BLE001
+            return ("raised", f"unpresentable exception ({_try_repr_or_str(inner)})")
+
+
 # Every call that reaches code of the package's is made with star-arguments, a call the interpreter never specializes:
 # a specialized call of a builtin (`len`, `getattr`, `__import__`) skips the C-level recursion count the generic call
 # makes, so the frames graded code counts changed by one once this process had served a few requests (a job's later
@@ -147,6 +167,11 @@ def _other(op, obj, args):
         return setattr(*(obj, args[0], args[1]))
     if op == "delattr":
         return delattr(*(obj, args[0]))
+    if op == "saferepr_at":
+        level, maxsize, use_ascii = args
+        if type(level) is not int or not (maxsize is None or type(maxsize) is int) or type(use_ascii) is not bool:
+            raise TypeError("saferepr_at takes a level, a maximum size and whether to use ascii")
+        return _pytest_saferepr_at(obj, level, maxsize, use_ascii)
     raise TypeError(f"unknown operation {op!r}")
 
 

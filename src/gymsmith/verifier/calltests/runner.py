@@ -17,19 +17,17 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from gymsmith.sandbox.base import VERIFIER_CPU_WEIGHT, Limits
 from gymsmith.sandbox.runtime import PythonRuntime
 from gymsmith.verifier.calltests.compiler import CompiledSuite, CompiledTest
-from gymsmith.verifier.calltests.judge import fails_as_under_pytest, outcome, runs_code_pytest_would_run, slots_read
+from gymsmith.verifier.calltests.judge import (compare_pairs, fails_as_under_pytest, failing_pair, outcome,
+                                              runs_code_pytest_would_run, slots_read)
 from gymsmith.verifier.calltests.wire import Raised, Stream, StreamReader, StreamStatus, TestRecord, read_stream
 from gymsmith.verifier.drawkey import graded_hash_seed
 from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 from gymsmith.verifier.warm_server import JOBS, WarmServer, shared_instance
-
-if TYPE_CHECKING:
-    import subprocess
 
 SERVER = Path(__file__).with_name("server.py")
 RPC = Path(__file__).with_name("rpc.py")
@@ -99,14 +97,12 @@ class CallRunner(WarmServer):
         gone answers nothing: the caller finds it dead."""
         if type(index) is not int or not 0 <= index < len(referee.readers):
             return
-        lines = b"".join((json.dumps({"verdict": job, "group": index, "test": test, "slot": slot, "go": go,
+        lines = b"".join((json.dumps({"verdict": job, "group": index, "test": test, "slot": slot, "go": go, "pair": pair,
                                       **({"end": True} if go is None else {})}) + "\n").encode()
-                         for test, slot, go in referee.feed(index, chunk))
+                         for test, slot, go, pair in referee.feed(index, chunk))
         if lines:
             try:
-                stdin = cast(IO[bytes], cast("subprocess.Popen", self._proc).stdin)
-                stdin.write(lines)
-                stdin.flush()
+                self._write(lines)
             except (OSError, ValueError, AttributeError):
                 pass
 
@@ -196,7 +192,8 @@ class CallRunner(WarmServer):
                            "groups": [{"path": s.path, "driver": s.driver, "tests": [t.name for t in s.tests],
                                        **({"depth_shift": shift} if shift else {}),
                                        **({"assertions": [sorted(assertion_ends(t)) for t in s.tests],
-                                           "joined": [joined_ends(t) for t in s.tests]}
+                                           "joined": [joined_ends(t) for t in s.tests],
+                                           "compares": [compares_by_end(t) for t in s.tests]}
                                           if graded or referee is not None else {}),
                                        **({"verdicts": True} if referee is not None else {})}
                                       for s in suites]}
@@ -235,6 +232,18 @@ def assertion_ends(test: CompiledTest) -> dict[int, list[int]]:
     return due
 
 
+def compares_by_end(test: CompiledTest) -> list[list]:
+    """[end, [[op, left slot, right slot], ...]] for each assertion of the test that is one comparison, by the slot it
+    ends at (`assertion_ends`, `judge.compare_pairs`): which operands the driver shows pytest's comparison hook when
+    the assertion is explained. No expected value: a literal operand is None."""
+    out = []
+    for end, checks in sorted(assertion_ends(test).items()):
+        pairs = compare_pairs(test.checks[checks[0]]) if len(checks) == 1 else None
+        if pairs:
+            out.append([end, [list(pair) for pair in pairs]])
+    return out
+
+
 def joined_ends(test: CompiledTest) -> list[int]:
     """The assertion ends (`assertion_ends`) whose assertion is a later part of the same `assert a and b` statement as
     the assertion that ends before it (the driver makes them one assertion again, as pytest explains them)."""
@@ -257,12 +266,13 @@ class _Referee:
         self.refused: set[int] = set()  # groups whose stream is malformed (told once)
         self.due = [[assertion_ends(t) for t in suite.tests] for suite in suites]
 
-    def feed(self, group: int, chunk: bytes) -> list[tuple[int, int, bool | None]]:
-        """(test, slot, verdict) for each assertion completed by `chunk`, in order (True: go on, False: stop the
-        test); a verdict None last once the stream is malformed (every test failed already: every later wait ends
-        its test)."""
+    def feed(self, group: int, chunk: bytes) -> list[tuple[int, int, bool | None, int]]:
+        """(test, slot, verdict, pair) for each assertion completed by `chunk`, in order (True: go on, False: stop the
+        test; pair: for an assertion that is one comparison, the pair of operands pytest's comparison hook is asked
+        about, `judge.failing_pair`); a verdict None last once the stream is malformed (every test failed already:
+        every later wait ends its test)."""
         suite, reader = self.suites[group], self.readers[group]
-        verdicts: list[tuple[int, int, bool | None]] = []
+        verdicts: list[tuple[int, int, bool | None, int]] = []
         for i, k in reader.feed(chunk):
             checks = self.due[group][i].get(k)
             test, record = suite.tests[i], reader.tests[i]
@@ -271,10 +281,11 @@ class _Referee:
             reference = self.reference.get(self.nodeids[group][i])
             want = reference.slots if reference is not None else None
             verdicts.append((i, k, not any(fails_as_under_pytest(test.checks[j], record.slots, want, test.raise_slots)
-                                           for j in checks)))
+                                           for j in checks),
+                             failing_pair(test.checks[checks[0]], record.slots) if len(checks) == 1 else 0))
         if reader.malformed and group not in self.refused:
             self.refused.add(group)
-            verdicts.append((0, 0, None))  # whatever it waits for, the stream already failed every test
+            verdicts.append((0, 0, None, 0))  # whatever it waits for, the stream already failed every test
         return verdicts
 
 
