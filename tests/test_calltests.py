@@ -1788,6 +1788,59 @@ def test_a_failed_comparison_is_shown_to_pytests_comparison_hook_as_pytest_shows
     assert passed(judge_run([suite], graded, reference)) == ["test_reprs_so_far"]
 
 
+RAISED_MODULE = '''_seen = []
+
+
+class Arg:
+    def __repr__(self):
+        _seen.append("repr")
+        return "Arg()"
+
+
+class Oops(Exception):
+    def __str__(self):
+        _seen.append("str")
+        return "oops"
+
+
+def inner(arg):
+    raise Oops()
+
+
+def boom(arg):
+    inner(arg)
+
+
+def seen():
+    return ",".join(_seen)
+'''
+RAISED_REFERENCE = RAISED_MODULE.replace("    inner(arg)\n", "    return arg\n").replace(
+    'return ",".join(_seen)', 'return "repr,str,str"')
+RAISED_TESTS = '''from rep2 import Arg, boom, seen
+
+
+def test_fails_by_the_codes_exception():
+    boom(Arg())
+
+
+def test_seen_so_far():
+    assert seen() == "repr,str,str"
+'''
+
+
+def test_a_test_failing_by_the_codes_exception_is_reported_as_pytest_reports_it(runner, tmp_path):
+    """pytest reports a test that failed with an exception of the code's by its own traceback formatter, which makes
+    the text of the arguments of the frame that raised (`funcargs`) and the exception's text (twice): code that failed
+    one test so could see, by those calls, whether pytest ran it. Graded, the package makes pytest's report over its
+    own frames of the traceback (`rpc._pytest_failure_report`): the calls are a real pytest run's."""
+    suite = compile_suite(RAISED_TESTS, "tests/test_rep2.py")
+    assert _failing_under_pytest(tmp_path, {"rep2.py": RAISED_MODULE, "tests/test_rep2.py": RAISED_TESTS}) == {
+        "test_fails_by_the_codes_exception"}
+    reference = records_by_nodeid([suite], runner.observe({"rep2.py": RAISED_REFERENCE}, [suite]))
+    graded = runner.observe({"rep2.py": RAISED_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    assert passed(judge_run([suite], graded, reference)) == ["test_seen_so_far"]
+
+
 UNJUDGED_MODULE = '''_seen = []
 
 

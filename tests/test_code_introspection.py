@@ -230,6 +230,23 @@ def test_how_much_memory_a_container_reserved_is_a_read():
     assert process_reads("class C:\n    def __sizeof__(self):\n        return 1\n", "") == []  # defining is no read
 
 
+def test_what_pytest_calls_in_the_frames_of_a_failure_is_a_read():
+    """Reporting a test that failed with an exception, pytest reads `__tracebackhide__` in every frame of its
+    traceback and calls it when it is callable: in the code's own frames under pytest, never in the verifier, whose
+    driver holds no frame of the code's. A hook there would tell the two runs apart at the cost of one failing test.
+    Bound by any statement, or used, it is a read; an honest fix has none."""
+    reference = "def boom():\n    raise ValueError('x')\n"
+    for spelling in ("def _h(e):\n    return False\n__tracebackhide__ = _h\n",
+                     "def __tracebackhide__(e):\n    return False\n",
+                     "from functools import partial as __tracebackhide__\n",
+                     "class __tracebackhide__:\n    pass\n",
+                     "def g(__tracebackhide__=lambda e: False):\n    raise ValueError('x')\n",
+                     "def g():\n    __tracebackhide__ = True\n    raise ValueError('x')\n",
+                     "def g():\n    try:\n        boom()\n    except ValueError as __tracebackhide__:\n        pass\n"):
+        assert process_reads(spelling + reference, reference), spelling
+    assert process_reads(reference, reference) == []
+
+
 @contextmanager
 def _episode(seed: int = 5):
     """(task, its CodeTask, a reset environment) of template seed `seed`, the environment closed after."""

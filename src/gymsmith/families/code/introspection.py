@@ -78,7 +78,14 @@ PROCESS_NAMES = frozenset({
     # assignment), which differs between the test's own objects under pytest and those the package process receives
     # (an eighty-sixth attacker's `x.__sizeof__()` on a list argument: accepted on 12 of 12 tasks); `sys.getsizeof`
     # needs sys
-    "__sizeof__", "__alloc__"})
+    "__sizeof__", "__alloc__",
+    # what pytest reads in each frame of a failure's traceback, and calls when it is callable (`RUNNER_NAMES`)
+    "__tracebackhide__"})
+# names a test runner reads in the code's own frames and globals while it reports a failure: pytest calls a callable
+# `__tracebackhide__` of every frame of a failing test's traceback, the code's frames included, which the verifier's
+# driver (where the code has no frames) never does; bound by any statement (`def`, `class`, `import ... as`, a
+# parameter, `except ... as`), it is a read as its use is (PROCESS_NAMES)
+RUNNER_NAMES = frozenset({"__tracebackhide__"})
 # calls that resolve names at run time, run code from text, or read what the process can reach: a read wherever the
 # name appears (`e = eval; e(...)` too)
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
@@ -246,7 +253,25 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
                 found.add(f"compares identities ({_clip(ast.unparse(node))})")  # comparison is allowed, no other
         if isinstance(node, ast.Call):
             found |= _named_access(node)
+        found |= {f"binds {name}" for name in _bound_names(node) & RUNNER_NAMES}
     return found
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """The names a statement or clause binds other than as a plain name (`ast.Name`, read where it is used)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.alias):
+        return {node.asname or node.name.split(".")[0]}
+    if isinstance(node, ast.arg):
+        return {node.arg}
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return set(node.names)
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+        return {node.name}
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return {node.rest}
+    return set()
 
 
 def _module_of(path: str) -> str:

@@ -128,6 +128,53 @@ def _pytest_saferepr_at(obj, level, maxsize, use_ascii):
             return ("raised", f"unpresentable exception ({_try_repr_or_str(inner)})")
 
 
+def _pytest_failure_report(exc):
+    """What pytest's report of a test that failed with `exc` runs of the code's (`Node._repr_failure_py` with pytest's
+    default options: the `repr` of the arguments of the traceback's first and last frames, the exception's text, each
+    chained exception's, `__tracebackhide__` of each frame), made with pytest's own `getrepr` over this process's part
+    of the traceback: the code's own frames, where pytest's traceback starts at the test's frame, in the driver. The
+    report itself stays here (None): only what it runs of the code's matters."""
+    from _pytest._code.code import ExceptionInfo, Traceback, filter_traceback
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:  # the link's frames that ran the code
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    main = ExceptionInfo.from_exc_info((type(exc), exc, tb))
+
+    def styled(traceback, first_long):
+        # pytest's "auto" style: all but the first and last entries short (the first is the test's, in the driver)
+        if len(traceback) + (0 if first_long else 1) <= 2:
+            return traceback
+        head = [traceback[0]] if first_long else [traceback[0].with_repr_style("short")]
+        return Traceback((*head, *(t.with_repr_style("short") for t in traceback[1:-1]), traceback[-1]))
+
+    def tbfilter(info):
+        """`Function._traceback_filter` on a traceback that does not hold the test's file (the test's frame is the
+        driver's): the main exception's, past the test's frame; a chained exception's, whole."""
+        if info is main:
+            return styled(info.traceback.filter(info), first_long=False)
+        traceback = info.traceback.filter(filter_traceback) or info.traceback
+        return styled(traceback.filter(info), first_long=True)
+
+    try:  # `getrepr`'s formatter, given this process's parsed sources (a parse of the module per report: 6 ms each
+        # for a 3,000-line module), which pytest keeps per report; parsing runs no code of the code's
+        from _pytest._code import code as pytest_code
+
+        formatter = getattr(pytest_code, "ExceptionInfoFormatter", None) or pytest_code.FormattedExcinfo
+        made = formatter(funcargs=True, abspath=False, showlocals=False, style="long", tbfilter=tbfilter,
+                         truncate_locals=True, truncate_args=True, chain=True)
+        made.astcache = _REPORT_ASTS
+        made.repr_excinfo(main)
+    except Exception:  # noqa: BLE001 - under pytest an internal error of the report; the test has failed either way
+        pass
+    return None
+
+
+_REPORT_ASTS: dict = {}  # `_pytest_failure_report`'s parsed sources, by path, for the process's life
+
+
 # Every call that reaches code of the package's is made with star-arguments, a call the interpreter never specializes:
 # a specialized call of a builtin (`len`, `getattr`, `__import__`) skips the C-level recursion count the generic call
 # makes, so the frames graded code counts changed by one once this process had served a few requests (a job's later
@@ -167,6 +214,10 @@ def _other(op, obj, args):
         return setattr(*(obj, args[0], args[1]))
     if op == "delattr":
         return delattr(*(obj, args[0]))
+    if op == "report":
+        if args:
+            raise TypeError("report takes no arguments")
+        return _pytest_failure_report(obj)
     if op == "saferepr_at":
         level, maxsize, use_ascii = args
         if type(level) is not int or not (maxsize is None or type(maxsize) is int) or type(use_ascii) is not bool:
@@ -1222,6 +1273,14 @@ class Link:
         raise LinkBroken(f"an unknown tag {str(tag)[:20]!r}")
 
     # -- exceptions ----------------------------------------------------------------------------------------
+    def origin_of(self, exc):
+        """The other side's reference of `exc` where it is an exception that side raised (rebuilt here), else None."""
+        try:
+            origin = _EXC_DICT(exc).get("_gs_origin")
+        except BaseException:  # noqa: BLE001 - an exception without a plain __dict__: not one rebuilt here
+            return None
+        return origin.number if type(origin) is _Origin and origin.link is self else None
+
     def instance_there(self, exc, cls):
         """`isinstance(exc, cls)` decided by the other side, on its own objects, when `exc` is an exception it raised
         (rebuilt here) and `cls` a local class standing for one of its classes; None when they are not both. pytest's

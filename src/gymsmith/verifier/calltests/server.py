@@ -570,6 +570,23 @@ def child(index, group, job, w, verdicts=None):
             judged(self.slot)  # not taken: under pytest the exception goes on and ends the test
             return True
 
+    def report(exc):
+        """pytest's report of a test that failed with `exc` (a graded run's), as far as it reaches the code: for each
+        exception of the chain pytest's report walks (`__cause__`, else `__context__` unless suppressed) that the
+        package raised, the package makes pytest's report over its own frames (`rpc._pytest_failure_report`), which
+        runs the code's `__repr__` of the arguments of the frame that raised and its exception's `__str__` as a real
+        pytest run's report does."""
+        seen = set()
+        while exc is not None and id(exc) not in seen and not link.broken:
+            seen.add(id(exc))
+            origin = link.origin_of(exc)
+            if origin is not None:
+                try:
+                    link.request("report", origin, ())
+                except Exception:  # noqa: BLE001 - the test has failed either way
+                    pass
+            exc = exc.__cause__ if exc.__cause__ is not None else None if exc.__suppress_context__ else exc.__context__
+
     def module(of):
         """A module object for a driver to run in (pytest's collection is given the module itself, `collect`)."""
         held = types.ModuleType(module_name(of))
@@ -608,6 +625,8 @@ def child(index, group, job, w, verdicts=None):
             namespace[name]()
             send({"done": i, "ok": True})
         except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
+            if ends is not None:
+                report(exc)
             send({"done": i, "ok": False, "error": mro(exc)[0][1]})
     os._exit(3 if link.broken else 0)  # the package's process died or broke the protocol: the run crashed
 
