@@ -1793,29 +1793,35 @@ RAISED_MODULE = '''_seen = []
 
 class Arg:
     def __repr__(self):
-        _seen.append("repr")
+        _seen.append("r")
         return "Arg()"
 
 
 class Oops(Exception):
     def __str__(self):
-        _seen.append("str")
+        _seen.append("s")
         return "oops"
 
 
-def inner(arg):
-    raise Oops()
+class Inner(Exception):
+    def __str__(self):
+        _seen.append("i")
+        return "inner"
 
 
-def boom(arg):
-    inner(arg)
+BODY
 
 
 def seen():
-    return ",".join(_seen)
+    return "".join(_seen)
 '''
-RAISED_REFERENCE = RAISED_MODULE.replace("    inner(arg)\n", "    return arg\n").replace(
-    'return ",".join(_seen)', 'return "repr,str,str"')
+RAISES = {  # how the code fails the first test: each reaches other parts of pytest's report
+    "deep": "def a(arg):\n    raise Oops()\n\n\ndef b(arg):\n    a(arg)\n\n\ndef boom(arg):\n    b(arg)",
+    "from": "def boom(arg):\n    try:\n        raise Inner()\n    except Inner as e:\n        raise Oops() from e",
+    "context": "def helper(arg):\n    raise Inner()\n\n\ndef boom(arg):\n    try:\n        helper(arg)\n    except Inner:\n"
+               "        raise Oops()",
+    "builtin": "def boom(arg):\n    return {}[arg]",
+}
 RAISED_TESTS = '''from rep2 import Arg, boom, seen
 
 
@@ -1824,21 +1830,47 @@ def test_fails_by_the_codes_exception():
 
 
 def test_seen_so_far():
-    assert seen() == "repr,str,str"
+    assert seen() == SEEN
 '''
 
 
-def test_a_test_failing_by_the_codes_exception_is_reported_as_pytest_reports_it(runner, tmp_path):
+@pytest.mark.parametrize("how", sorted(RAISES))
+def test_a_test_failing_by_the_codes_exception_is_reported_as_pytest_reports_it(runner, tmp_path, how):
     """pytest reports a test that failed with an exception of the code's by its own traceback formatter, which makes
-    the text of the arguments of the frame that raised (`funcargs`) and the exception's text (twice): code that failed
-    one test so could see, by those calls, whether pytest ran it. Graded, the package makes pytest's report over its
-    own frames of the traceback (`rpc._pytest_failure_report`): the calls are a real pytest run's."""
-    suite = compile_suite(RAISED_TESTS, "tests/test_rep2.py")
-    assert _failing_under_pytest(tmp_path, {"rep2.py": RAISED_MODULE, "tests/test_rep2.py": RAISED_TESTS}) == {
+    the text of the arguments of the frame that raised (`funcargs`), the exception's text (twice) and each chained
+    exception's: code that failed one test so could see, by those calls, whether pytest ran it. Graded, the package
+    makes pytest's report over its own frames of the traceback (`rpc._pytest_failure_report`): the calls are those of
+    a real pytest run (read from one here: `seen()` under pytest, then asserted in the verifier)."""
+    module = RAISED_MODULE.replace("BODY", RAISES[how])
+    probe = RAISED_TESTS.replace("SEEN", "None")
+    _failing_under_pytest(tmp_path, {"rep2.py": module, "tests/test_rep2.py": probe})
+    under_pytest = _pytest_says(tmp_path, "seen()")
+    assert under_pytest and set(under_pytest) <= set("rsi"), under_pytest
+    tests = RAISED_TESTS.replace("SEEN", repr(under_pytest))
+    suite = compile_suite(tests, "tests/test_rep2.py")
+    assert _failing_under_pytest(tmp_path, {"rep2.py": module, "tests/test_rep2.py": tests}) == {
         "test_fails_by_the_codes_exception"}
-    reference = records_by_nodeid([suite], runner.observe({"rep2.py": RAISED_REFERENCE}, [suite]))
-    graded = runner.observe({"rep2.py": RAISED_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    fixed = module.replace("def boom(arg):", "def boom(arg):\n    return arg\n\n\ndef _was(arg):").replace(
+        'return "".join(_seen)', f"return {under_pytest!r}")
+    reference = records_by_nodeid([suite], runner.observe({"rep2.py": fixed}, [suite]))
+    graded = runner.observe({"rep2.py": module}, [suite], graded=True, stop_at_failure=reference)
     assert passed(judge_run([suite], graded, reference)) == ["test_seen_so_far"]
+
+
+def _pytest_says(work, expression: str) -> str:
+    """The value of `expression` at the end of a real pytest run of `tests/` in `work` (each test file's module
+    `rep2`), written by a last test file."""
+    import subprocess
+    import sys
+
+    (work / "tests" / "test_zz_probe.py").write_text(
+        f"import pathlib\nfrom rep2 import seen\n\n\ndef test_probe():\n    pathlib.Path({str(work / 'said')!r})"
+        f".write_text({expression})\n")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir",
+                    str(work), "--import-mode=importlib", str(work / "tests")], cwd=work, capture_output=True,
+                   env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    (work / "tests" / "test_zz_probe.py").unlink()
+    return (work / "said").read_text()
 
 
 UNJUDGED_MODULE = '''_seen = []
