@@ -671,7 +671,7 @@ def test_graded_code_counts_what_pytest_counts_wherever_a_test_reaches_it(runner
     pytest counts."""
     from gymsmith.verifier.calltests.depths import OPS, OPS_CALL_PROBE, OPS_MODULE, PROBE, PROBE_MODULE, _under_pytest
 
-    _, under_pytest = _under_pytest(runner)
+    _, under_pytest, _ = _under_pytest(runner)
     suite = compile_suite(OPS_CALL_PROBE, "tests/test_gs_ops.py")
     sources = {f"{PROBE_MODULE}.py": PROBE, f"{OPS_MODULE}.py": OPS}
 
@@ -684,6 +684,27 @@ def test_graded_code_counts_what_pytest_counts_wherever_a_test_reaches_it(runner
     one_depth = {"import": 0, "call": runner.depth_shift()["call"]}  # every request served from one depth (before)
     before = [n for _, _, n in graded(graded=False)]
     assert [n + one_depth["call"] for n in before] != [n for _, _, n in under_pytest]
+
+
+def test_a_failure_report_runs_the_code_at_the_depth_pytests_report_runs_it(runner):
+    """pytest's report of a test that failed by the code's exception runs the code (the exception's `str`, twice) from
+    pytest's own reporting frames; the package served its report at a call's depth, three frames deeper, and a
+    hundred-and-twentieth attacker's device read that in its exception's `__str__` (0.41-0.43 on 7 of 7 tasks, never
+    accepted, pytest failing FAIL_TO_PASS tests on all). The report's own shift is measured (`depths.REPORT`): graded,
+    the code counts in the report what it counts under pytest."""
+    from gymsmith.verifier.calltests.depths import PROBE, PROBE_MODULE, REPORT, REPORT_CALL_PROBE, REPORT_MODULE, _under_pytest
+
+    _, _, under_pytest = _under_pytest(runner)
+    suite = compile_suite(REPORT_CALL_PROBE, "tests/test_gs_report.py")
+    sources = {f"{PROBE_MODULE}.py": PROBE, f"{REPORT_MODULE}.py": REPORT}
+
+    def seen(**how):
+        return runner.observe(sources, [suite], graded=True, **how).groups[0].stream.tests[1].slots[-1]
+
+    assert len(under_pytest) >= 1 and seen() == under_pytest
+    shift = runner.depth_shift()
+    at_a_call = {**shift, "ops": {op: k for op, k in shift["ops"].items() if op != "report"}}  # before
+    assert seen(depth_shift=at_a_call) != under_pytest
 
 
 def test_a_device_keyed_on_the_depth_of_each_call_is_the_bug_where_pytest_runs_the_bug(runner):

@@ -282,6 +282,32 @@ OPS_HEAD = f"import math\nimport operator\n\nfrom {OPS_MODULE} import f, make, s
 OPS_PYTEST_PROBE = OPS_HEAD + "import json\n\n\ndef test_ops():\n" + OPS_STATEMENTS + \
     '    assert False, "GSOPS " + json.dumps(seen())\n'
 OPS_CALL_PROBE = OPS_HEAD + "\n\ndef test_ops():\n" + OPS_STATEMENTS + "    assert seen() == 0\n"
+# pytest's report of a test that failed by the code's exception runs the code (`str` of the exception, `repr` of the
+# raising frame's arguments) from pytest's own reporting frames; the package makes it at its "report" operation
+# (`rpc._pytest_failure_report`), whose shift is measured apart: a graded run, where the driver asks for reports
+REPORT_MODULE = "gs_depth_report"
+# (a `left` of its own: the depth probe's module must first be imported where its import count is measured)
+REPORT = LEFT + '''
+SEEN = []
+
+
+class Failure(Exception):
+    def __str__(self):
+        SEEN.append(left())
+        return "failure"
+
+
+def fail():
+    raise Failure()
+
+
+def seen():
+    return SEEN
+'''
+REPORT_TESTS = f"from {REPORT_MODULE} import fail, seen\n\n\ndef test_a_failure():\n    fail()\n\n\n"
+REPORT_PYTEST_PROBE = "import json\n" + REPORT_TESTS + \
+    'def test_report():\n    assert False, "GSREPORT " + json.dumps(seen())\n'
+REPORT_CALL_PROBE = REPORT_TESTS + "def test_report():\n    assert seen() == 0\n"
 MAX_SHIFT = 500  # server.group_depth_shift's bound
 PYTEST_INI = "[pytest]\npythonpath = .\n"  # as a code task's workspace has it (generator.PYTEST_INI)
 
@@ -296,9 +322,14 @@ def _pytest_output(runner: CallRunner) -> tuple[str, str, int]:
         root = Path(tmp)
         (root / f"{PROBE_MODULE}.py").write_text(PROBE)
         (root / f"{OPS_MODULE}.py").write_text(OPS)
+        (root / f"{REPORT_MODULE}.py").write_text(REPORT)
         (root / "tests").mkdir()
         (root / "tests" / "test_gs_depth.py").write_text(PYTEST_PROBE)
         (root / "tests" / "test_gs_ops.py").write_text(OPS_PYTEST_PROBE)
+        # first of the session: pytest's report code is then as fresh as in the package process's first report (the
+        # interpreter specializes its calls once they have run a few times, one frame more left after: 949 for a
+        # session's first failure by the code's exception, 950 after other failures)
+        (root / "tests" / "test_gs_a_report.py").write_text(REPORT_PYTEST_PROBE)
         (root / "pytest.ini").write_text(PYTEST_INI)
         with BwrapSandbox(root, Limits(cpu_weight=VERIFIER_CPU_WEIGHT), runtime=runner.runtime) as sandbox:
             python = sandbox.runtime.interpreter
@@ -312,14 +343,15 @@ def counts_under_pytest(runner: CallRunner) -> tuple[int, int]:
     return _under_pytest(runner)[0]
 
 
-def _under_pytest(runner: CallRunner) -> tuple[tuple[int, int], list[list[Any]]]:
+def _under_pytest(runner: CallRunner) -> tuple[tuple[int, int], list[list[Any]], list[int]]:
     stdout, stderr, code = _pytest_output(runner)
     found = re.search(r"GSDEPTH (\d+) (\d+)", stdout)
     ops = re.search(r"GSOPS (\[.*?\]\])", stdout)
-    if found is None or ops is None:
+    report = re.search(r"GSREPORT (\[[\d, ]*\])", stdout)
+    if found is None or ops is None or report is None:
         raise VerifierError("could not measure the stack depth pytest runs tests at (for the call checks' depth "
                             f"shift): exit {code}, output {stdout[-500:]!r} {stderr[-500:]!r}")
-    return (int(found.group(1)), int(found.group(2))), json.loads(ops.group(1))
+    return (int(found.group(1)), int(found.group(2))), json.loads(ops.group(1)), json.loads(report.group(1))
 
 
 def counts_in_package_process(runner: CallRunner) -> tuple[int, int]:
@@ -349,15 +381,34 @@ def ops_in_package_process(runner: CallRunner) -> list[list[Any]]:
     return [list(entry) for entry in seen]
 
 
+def report_in_package_process(runner: CallRunner) -> list[int]:
+    """The frames left in the code's `__str__` each time the package makes pytest's report of a test that failed by
+    the code's exception (a graded run, served unshifted). Raises VerifierError when the call check does not report
+    them."""
+    suite = compile_suite(REPORT_CALL_PROBE, "tests/test_gs_report.py")
+    observed = runner.observe({f"{PROBE_MODULE}.py": PROBE, f"{REPORT_MODULE}.py": REPORT}, [suite], deadline_s=60,
+                              group_timeout_s=30, graded=True, depth_shift={"import": 0, "call": 0, "ops": {}})
+    record = observed.groups[0].stream.tests.get(1)
+    seen = record.slots[-1] if record is not None and record.slots else None
+    if not isinstance(seen, list) or not seen or not all(type(n) is int for n in seen):
+        raise VerifierError(f"could not measure the stack depth of the call checks' failure reports: {seen!r}")
+    return seen
+
+
 def pytest_depth_shift(runner: CallRunner) -> dict[str, Any]:
     """The shifts ({"import": n, "call": m, "ops": {operation: k}}) that make graded code in `runner`'s package
     process count the frames left that it counts under pytest, at import and through every operation a test makes,
     wherever in the test it makes it. Raises VerifierError when either side cannot be measured, or when the
     operations made inside comprehensions, generator expressions, lambdas and assertions would not count what they
     count under pytest (the driver cannot read its depth in this runtime: `server.remaining_reader`)."""
-    (pytest_import, _), pytest_ops = _under_pytest(runner)
+    (pytest_import, _), pytest_ops, pytest_report = _under_pytest(runner)
     ours_import, _ = counts_in_package_process(runner)
     ours_ops = ops_in_package_process(runner)
+    ours_report = report_in_package_process(runner)
+    report = {n - m for n, m in zip(pytest_report, ours_report)}
+    if len(pytest_report) != len(ours_report) or len(report) != 1:
+        raise VerifierError(f"the call checks' failure reports run the code other than pytest's: frames left "
+                            f"{ours_report} against {pytest_report}")
     theirs = {(where, op): n for where, op, n in pytest_ops}
     ours = {(where, op): n for where, op, n in ours_ops}
     if set(theirs) != set(ours) or len(theirs) != len(pytest_ops) or len(ours) != len(ours_ops):
@@ -375,6 +426,7 @@ def pytest_depth_shift(runner: CallRunner) -> dict[str, Any]:
         raise VerifierError(f"graded code would count other frames left than under pytest (ours, pytest's): {wrong}; "
                             "the driver cannot read its depth in this runtime")
     call = by_op.pop("call")
+    by_op["report"] = report.pop()
     values = [pytest_import - ours_import, call, *by_op.values()]
     shift = {"import": values[0], "call": call, "ops": {op: k for op, k in by_op.items() if k != call}}
     if not all(-MAX_SHIFT <= v <= MAX_SHIFT for v in values):  # the server takes none beyond
