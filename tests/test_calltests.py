@@ -1894,6 +1894,57 @@ def _pytest_says(work, expression: str) -> str:
     return (work / "said").read_text()
 
 
+EXIT_MODULE = '''_seen = []
+
+
+class CM:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        try:
+            raise KeyError("inside")
+        except KeyError as e:
+            _seen.append("C" if e.__context__ is not None else "N")
+        if kind is ValueError:
+            raise
+        return False
+
+
+def boom():
+    raise ValueError("body")
+
+
+def seen():
+    return "".join(_seen)
+'''
+EXIT_REFERENCE = EXIT_MODULE.replace('    raise ValueError("body")', "    return None").replace(
+    'return "".join(_seen)', 'return "C"')
+EXIT_TESTS = '''from cm import CM, boom, seen
+
+
+def test_fails_in_the_with_body():
+    with CM():
+        boom()
+
+
+def test_seen_so_far():
+    assert seen() == "C"
+'''
+
+
+def test_the_codes_exit_runs_while_the_exception_is_handled(runner, tmp_path):
+    """Python calls a context manager's `__exit__` while the body's exception is being handled: an exception raised
+    there gets it as `__context__`, and a bare `raise` re-raises it. The package called it after handling ended, so
+    the code saw no context and its bare `raise` failed (a hundred-and-twenty-first attacker, on hand-made tests)."""
+    suite = compile_suite(EXIT_TESTS, "tests/test_cm.py")
+    assert _failing_under_pytest(tmp_path, {"cm.py": EXIT_MODULE, "tests/test_cm.py": EXIT_TESTS}) == {
+        "test_fails_in_the_with_body"}
+    reference = records_by_nodeid([suite], runner.observe({"cm.py": EXIT_REFERENCE}, [suite]))
+    graded = runner.observe({"cm.py": EXIT_MODULE}, [suite], graded=True, stop_at_failure=reference)
+    assert passed(judge_run([suite], graded, reference)) == ["test_seen_so_far"]
+
+
 UNJUDGED_MODULE = '''_seen = []
 
 

@@ -197,13 +197,16 @@ def _other(op, obj, args):
     if op == "round":
         return round(*(obj,)) if args[0] is None else round(*(obj, args[0]))
     if op == "exit":  # with the traceback of the exception raised here (under pytest, the test's): never None
-        exc, tb = args[0], None
-        if exc is not None:
-            try:
-                raise exc
-            except BaseException as caught:  # noqa: BLE001
-                tb = caught.__traceback__
-        return type(obj).__exit__(*(obj, None if exc is None else type(exc), exc, tb))
+        exc = args[0]
+        if exc is None:
+            return type(obj).__exit__(*(obj, None, None, None))
+        try:
+            raise exc
+        except BaseException as caught:  # noqa: BLE001
+            # called while the exception is handled, as the interpreter calls it: an exception `__exit__` raises
+            # or catches gets it as `__context__`, a bare `raise` re-raises it (a hundred-and-twenty-first attacker
+            # saw neither here)
+            return type(obj).__exit__(*(obj, type(caught), caught, caught.__traceback__))
     if op == "instancecheck":
         return isinstance(*(args[0], obj))
     if op == "subclasscheck":
