@@ -1291,11 +1291,7 @@ class Link:
         and its `__subclasshook__`) answers there: a hundred-and-eighth attacker's hook saw it under pytest alone
         (accepted on 18 of 18 tasks) while the driver decided on its stand-ins."""
         own = _TYPE_DICT(cls).get("_gs_link_id") if issubclass(type(cls), type) else None
-        try:
-            origin = _EXC_DICT(exc).get("_gs_origin")
-        except BaseException:  # noqa: BLE001 - an exception without a plain __dict__: not one rebuilt here
-            origin = None
-        if own is None or own[0] is not self or type(origin) is not _Origin or origin.link is not self:
+        if own is None or own[0] is not self or self.origin_of(exc) is None:
             return None
         return bool(self.request("instancecheck", own[1], (exc,)))
 

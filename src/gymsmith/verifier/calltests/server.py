@@ -502,7 +502,7 @@ def child(index, group, job, w, verdicts=None):
     try:
         from _pytest._io.saferepr import SafeRepr
     except ImportError:  # a plain driver (no pytest here): no explanations
-        SafeRepr = None
+        pass
     else:
         base_repr1 = SafeRepr.repr1
 
