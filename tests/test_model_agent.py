@@ -65,12 +65,13 @@ def test_every_fault_kind_and_no_rollout_lost(tmp_path):
 
 def test_every_fault_kind_on_code_and_no_rollout_lost(tmp_path):
     """The same on the code family: real sandboxes; the scripted model plays run_tests, read_file and the fix as
-    a diff. Code goals repeat across tasks, so each task is recognised by its first observation."""
+    a diff. Code goals repeat across tasks, so each task is recognised by its first observation. The tasks are
+    test_code_agents.py's first eight (on disk by then: new ones draw their hidden variants, 110 s cold in CI106)."""
     from gymsmith.families.code.env import code_task
     from gymsmith.families.code.repo import unified_diff
     from gymsmith.registry import get_family
 
-    spec = TaskSetSpec(family="code", count=8, split="train", base_seed=31)
+    spec = TaskSetSpec(family="code", count=8, split="train", base_seed=500, knobs={"difficulty": [0.0, 1.0]})
     tasks = build_taskset(spec)
     env = get_family("code").make_env()
     try:

@@ -9,7 +9,9 @@
 An action is a JSON object ``{"tool": NAME, "arguments": {...}}``; anything else is recorded as a reply
 with no tool call and answered with an error observation. The reward is 0 until the episode ends (submit
 or the step limit), then the verifier's reward under `policy`, with its components in `info`. Tasks
-come from the train split only. Observations longer than MAX_OBSERVATION characters are cut, and
+come from the train split only: generated at `difficulty` (drawn per reset when None) with `knobs`, or drawn from
+``tasks=`` (a list of the family's train tasks, e.g. ``build_taskset(spec)``; a held-out one is refused), and
+``reset(options={"task": t})`` plays a given one. Observations longer than MAX_OBSERVATION characters are cut, and
 characters outside CHARSET are replaced by "?".
 
 Gymnasium 1.4 loads no entry-point plug-ins, so `import gymnasium` alone registers none of these ids: import this
@@ -39,6 +41,7 @@ step after the end changes nothing and earns 0 (`info["error"]` is "episode_over
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
@@ -60,6 +63,30 @@ MAX_OBSERVATION = 100_000
 MAX_ACTION = 16_384
 
 
+def _train_pool(family: str, tasks: Sequence[TaskSpec | dict[str, Any]] | None, difficulty: float | None,
+                knobs: dict[str, Any] | None) -> tuple[TaskSpec, ...]:
+    """The tasks an unoptioned reset draws from (empty: generated ones). Raises ValueError naming the task that is
+    not one of `family`'s train split (a held-out task never enters training), or when `tasks` comes with knobs."""
+    if tasks is None:
+        return ()
+    if isinstance(tasks, (str, bytes, dict, TaskSpec)) or not tasks:
+        raise ValueError(f"tasks: expected a non-empty sequence of {family} TaskSpecs, got {preview(tasks)}")
+    if difficulty is not None or knobs:
+        raise ValueError("tasks: give either tasks or difficulty/knobs (the tasks' own knobs are used)")
+    pool = []
+    for i, item in enumerate(tasks):
+        try:
+            task = item if isinstance(item, TaskSpec) else TaskSpec.model_validate(item)
+        except ValueError as exc:
+            raise ValueError(f"tasks[{i}]: not a TaskSpec ({str(exc).splitlines()[0]})") from None
+        if task.family != family:
+            raise ValueError(f"tasks[{i}]: a task of family {task.family!r}, expected {family!r}")
+        if split_of(task.id) is not Split.TRAIN:
+            raise ValueError(f"tasks[{i}]: task {task.id} is in the held-out split, which never enters training")
+        pool.append(task)
+    return tuple(pool)
+
+
 def _clean(text: str, limit: int) -> str:
     text = "".join(ch if ch in _ALLOWED else "?" for ch in text)
     return text if len(text) <= limit else text[: limit - 20] + "\n[... truncated]"
@@ -69,10 +96,12 @@ class GymsmithEnv(gymnasium.Env[str, str]):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, family: str = "ops", *, difficulty: float | None = None, knobs: dict[str, Any] | None = None,
-                 policy: str = DEFAULT_POLICY, max_steps: int = 300, render_mode: str | None = None,
-                 step_rewards: bool = False, gamma: float | None = None):
+                 tasks: Sequence[TaskSpec | dict[str, Any]] | None = None, policy: str = DEFAULT_POLICY,
+                 max_steps: int = 300, render_mode: str | None = None, step_rewards: bool = False,
+                 gamma: float | None = None):
         self.gamma = required_discount(step_rewards, gamma)
         self.family = get_family(family)
+        self.tasks = _train_pool(self.family.name, tasks, difficulty, knobs)
         self.difficulty, self.knobs, self.policy, self.max_steps = difficulty, dict(knobs or {}), policy, max_steps
         self.step_rewards = step_rewards
         self.render_mode = render_mode
@@ -90,6 +119,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
         options = options or {}
         if "task" in options:
             task = options["task"] if isinstance(options["task"], TaskSpec) else TaskSpec.model_validate(options["task"])
+        elif self.tasks:
+            task = self.tasks[int(self.np_random.integers(0, len(self.tasks)))]
         else:
             while True:
                 difficulty = options.get("difficulty", self.difficulty)
