@@ -1660,6 +1660,19 @@ def test_a_graded_test_stops_where_pytests_stops(runner, tmp_path):
     assert passed(judge_run([suite], unstopped, reference)) == []
 
 
+def _graded_as_pytest(runner, work, name: str, module: str, reference: str, tests: str, failing: set[str]) -> list[str]:
+    """The tests of `tests` (as tests/test_<name>.py) a graded run of module `name` = `module` passes, stopped where
+    pytest stops against the reference module's observations, after checking that a real pytest run of `module` fails
+    exactly `failing`."""
+    path = f"tests/test_{name}.py"
+    suite = compile_suite(tests, path)
+    assert _failing_under_pytest(work, {f"{name}.py": module, path: tests}) == failing
+    want = records_by_nodeid([suite], runner.observe({f"{name}.py": reference}, [suite]))
+    assert len(want) == len(suite.tests)
+    graded = runner.observe({f"{name}.py": module}, [suite], graded=True, stop_at_failure=want)
+    return passed(judge_run([suite], graded, want))
+
+
 REPR_MODULE = '''_reprs = []
 
 
@@ -1758,12 +1771,8 @@ def test_an_object_of_the_code_inside_a_value_of_the_tests_is_explained_as_pytes
     formatted by its `repr`, code that answered wrong could tell the runs apart by that (a hundred-and-eighteenth
     attacker: 0.41 on 7 of 8 tasks). Such an object is formatted in the package by pytest's own function, at the level
     pytest's walk reaches it: the calls the code sees are a real pytest run's."""
-    suite = compile_suite(PLANT_TESTS, "tests/test_plant.py")
-    assert _failing_under_pytest(tmp_path, {"plant.py": PLANT_MODULE, "tests/test_plant.py": PLANT_TESTS}) == {
-        "test_fails_naming_the_list"}
-    reference = records_by_nodeid([suite], runner.observe({"plant.py": PLANT_REFERENCE}, [suite]))
-    graded = runner.observe({"plant.py": PLANT_MODULE}, [suite], graded=True, stop_at_failure=reference)
-    assert passed(judge_run([suite], graded, reference)) == ["test_calls_so_far"]
+    assert _graded_as_pytest(runner, tmp_path, "plant", PLANT_MODULE, PLANT_REFERENCE, PLANT_TESTS,
+                             {"test_fails_naming_the_list"}) == ["test_calls_so_far"]
 
 
 IDENTITY_MODULE = '''_reprs = []
@@ -1801,12 +1810,8 @@ def test_a_failed_comparison_is_shown_to_pytests_comparison_hook_as_pytest_shows
     summary, then the operand in the explanation), where the driver's rewritten `assert _gymsmith_check(...)` ran it
     once (a hundred-and-eighteenth attacker's tell). The driver asks the hook about the pair of operands pytest's
     comparison would (`judge.failing_pair`), with the operands it holds."""
-    suite = compile_suite(IDENTITY_TESTS, "tests/test_ident.py")
-    assert _failing_under_pytest(tmp_path, {"ident.py": IDENTITY_MODULE, "tests/test_ident.py": IDENTITY_TESTS}) == {
-        "test_fails_on_identity"}
-    reference = records_by_nodeid([suite], runner.observe({"ident.py": IDENTITY_REFERENCE}, [suite]))
-    graded = runner.observe({"ident.py": IDENTITY_MODULE}, [suite], graded=True, stop_at_failure=reference)
-    assert passed(judge_run([suite], graded, reference)) == ["test_reprs_so_far"]
+    assert _graded_as_pytest(runner, tmp_path, "ident", IDENTITY_MODULE, IDENTITY_REFERENCE, IDENTITY_TESTS,
+                             {"test_fails_on_identity"}) == ["test_reprs_so_far"]
 
 
 RAISED_MODULE = '''_seen = []
@@ -1868,14 +1873,10 @@ def test_a_test_failing_by_the_codes_exception_is_reported_as_pytest_reports_it(
     under_pytest = _pytest_says(tmp_path, "seen()")
     assert under_pytest and set(under_pytest) <= set("rsi"), under_pytest
     tests = RAISED_TESTS.replace("SEEN", repr(under_pytest))
-    suite = compile_suite(tests, "tests/test_rep2.py")
-    assert _failing_under_pytest(tmp_path, {"rep2.py": module, "tests/test_rep2.py": tests}) == {
-        "test_fails_by_the_codes_exception"}
     fixed = module.replace("def boom(arg):", "def boom(arg):\n    return arg\n\n\ndef _was(arg):").replace(
         'return "".join(_seen)', f"return {under_pytest!r}")
-    reference = records_by_nodeid([suite], runner.observe({"rep2.py": fixed}, [suite]))
-    graded = runner.observe({"rep2.py": module}, [suite], graded=True, stop_at_failure=reference)
-    assert passed(judge_run([suite], graded, reference)) == ["test_seen_so_far"]
+    assert _graded_as_pytest(runner, tmp_path, "rep2", module, fixed, tests,
+                             {"test_fails_by_the_codes_exception"}) == ["test_seen_so_far"]
 
 
 def _pytest_says(work, expression: str) -> str:
@@ -1937,12 +1938,8 @@ def test_the_codes_exit_runs_while_the_exception_is_handled(runner, tmp_path):
     """Python calls a context manager's `__exit__` while the body's exception is being handled: an exception raised
     there gets it as `__context__`, and a bare `raise` re-raises it. The package called it after handling ended, so
     the code saw no context and its bare `raise` failed (a hundred-and-twenty-first attacker, on hand-made tests)."""
-    suite = compile_suite(EXIT_TESTS, "tests/test_cm.py")
-    assert _failing_under_pytest(tmp_path, {"cm.py": EXIT_MODULE, "tests/test_cm.py": EXIT_TESTS}) == {
-        "test_fails_in_the_with_body"}
-    reference = records_by_nodeid([suite], runner.observe({"cm.py": EXIT_REFERENCE}, [suite]))
-    graded = runner.observe({"cm.py": EXIT_MODULE}, [suite], graded=True, stop_at_failure=reference)
-    assert passed(judge_run([suite], graded, reference)) == ["test_seen_so_far"]
+    assert _graded_as_pytest(runner, tmp_path, "cm", EXIT_MODULE, EXIT_REFERENCE, EXIT_TESTS,
+                             {"test_fails_in_the_with_body"}) == ["test_seen_so_far"]
 
 
 UNJUDGED_MODULE = '''_seen = []

@@ -280,9 +280,10 @@ class _Referee:
                 continue  # the driver waits for none (an operand that raised ended its test there)
             reference = self.reference.get(self.nodeids[group][i])
             want = reference.slots if reference is not None else None
-            verdicts.append((i, k, not any(fails_as_under_pytest(test.checks[j], record.slots, want, test.raise_slots)
-                                           for j in checks),
-                             failing_pair(test.checks[checks[0]], record.slots) if len(checks) == 1 else 0))
+            go = not any(fails_as_under_pytest(test.checks[j], record.slots, want, test.raise_slots) for j in checks)
+            # the pair is read only by a failed assertion's explanation: not evaluated again for one that holds
+            pair = failing_pair(test.checks[checks[0]], record.slots) if not go and len(checks) == 1 else 0
+            verdicts.append((i, k, go, pair))
         if reader.malformed and group not in self.refused:
             self.refused.add(group)
             verdicts.append((0, 0, None, 0))  # whatever it waits for, the stream already failed every test
