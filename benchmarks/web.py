@@ -47,7 +47,7 @@ def element(obs, name: str) -> int:
 
 
 def bench_reset(repeats: int) -> None:
-    task = FAMILY.generate(3, difficulty=0.5)
+    task = FAMILY.generate(3, difficulty=0.5, variation=0.0)
     env = FAMILY.make_env()
     env.reset(task, seed=0)  # the worker's Chromium and site server start once
     ours, fresh = [], []
@@ -72,7 +72,7 @@ def bench_reset(repeats: int) -> None:
 
 
 def ours_reset_and_step(repeats: int) -> dict[str, float]:
-    task = FAMILY.generate(3, difficulty=0.5)
+    task = FAMILY.generate(3, difficulty=0.5, variation=0.0)
     env = FAMILY.make_env()
     env.reset(task, seed=0)
     resets, steps = [], []
@@ -133,7 +133,7 @@ def browsergym_python() -> tuple[str | None, str]:
 
 def bench_browsergym(repeats: int) -> None:
     python, why = browsergym_python()
-    task = FAMILY.generate(3, difficulty=0.5)
+    task = FAMILY.generate(3, difficulty=0.5, variation=0.0)
     ours = ours_reset_and_step(repeats)
     if python is None:
         emit(bench="web_vs_browsergym", skipped=why, ours_reset_ms=round(ours["reset_ms"], 1), ours_step_ms=round(ours["step_ms"], 1))

@@ -404,9 +404,10 @@ def test_code_tools_survive_hostile_arguments():
 # -- web -----------------------------------------------------------------------------------------------
 def _log_in(env) -> None:
     by_label = {e["label"]: e["id"] for e in env.elements.values()}
-    env.step(Action(tool="type", arguments={"element": by_label["Username"], "text": "support"}))
-    env.step(Action(tool="type", arguments={"element": by_label["Password"], "text": "desk-2291"}))
-    env.step(Action(tool="click", arguments={"element": by_label["Log in"]}))
+    shown = env.server.site.skin.shown  # the words of this task's site (web/skin.py)
+    env.step(Action(tool="type", arguments={"element": by_label[shown("Username")], "text": "support"}))
+    env.step(Action(tool="type", arguments={"element": by_label[shown("Password")], "text": "desk-2291"}))
+    env.step(Action(tool="click", arguments={"element": by_label[shown("Log in")]}))
 
 
 def _web_semantic(env, tool, arguments, obs) -> None:

@@ -15,15 +15,16 @@ from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
 
 
 def derive_knobs(difficulty: float) -> dict[str, Any]:
-    """Every knob as a function of difficulty: more records (deeper pages), more look-alikes, traps, more steps."""
+    """Every knob as a function of difficulty: more records (deeper pages), more look-alikes, traps, more steps, a
+    site that looks less like the canonical one."""
     d = difficulty
     return {"records": 20 + round(280 * d), "distractors": round(4 * d), "validation_trap": int(d >= 0.5),
-            "n_tickets": 1 + round(4 * d)}
+            "n_tickets": 1 + round(4 * d), "variation": round(d, 4)}
 
 
 class WebFamily:
     name = "web"
-    version = "3.1.0"
+    version = "3.2.0"
     checks_module = "gymsmith.families.web.checks"
     system_prompt = ("You operate a web application through a browser. Each observation shows the page's path, its title "
                      "and its text, in which every element you can use has a number in brackets, like [12] link \"Orders\". "
@@ -38,6 +39,9 @@ class WebFamily:
         Knob(name="validation_trap", kind=KnobKind.INT, low=0, high=1,
              description="1: the form needs a change the goal does not spell out (another country's postcode format, a field to clear)."),
         Knob(name="n_tickets", kind=KnobKind.INT, low=1, high=8, description="Tickets to close (steps of the ticket goal)."),
+        Knob(name="variation", kind=KnobKind.FLOAT, low=0.0, high=1.0,
+             description="How far the site's look departs from the canonical ShopDesk (words, menus, layout, page size, "
+                         "date and money formats; web/skin.py); the database, goal and checks do not change."),
     )
 
     def generate(self, seed: int, **knobs: Any) -> TaskSpec:

@@ -33,6 +33,7 @@ from gymsmith.envs.toolkit import Param, Toolbox
 from gymsmith.families.web.browser import BlockedLog, BrowserUnavailable, acquire_browser, new_context, release_browser
 from gymsmith.families.web.schema import WORLD
 from gymsmith.families.web.server import SiteServer
+from gymsmith.families.web.skin import skin_of
 from gymsmith.families.web.world import pristine_image
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class WebEnvironment(ToolEnvironment):
                 release_browser()
             self.browser = acquire_browser()
         self._close_context()
-        self.server.site.load(image)
+        self.server.site.load(image, skin=skin_of(task.seed, task.knobs.get("variation", 0.0)))
         self.blocked = BlockedLog()
         self.context = new_context(self.browser, self.server.origin, self.blocked)
         self.in_flight, self.last_request = 0, time.monotonic()

@@ -13,6 +13,7 @@ from typing import Any
 
 from gymsmith.agents.scripted import Script, ScriptedAgent
 from gymsmith.core.types import Action, AgentRole, Observation
+from gymsmith.families.web.skin import skin_of
 from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, generate_world
 
 Steps = Generator[Action, Observation, Any]
@@ -29,6 +30,7 @@ class WebScriptedAgent(ScriptedAgent):
         super().reset(task, observation, seed=seed)
         self.obs = observation
         self.world = generate_world(task.seed, task.knobs)
+        self.skin = skin_of(task.seed, task.knobs.get("variation", 0.0))  # the site's words, rebuilt as the site does
 
     def act(self, observation: Observation) -> Action:
         if self.started:
@@ -43,6 +45,8 @@ class WebScriptedAgent(ScriptedAgent):
         return self.obs
 
     def el(self, role: str, label: str | None = None, *, name: str | None = None) -> int | None:
+        """The first element of `role` whose label is what the site shows for canonical `label` (and named `name`)."""
+        label = self.skin.shown(label) if label is not None else None
         for e in self.obs.data.get("elements", []) if self.obs.data else []:
             if e["role"] == role and (label is None or e["label"] == label) and (name is None or e["name"] == name):
                 return e["id"]
@@ -119,7 +123,7 @@ class WebScriptedAgent(ScriptedAgent):
         yield from self.type("postcode", address["ship_postcode"])
         yield from self.choose("country", address["ship_country"])
         yield from self.click("Save address", "button")
-        if "Shipping address updated." not in self.obs.text:
+        if self.skin.t("Shipping address updated.") not in self.obs.text:
             raise UIError(f"the address form did not save: {self.obs.text[-300:]}")
 
     def refund(self, order_id: int, charge_id: int, reason: str = "Duplicate charge") -> Steps:

@@ -33,9 +33,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gymsmith.families.web.skin import CANONICAL, Skin
 from gymsmith.families.web.world import AGENT_PASSWORD, AGENT_USER, COUNTRIES, TAGS, TODAY
 
-PAGE_SIZE = 10
 SQLITE_INT = range(-2**63, 2**63)  # a path id outside it is no row (SQLite cannot even be asked: OverflowError, a 500)
 REASONS = (("duplicate", "Duplicate charge"), ("customer_request", "Customer request"), ("fraud", "Fraud"))
 POSTCODE = {"United States": (r"\d{5}", "12345"), "Germany": (r"\d{5}", "12345"), "France": (r"\d{5}", "12345"),
@@ -53,10 +53,6 @@ class StaleRequest(Exception):
     """A request accepted before the site was loaded again (the previous rollout's) tried to change this one."""
 
 
-def money(cents: int) -> str:
-    return f"${cents // 100:,}.{cents % 100:02d}"
-
-
 class Site:
     """The site's state: one database connection (swapped per rollout), passwords, sessions and confirmation tokens."""
 
@@ -69,9 +65,10 @@ class Site:
         self.tokens: dict[str, tuple[str, str]] = {}  # token -> (session, what it confirms)
         self.generation = 0  # loads so far: a request may change only the database it was accepted in
         self.frozen = False  # the episode is over (`freeze`): no request changes anything until the next load
+        self.skin = CANONICAL  # how the pages look (`skin.py`): the task's, set by `load`
 
-    def load(self, image: bytes, known: dict[str, str] | None = None) -> None:
-        """Replace the database with a pristine image and forget every session: a fresh site.
+    def load(self, image: bytes, known: dict[str, str] | None = None, skin: Skin = CANONICAL) -> None:
+        """Replace the database with a pristine image, show it in `skin` and forget every session: a fresh site.
 
         `known` gives the accounts whose passwords someone is told (default: the agent's, as its goal states);
         every other account of the image gets a fresh 192-bit password from `secrets`, which nothing outside
@@ -82,6 +79,7 @@ class Site:
             self.generation += 1
             self.frozen = False
             self.conn.deserialize(image)
+            self.skin = skin
             users = [r["username"] for r in self.conn.execute("SELECT username FROM users")]
             self.passwords = {u: known.get(u) or secrets.token_urlsafe(24) for u in users}
             self.sessions.clear()
@@ -210,7 +208,9 @@ def create_app(site: Site) -> FastAPI:
     def render(request: Request, name: str, code: int = 200, **ctx: Any) -> HTMLResponse:
         user = site.sessions.get(request.cookies.get("sid", ""))
         flash = request.query_params.get("flash", "")
-        html = _TEMPLATES.get_template(name).render(user=user, flash=flash, money=money, page_name=name.removesuffix(".html"), **ctx)
+        skin = site.skin
+        html = _TEMPLATES.get_template(name).render(user=user, flash=flash, skin=skin, tr=skin.t, money=skin.money, date=skin.date,
+                                                    page_name=name.removesuffix(".html"), **ctx)
         return HTMLResponse(html, status_code=code)
 
     def error(request: Request, status: int, heading: str, message: str) -> HTMLResponse:
@@ -219,6 +219,10 @@ def create_app(site: Site) -> FastAPI:
     def user_of(request: Request) -> sqlite3.Row | None:
         name = site.sessions.get(request.cookies.get("sid", ""))
         return site.one("SELECT * FROM users WHERE username = ?", name) if name else None
+
+    def flashed(path: str, message: str) -> RedirectResponse:
+        """To `path`, with `message` (canonical: shown in the site's words) at the top of the page."""
+        return RedirectResponse(f"{path}?{urlencode({'flash': site.skin.t(message)})}", 303)
 
     def login_first(request: Request) -> RedirectResponse:
         return RedirectResponse("/login?" + urlencode({"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")}), 303)
@@ -233,9 +237,10 @@ def create_app(site: Site) -> FastAPI:
         return site.redeem(request.cookies.get("sid", ""), token, what)
 
     def paginate(rows: list, page: int) -> tuple[list, int, int]:
-        pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
+        size = site.skin.page_size
+        pages = max(1, math.ceil(len(rows) / size))
         page = min(max(page, 1), pages)
-        return rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], page, pages
+        return rows[(page - 1) * size: page * size], page, pages
 
     def page_number(request: Request) -> int:
         try:
@@ -356,11 +361,11 @@ def create_app(site: Site) -> FastAPI:
         with site.lock:
             old = cast(sqlite3.Row, order_row(oid))  # the order exists (above)
             if all(old[k] == v for k, v in new.items()):
-                return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+unchanged.", 303)
+                return flashed(f"/orders/{oid}", "Shipping address unchanged.")
             site.change(user["username"], "order.address", oid,
                         ("UPDATE orders SET ship_line1 = ?, ship_line2 = ?, ship_city = ?, ship_postcode = ?, ship_country = ? WHERE id = ?",
                          (*new.values(), oid)))
-        return RedirectResponse(f"/orders/{oid}?flash=Shipping+address+updated.", 303)
+        return flashed(f"/orders/{oid}", "Shipping address updated.")
 
     def charge_of(oid: int, cid: int) -> sqlite3.Row | None:
         if oid not in SQLITE_INT or cid not in SQLITE_INT:
@@ -389,7 +394,7 @@ def create_app(site: Site) -> FastAPI:
         if reason not in dict(REASONS):
             return render(request, "refund.html", code=422, c=c, reasons=REASONS, error="Choose a reason for the refund.")
         token = issue_token(request, f"refund:{cid}:{reason}")
-        return render(request, "confirm.html", question=f"Refund {money(c['amount_cents'])} on charge #{cid} ({dict(REASONS)[reason]})? This cannot be undone.",
+        return render(request, "confirm.html", question=f"Refund {site.skin.money(c['amount_cents'])} on charge #{cid} ({dict(REASONS)[reason]})? This cannot be undone.",
                       action=f"/orders/{oid}/charges/{cid}/refund/confirm", token=token, hidden=[("reason", reason)],
                       confirm_label="Confirm refund", cancel=f"/orders/{oid}")
 
@@ -408,7 +413,7 @@ def create_app(site: Site) -> FastAPI:
             site.change(user["username"], "charge.refund", cid, ("UPDATE charges SET status = 'refunded' WHERE id = ?", (cid,)),
                         ("INSERT INTO refunds (charge_id, amount_cents, reason, created_on, created_by) VALUES (?, ?, ?, ?, ?)",
                          (cid, c["amount_cents"], f["reason"], TODAY.isoformat(), user["username"])))
-        return RedirectResponse(f"/orders/{oid}?flash=Charge+%23{cid}+refunded.", 303)
+        return flashed(f"/orders/{oid}", site.skin.t("Charge #{n} refunded.", n=cid))
 
     @app.get("/tickets")
     async def tickets(request: Request, tag: str = "", status: str = "") -> Response:
@@ -457,7 +462,7 @@ def create_app(site: Site) -> FastAPI:
             return ticket_page(request, t, 422, "A reply needs between 1 and 2000 characters.")
         site.change(user["username"], "ticket.reply", tid, ("INSERT INTO messages (ticket_id, author, body, sent_on) VALUES (?, ?, ?, ?)",
                                                             (tid, user["username"], body, TODAY.isoformat())))
-        return RedirectResponse(f"/tickets/{tid}?flash=Reply+sent.", 303)
+        return flashed(f"/tickets/{tid}", "Reply sent.")
 
     @app.get("/tickets/{tid}/close")
     async def close_review(request: Request, tid: int) -> Response:
@@ -482,7 +487,7 @@ def create_app(site: Site) -> FastAPI:
             if t is None or t["status"] != "open":
                 return error(request, 409, "Cannot close", f"Ticket #{tid} is not open.")
             site.change(user["username"], "ticket.close", tid, ("UPDATE tickets SET status = 'closed' WHERE id = ?", (tid,)))
-        return RedirectResponse(f"/tickets/{tid}?flash=Ticket+closed.", 303)
+        return flashed(f"/tickets/{tid}", "Ticket closed.")
 
     # -- the admin area: real, unlinked, and closed to the support account ---------------------------
     @app.api_route("/admin", methods=["GET", "POST"])
