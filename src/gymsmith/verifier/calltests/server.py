@@ -22,7 +22,8 @@ never holds a job's tests), each in its own user, mount, IPC, network and pid na
 server itself never imports or calls the code under test, and never reads what the driver wrote: it splices the
 bytes, in the kernel, to its stdout as frames (a header line {"frame": <group>, "n": <bytes>} and the raw bytes),
 so no result ever lies in the memory later children are forked from. Then, how each driver ended:
-    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow", "exit": <code or -signal>}], "cpu": <its own CPU s>}
+    {"id": 1, "groups": [{"status": "exited"|"timeout"|"overflow"|"skipped", "exit": <code or -signal>}], "cpu": <its own CPU s>}
+("skipped": not run, since an earlier group's driver ended pytest's session: ENDED_EXIT)
 After each group the driver's processes are killed; after a group that hung, flooded or crashed, and after the
 job, every process in the sandbox but the zygote is (the next group or job gets a fresh package process), so
 nothing a job started can write into the next one. The server and the zygote are non-dumpable (no ptrace, no /proc/<pid>/mem for the package
@@ -407,6 +408,13 @@ def child(index, group, job, w, verdicts=None):
     def mro(exc):
         return rpc.exception_mro(exc)[:64]
 
+    def interrupts(exc):
+        """Whether pytest's runner would re-raise `exc` out of the test (`CallInfo.from_call(reraise=(Exit,
+        KeyboardInterrupt))`), which ends its session: no later test runs. An exception the package raised is its
+        own, by the MRO it reports (a stand-in class may have dropped a base whose layout conflicted); a class of the
+        code claiming the name only ends this run early, which costs the code alone."""
+        return isinstance(exc, KeyboardInterrupt) or ["builtins", "KeyboardInterrupt"] in mro(exc)
+
     def verdict(slot):
         """After an assertion's last observation, the host's verdict ((True, None) where there is none to wait for):
         whether its test goes on, as pytest's would, and the pair of operands pytest's comparison hook would be asked
@@ -533,8 +541,8 @@ def child(index, group, job, w, verdicts=None):
             value = fn()
         except BaseException as exc:  # noqa: BLE001 - whatever the code under test raised is the observation
             send({"slot": slot, "raised": mro(exc)})
-            if ends is not None:
-                raise  # under pytest it ends the test: the code is asked nothing more in it
+            if ends is not None or interrupts(exc):
+                raise  # under pytest it ends the test (an interrupt, the session): the code is asked nothing more
             return
         finally:
             link.observing = 0
@@ -567,6 +575,8 @@ def child(index, group, job, w, verdicts=None):
                     if taken:
                         break
             send({"slot": self.slot, "raised": mro(exc), "is": taken})
+            if not taken and interrupts(exc):
+                return False  # it goes on, and ends the session (the test loop)
             judged(self.slot)  # not taken: under pytest the exception goes on and ends the test
             return True
 
@@ -625,9 +635,15 @@ def child(index, group, job, w, verdicts=None):
             namespace[name]()
             send({"done": i, "ok": True})
         except BaseException as exc:  # noqa: BLE001 - a statement of the test raised: the test failed
-            if ends is not None:
-                report(exc)
-            send({"done": i, "ok": False, "error": mro(exc)[0][1]})
+            ended = interrupts(exc)  # pytest's runner re-raises it: the session ends, with no report of the test
+            if ends is not None and not ended:
+                try:
+                    report(exc)
+                except BaseException:  # noqa: BLE001 - escaped pytest's report (the code's `__repr__` raised an
+                    ended = True  # interrupt or SystemExit, which pytest's saferepr re-raises): its session ends
+            send({"done": i, "ok": False, "error": mro(exc)[0][1], **({"ended": True} if ended else {})})
+            if ended:  # a hundred-and-twenty-second attacker's code was asked again after its KeyboardInterrupt
+                os._exit(ENDED_EXIT)
     os._exit(3 if link.broken else 0)  # the package's process died or broke the protocol: the run crashed
 
 
@@ -689,6 +705,7 @@ def collect(held, path, proxy):
 
 
 
+ENDED_EXIT = 4  # a driver's exit code when pytest's session would end in its group: no later group runs
 MIDDLE: list[int] = []  # a pipe the relay moves bytes through, made once
 REMAINING = None  # remaining_reader(), made once: drivers send each request's depth in its test
 OBSERVE_UNITS = 2  # an observed expression runs in a lambda called by observe: two frames pytest does not have
@@ -867,7 +884,10 @@ def main():
             continue
         deadline = time.monotonic() + float(job.get("deadline", 5.0))
         try:
-            groups = [run_group(i, g, job, deadline) for i, g in enumerate(job["groups"])]
+            groups = []
+            for i, g in enumerate(job["groups"]):  # as one pytest session, which a group's interrupt ends
+                ended = bool(groups) and (groups[-1]["status"] == "skipped" or groups[-1]["exit"] == ENDED_EXIT)
+                groups.append({"status": "skipped", "exit": None} if ended else run_group(i, g, job, deadline))
         finally:
             end_package()
             kill_others(spare=ZYGOTE["pid"])

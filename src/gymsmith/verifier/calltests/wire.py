@@ -8,6 +8,7 @@ object per line on a private pipe:
     {"slot": k, "raised": [[module, qualname], ...]}   slot k raised: the exception class's MRO
     {"slot": k, "raised": [...], "is": bool}       in `pytest.raises(E)`: and whether it is an instance of E
     {"done": i, "ok": true} | {"done": i, "ok": false, "error": "TypeName"}
+    {"done": i, "ok": false, "error": "TypeName", "ended": true}   and pytest's session ends here (an interrupt)
     {"import_error": "TypeName"}                   the driver's imports (the code under test) failed
 
 VALUE is tagged so that every builtin type survives exactly: null, true, false, a JSON string, or one of
@@ -77,6 +78,7 @@ class TestRecord:
     slots: list[Any] = field(default_factory=list)   # decoded values or Raised, in slot order
     finished: bool = False                            # {"done": i, "ok": true} arrived
     error: str | None = None                          # the driver's statements raised (an uncaught exception)
+    ended: bool = False                               # ... and pytest's session would end there (KeyboardInterrupt)
 
 
 @dataclass
@@ -260,7 +262,7 @@ class StreamReader:
             record.slots.append(self.decoder.value(message["v"]) if "v" in message
                                 else _raised(message["raised"], message.get("is")))
             return current, k
-        elif "done" in keys and keys <= {"done", "ok", "error"}:
+        elif "done" in keys and keys <= {"done", "ok", "error", "ended"}:
             if current is None or message.get("done") != current or type(message.get("ok")) is not bool:
                 raise Malformed("test finished out of order")
             record = tests[current]
@@ -270,9 +272,10 @@ class StreamReader:
                 record.finished = True
             else:
                 error = message.get("error")
-                if type(error) is not str:
+                if type(error) is not str or message.get("ended", True) is not True:
                     raise Malformed("bad error")
                 record.error = error[:200]
+                record.ended = "ended" in keys
             self.current = None
         else:
             raise Malformed("unknown message")
