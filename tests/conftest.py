@@ -25,7 +25,7 @@ os.environ.setdefault("GYMSMITH_VERIFIER_KEY", "gymsmith test suite key")
 PLUGIN_FAMILY = '''
 """A third-party family installed through the gymsmith.families entry point (test plug-in).
 
-Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise, flaky.
+Its checks misbehave on purpose, selected by the `mode` knob: ok, crash, hang, raise, flaky, spin.
 """
 import os
 from gymsmith.agents.base import NullAgent, RandomAgent
@@ -54,7 +54,7 @@ class PluginFamily:
     name = "plugfam"
     version = "0.1"
     checks_module = "plugfam_checks"
-    knobs = (DIFFICULTY, Knob(name="mode", kind=KnobKind.CHOICE, choices=("ok", "crash", "hang", "raise", "flaky"), default="ok",
+    knobs = (DIFFICULTY, Knob(name="mode", kind=KnobKind.CHOICE, choices=("ok", "crash", "hang", "raise", "flaky", "spin"), default="ok",
                               description="how the checks behave"))
     def generate(self, seed, **knobs):
         k = resolve_knobs(self.knobs, knobs, lambda d: {})
@@ -96,6 +96,9 @@ def verify(task, final_state):
         os._exit(3)
     if mode == "hang":
         time.sleep(600)
+    if mode == "spin":  # a state whose checks compute without end (a pattern that backtracks, a huge parse)
+        while True:
+            pass
     if mode == "raise":
         raise RuntimeError("checks exploded")
     if mode == "flaky":  # crash the first time for each task, then work (a marker file per task)

@@ -54,6 +54,28 @@ def test_verifier_failures_are_recorded_as_errors(plugin_env, mode, message):
         assert ok.status is RolloutStatus.COMPLETED and ok.reward.value == 1.0
 
 
+def test_a_state_whose_verification_spends_the_verifiers_cpu_is_the_agents_failure(plugin_env):
+    """A final state that keeps the checks computing (here: a loop; in the wild, a pattern that backtracks over a
+    long comment, a hundred-and-twenty-third attacker's) ran the verifier into its wall limit: an infrastructure
+    error, which has no reward and is retried or dropped, so the agent escaped its score. Once the worker has spent
+    the service's CPU budget on the state, the state is the agent's failure: a rejected reward of 0, ungradable. A
+    worker that waits without computing (hang) is still the machine's problem, and the pool goes on."""
+    import time
+
+    fam = get_family("plugfam")
+    with VerifierService(env=plugin_env, timeout_s=30, cpu_budget_s=1.5) as v:
+        began = time.monotonic()
+        t = _rollout(fam, fam.generate(1, mode="spin"), v)
+        assert t.status is RolloutStatus.COMPLETED and t.reward is not None, t.error
+        assert t.reward.value == 0.0 and not t.reward.accepted and "verifier's own CPU" in (t.reward.ungradable or "")
+        assert time.monotonic() - began < 25  # caught by its CPU, well before the wall limit
+        ok = _rollout(fam, fam.generate(2, mode="ok"), v)  # its worker was replaced
+        assert ok.reward.value == 1.0
+    with VerifierService(env=plugin_env, timeout_s=3, cpu_budget_s=1.5) as v:
+        t = _rollout(fam, fam.generate(1, mode="hang"), v)
+        assert t.status is RolloutStatus.ERROR and t.reward is None and "timed out" in t.error
+
+
 def test_missing_final_state_and_bad_policy(ops, tmp_path):
     from gymsmith.envs import FinalState
 

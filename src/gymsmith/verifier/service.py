@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, cast
@@ -24,6 +25,13 @@ from gymsmith.verifier.protocol import VerifyRequest, VerifyResponse
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
+CPU_BUDGET_S = 20.0  # the verifier's own CPU one final state may cost (an honest one: under 0.2 s; docs/verifier.md)
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PREPARED_PER_WORKER = 4096  # task ids a worker is known to have prepared (then forgotten, and prepared again)
+
+
+class _TooCostly(Exception):
+    """The verification of a final state spent more of the worker's own CPU than its budget."""
 
 
 def _niced(nice: int) -> list[str]:
@@ -46,6 +54,7 @@ class _Worker:
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_tail: list[str] = []
+        self.prepared: set[str] = set()  # tasks whose state-independent work this worker has done (`VerifierService`)
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stderr, self._keep_stderr), daemon=True).start()
 
@@ -60,18 +69,41 @@ class _Worker:
         if line is not None:
             self.stderr_tail = (self.stderr_tail + [line.rstrip()])[-20:]
 
-    def call(self, request: VerifyRequest, timeout: float) -> VerifyResponse:
+    def cpu_s(self) -> float | None:
+        """The CPU seconds the process itself (every thread, not its children) has used; None where the system does
+        not say (no /proc)."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+    def call(self, request: VerifyRequest, timeout: float, cpu_budget: float | None = None) -> VerifyResponse:
+        """`request`'s response. Raises VerifierError (the process died, timed out after `timeout` wall seconds, or
+        answered out of protocol) and, with `cpu_budget`, _TooCostly once the process has spent that many CPU seconds
+        of its own on the request; either kills the process."""
         try:
             stdin = cast(IO[str], self.proc.stdin)  # opened with PIPE
             stdin.write(request.model_dump_json() + "\n")
             stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise VerifierError(f"verifier process is gone ({exc}); stderr: {self._tail()}") from None
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise VerifierError(f"verifier timed out after {timeout:g} s on task {request.task.id}") from None
+        began = time.monotonic()
+        spent = self.cpu_s() if cpu_budget is not None else None
+        while True:
+            left = began + timeout - time.monotonic()
+            try:
+                line = self.lines.get(timeout=max(0.0, min(left, 0.25) if spent is not None else left))
+                break
+            except queue.Empty:
+                used = self.cpu_s() if spent is not None else None
+                if used is not None and spent is not None and cpu_budget is not None and used - spent >= cpu_budget:
+                    self.kill()
+                    raise _TooCostly(f"verifying it took more than {cpu_budget:g} s of the verifier's own CPU") from None
+                if time.monotonic() - began >= timeout:
+                    self.kill()
+                    raise VerifierError(f"verifier timed out after {timeout:g} s on task {request.task.id}") from None
         if line is None:
             code = self.proc.wait()
             raise VerifierError(f"verifier process died (exit code {code}) on task {request.task.id}; stderr: {self._tail()}")
@@ -122,17 +154,22 @@ class VerifierService:
     """Scores final states in separate processes. Thread-safe; `workers` verifications run at once.
 
     A crash, a timeout or an error inside the checks raises VerifierError: it is never turned into a
-    reward of 0. A dead or timed-out worker is replaced on the next call. `nice` (0 to 19): the workers' CPU
+    reward of 0. A dead or timed-out worker is replaced on the next call. The one exception is a final state whose
+    verification spends more than `cpu_budget_s` of the worker's own CPU (the part that depends on the state: each
+    task's own work is done first, outside it, by the checks' `prepare`): that state is the agent's failure, a
+    rejected reward of 0 (ungradable), not an infrastructure error an agent could escape its score into. `nice` (0 to 19): the workers' CPU
     priority below the caller's (the async engine's speculative verifications use only CPU nothing else wants).
     """
 
     def __init__(self, *, workers: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, env: Mapping[str, str] | None = None,
-                 nice: int = 0):
+                 nice: int = 0, cpu_budget_s: float | None = None):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if not 0 <= nice <= 19:
             raise ValueError(f"nice must be in [0, 19], got {nice}")
         self.timeout_s, self._env, self._workers, self._nice = timeout_s, env, workers, nice
+        # within the wall limit with room to spare: a worker given a third of a core still reaches it in time
+        self.cpu_budget_s = cpu_budget_s if cpu_budget_s is not None else min(CPU_BUDGET_S, timeout_s / 3)
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         for _ in range(workers):
             self._idle.put(None)  # started lazily
@@ -167,7 +204,20 @@ class VerifierService:
         worker = self._idle.get()
         try:
             worker = self._live(worker)
-            response = worker.call(request, self.timeout_s)
+            if task.id not in worker.prepared:  # the task's own work, outside the state's budget (and the worker up)
+                prepared = worker.call(VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="",
+                                                     final_state_path="", policy=policy, prepare=True), self.timeout_s)
+                if prepared.error is not None:
+                    raise VerifierError(prepared.error)
+                if len(worker.prepared) >= PREPARED_PER_WORKER:
+                    worker.prepared.clear()
+                worker.prepared.add(task.id)
+            response = worker.call(request, self.timeout_s, cpu_budget=self.cpu_budget_s)
+        except _TooCostly as exc:  # the state's doing: its verification alone ran the worker past its budget
+            log.warning("verification of task %s: %s", task.id, exc)
+            with self._lock:
+                self.verifications += 1
+            return Reward.rejected(policy=policy, reason=f"ungradable final state: {exc}", ungradable=str(exc)), None
         finally:
             self._idle.put(worker if worker is not None and worker.alive() else None)
         with self._lock:
@@ -231,7 +281,9 @@ class VerifierService:
                 error = worker.call(request, self.timeout_s).error
             except VerifierError as exc:
                 error = str(exc)
-            if error is not None:
+            if error is None:
+                worker.prepared.add(task.id)
+            else:
                 failures[slot] += 1
                 log.debug("preparing task %s failed: %s", task.id, error.splitlines()[0][:300])
                 if not worker.alive():

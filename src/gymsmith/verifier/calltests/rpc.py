@@ -133,8 +133,15 @@ def _pytest_failure_report(exc):
     default options: the `repr` of the arguments of the traceback's first and last frames, the exception's text, each
     chained exception's, `__tracebackhide__` of each frame), made with pytest's own `getrepr` over this process's part
     of the traceback: the code's own frames, where pytest's traceback starts at the test's frame, in the driver. The
-    report itself stays here (None): only what it runs of the code's matters."""
-    from _pytest._code.code import ExceptionInfo, Traceback, filter_traceback
+    report itself stays here (None): only what it runs of the code's matters. What escapes pytest's code here escapes
+    pytest's report under pytest too, an internal error that ends its session: it is raised, and the driver ends the
+    run there (`server.report`; a hundred-and-twenty-fifth attacker's exception whose `lineno` has a `__str__` that
+    raises was swallowed here, and its code was asked again after a failure that ends pytest's session)."""
+    try:
+        from _pytest._code import code as pytest_code
+        from _pytest._code.code import ExceptionInfo, Traceback, filter_traceback
+    except ImportError:  # no pytest where the code runs: no report to make
+        return None
 
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:  # the link's frames that ran the code
@@ -158,17 +165,13 @@ def _pytest_failure_report(exc):
         traceback = info.traceback.filter(filter_traceback) or info.traceback
         return styled(traceback.filter(info), first_long=True)
 
-    try:  # `getrepr`'s formatter, given this process's parsed sources (a parse of the module per report: 6 ms each
-        # for a 3,000-line module), which pytest keeps per report; parsing runs no code of the code's
-        from _pytest._code import code as pytest_code
-
-        formatter = getattr(pytest_code, "ExceptionInfoFormatter", None) or pytest_code.FormattedExcinfo
-        made = formatter(funcargs=True, abspath=False, showlocals=False, style="long", tbfilter=tbfilter,
-                         truncate_locals=True, truncate_args=True, chain=True)
-        made.astcache = _REPORT_ASTS
-        made.repr_excinfo(main)
-    except Exception:  # noqa: BLE001 - under pytest an internal error of the report; the test has failed either way
-        pass
+    # `getrepr`'s formatter, given this process's parsed sources (a parse of the module per report: 6 ms each for a
+    # 3,000-line module), which pytest keeps per report; parsing runs no code of the code's
+    formatter = getattr(pytest_code, "ExceptionInfoFormatter", None) or pytest_code.FormattedExcinfo
+    made = formatter(funcargs=True, abspath=False, showlocals=False, style="long", tbfilter=tbfilter,
+                     truncate_locals=True, truncate_args=True, chain=True)
+    made.astcache = _REPORT_ASTS
+    made.repr_excinfo(main)
     return None
 
 

@@ -590,11 +590,8 @@ def child(index, group, job, w, verdicts=None):
         while exc is not None and id(exc) not in seen and not link.broken:
             seen.add(id(exc))
             origin = link.origin_of(exc)
-            if origin is not None:
-                try:
-                    link.request("report", origin, ())
-                except Exception:  # noqa: BLE001 - the test has failed either way
-                    pass
+            if origin is not None:  # what it raises escaped pytest's report: the caller ends the run
+                link.request("report", origin, ())
             exc = exc.__cause__ if exc.__cause__ is not None else None if exc.__suppress_context__ else exc.__context__
 
     def module(of):
@@ -639,8 +636,8 @@ def child(index, group, job, w, verdicts=None):
             if ends is not None and not ended:
                 try:
                     report(exc)
-                except BaseException:  # noqa: BLE001 - escaped pytest's report (the code's `__repr__` raised an
-                    ended = True  # interrupt or SystemExit, which pytest's saferepr re-raises): its session ends
+                except BaseException:  # noqa: BLE001 - escaped pytest's report (an interrupt or SystemExit pytest's
+                    ended = True  # saferepr re-raises, any exception out of its formatter): an internal error, its end
             send({"done": i, "ok": False, "error": mro(exc)[0][1], **({"ended": True} if ended else {})})
             if ended:  # a hundred-and-twenty-second attacker's code was asked again after its KeyboardInterrupt
                 os._exit(ENDED_EXIT)
