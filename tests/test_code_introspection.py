@@ -589,3 +589,33 @@ def test_an_import_the_verifier_cannot_run_as_the_workspace_does_is_ungradable()
     honest = "import json\n\nfrom . import util\n\n\ndef total(xs):\n    return util.add(xs)\n"
     files = {**base, "pkg/core.py": honest, "pkg/util.py": "def add(xs):\n    return sum(xs)\n"}
     assert set(checks.source_files(tree(files), ["pkg/__init__.py", "pkg/core.py"], start=base)) == set(files)
+
+
+def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
+    """pytest's default import mode puts each test file's directory ahead of the root on `sys.path`, and the task's
+    `pytest.ini` says where else to import from: a hundred-and-twenty-seventh attacker left the fix in each graded
+    module and the bug in a new `tests/M.py` (accepted on 13 of 13 tasks), or in `lib/M.py` with `pythonpath = lib .`
+    in the task's `pytest.ini` (3 of 3), pytest failing every FAIL_TO_PASS test. Either is now ungradable; an honest
+    fix with test files and a helper of the agent's own is graded as before."""
+    def write(env, path, content):
+        assert env.step(Action(tool="write_file", arguments={"path": path, "content": content})).observation.error is None
+
+    routes = {"a module under tests/": lambda ct, m: {f"tests/{m}": ct.files[m]},
+              "a package under tests/": lambda ct, m: {f"tests/{m[:-3]}/__init__.py": ct.files[m]},
+              "the task's pytest.ini": lambda ct, m: {f"lib/{m}": ct.files[m],
+                                                      "pytest.ini": ct.files["pytest.ini"].replace("pythonpath = .", "pythonpath = lib .")}}
+    for route, extra in routes.items():
+        with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
+            module = ct.buggy_modules[0]
+            assert "pythonpath = ." in ct.files["pytest.ini"]
+            write(env, module, ct.reference[module])  # the fix, where the verifier grades it
+            for path, content in extra(ct, module).items():
+                write(env, path, content)
+            with pytest.raises(UngradableState, match="would be imported as|configures pytest"):
+                checks.verify(task, _final(env, d))
+    with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
+        for module in ct.buggy_modules:
+            write(env, module, ct.reference[module])
+        write(env, "tests/helpers_of_mine.py", "def twice(x):\n    return 2 * x\n")
+        write(env, "tests/test_mine.py", "from helpers_of_mine import twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n")
+        assert checks.verify(task, _final(env, d)).accepted
