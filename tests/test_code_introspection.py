@@ -603,12 +603,15 @@ def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
     routes = {"a module under tests/": lambda ct, m: {f"tests/{m}": ct.files[m]},
               "a package under tests/": lambda ct, m: {f"tests/{m[:-3]}/__init__.py": ct.files[m]},
               "the task's pytest.ini": lambda ct, m: {f"lib/{m}": ct.files[m],
-                                                      "pytest.ini": ct.files["pytest.ini"].replace("pythonpath = .", "pythonpath = lib .")}}
+                                                      "pytest.ini": ct.files["pytest.ini"].replace("pythonpath = .", "pythonpath = lib .")},
+              # the root is first on the path: a library module the graded code's imports reach (statistics ->
+              # fractions), which the verifier takes from the library
+              "a library module at the root": lambda ct, m: {"fractions.py": "Fraction = None\n"}}
     for route, extra in routes.items():
         with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
             module = ct.buggy_modules[0]
             assert "pythonpath = ." in ct.files["pytest.ini"]
-            write(env, module, ct.reference[module])  # the fix, where the verifier grades it
+            write(env, module, "import statistics\n" + ct.reference[module])  # the fix, where the verifier grades it
             for path, content in extra(ct, module).items():
                 write(env, path, content)
             with pytest.raises(UngradableState, match="would be imported as|configures pytest"):
@@ -617,5 +620,6 @@ def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
         for module in ct.buggy_modules:
             write(env, module, ct.reference[module])
         write(env, "tests/helpers_of_mine.py", "def twice(x):\n    return 2 * x\n")
+        write(env, "test.py", "print('a scratch file, named like a library package nothing here imports')\n")
         write(env, "tests/test_mine.py", "from helpers_of_mine import twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n")
         assert checks.verify(task, _final(env, d)).accepted
