@@ -168,3 +168,27 @@ def test_code_that_hangs_fails_its_tests_before_the_verifier_times_out():
     from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
     assert VERIFY_TIMEOUT_S + SERVER_GRACE_S < DEFAULT_TIMEOUT_S
+
+
+def test_a_repository_tasks_own_reads_are_its_preparation_not_the_states(repo, tmp_path, monkeypatch):
+    """A hundred-and-twenty-sixth attacker's hanging code on a task of 3,600 files: the verification read both
+    commits (a `git show` per file, twice) and then gave the state its 40 s test deadline, past the service's 60 s
+    (an infrastructure error, no reward; the null agent scored 0). The task's reads are now its preparation, done
+    once before any state's verification (`checks.prepare`): verifying a state reads no repository."""
+    from gymsmith.families.code import byo, checks
+
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    checks.prepare(task)
+    env = get_family("code").make_env()
+    try:
+        env.reset(task, seed=0)
+        final = env.final_state(tmp_path / "final")
+
+        def no_reads(*args, **kwargs):
+            raise AssertionError("the state's verification read the repository")
+
+        monkeypatch.setattr(byo, "files_at", no_reads)
+        result = checks.verify(task, Path(final.path))
+    finally:
+        env.close()
+    assert not result.accepted and any("test_upper_bound" in f for f in result.gate_failures)

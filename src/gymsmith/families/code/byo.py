@@ -222,26 +222,46 @@ def is_test_or_config(path: str) -> bool:
 VERIFY_TIMEOUT_S = DEFAULT_TIMEOUT_S - 20
 
 
-def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
-    """Final non-test files + the commit's own tests and config, run with pytest on FAIL_TO_PASS and PASS_TO_PASS."""
+_PREPARED: dict[str, tuple[dict[str, str], int | None]] = {}  # by task id: its start files and the known fix's size
+MAX_PREPARED = 8  # repositories held at once (thousands of files each)
+
+
+def prepare_repository_task(task: TaskSpec) -> tuple[dict[str, str], int | None]:
+    """What verifying any final state of repository task `task` needs first, none of it from the state: the files of
+    its commit (checked against the task's digest) and the lines its known fix changes (None: no known fix). Kept per
+    process. The verifier service runs it before the state's verification (`checks.prepare`), outside the state's
+    limits: a hundred-and-twenty-sixth attacker's hanging code on a task of 3,600 files spent the task's own reads
+    (one `git show` per file, twice) and its 40 s test deadline in one 60 s verification, which timed out into an
+    infrastructure error (2 of 2; the null agent on the same task scored 0)."""
+    if task.id in _PREPARED:
+        return _PREPARED[task.id]
     start = repository_files(task)
     _, digest = pristine_repo(start)
     if digest != task.start_state.digest:
         raise RuntimeError(f"repository {task.metadata['repository']} at {task.metadata['commit'][:12]} no longer "
                            f"matches the task (digest {digest}, task {task.start_state.digest})")
+    solution = task.metadata.get("solution_commit")
+    needed = None
+    if solution:  # what the known fix changes is what a fix needs
+        after = files_at(Path(task.metadata["repository"]), solution)
+        needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in set(start) | set(after)
+                     if start.get(p) != after.get(p) and not is_test_or_config(p))
+    if len(_PREPARED) >= MAX_PREPARED:
+        _PREPARED.pop(next(iter(_PREPARED)))
+    _PREPARED[task.id] = (start, needed)
+    return start, needed
+
+
+def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
+    """Final non-test files + the commit's own tests and config, run with pytest on FAIL_TO_PASS and PASS_TO_PASS."""
+    start, needed = prepare_repository_task(task)
     final = read_tree(Path(final_state_path))
     job = verifier_view(start, final)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, isolate=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if not is_test_or_config(p))
-    solution = task.metadata.get("solution_commit")
-    if solution:  # what the known fix changes is what a fix needs
-        after = files_at(Path(task.metadata["repository"]), solution)
-        needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in set(start) | set(after)
-                     if start.get(p) != after.get(p) and not is_test_or_config(p))
-    else:  # no known fix: no basis for an edit penalty
-        needed = source_changed
-    edits = EditFacts(source_lines_changed=source_changed, lines_needed=needed,
+    edits = EditFacts(source_lines_changed=source_changed,
+                      lines_needed=needed if needed is not None else source_changed,  # no known fix: no basis for a penalty
                       test_files_changed=[p for p in changed if is_test_or_config(p)], other_files_changed=[])
     return grade(run, f2p, p2p, [], edits)

@@ -427,6 +427,8 @@ def prepare(task: TaskSpec) -> None:
     of them its start state passes (kept per process). The verifier service runs it before a task's first
     verification in each worker, outside the CPU budget a state's own verification gets (`VerifierService`)."""
     if task.metadata.get("source") == "repository":
+        from gymsmith.families.code.byo import prepare_repository_task
+        prepare_repository_task(task)
         return
     with keyed_hash():
         ct = code_task(task)
