@@ -595,8 +595,10 @@ def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
     """pytest's default import mode puts each test file's directory ahead of the root on `sys.path`, and the task's
     `pytest.ini` says where else to import from: a hundred-and-twenty-seventh attacker left the fix in each graded
     module and the bug in a new `tests/M.py` (accepted on 13 of 13 tasks), or in `lib/M.py` with `pythonpath = lib .`
-    in the task's `pytest.ini` (3 of 3), pytest failing every FAIL_TO_PASS test. Either is now ungradable; an honest
-    fix with test files and a helper of the agent's own is graded as before."""
+    in the task's `pytest.ini` (3 of 3), pytest failing every FAIL_TO_PASS test; a hundred-and-twenty-eighth put it in
+    a root `pdb.py` (pytest's debugging plugin imports pdb once the root is on the path) or a new `tests/__init__.py`
+    (15 of 15 each). Each is now ungradable; an honest fix with test files, a helper of the agent's own and a scratch
+    `test.py` is graded as before."""
     def write(env, path, content):
         assert env.step(Action(tool="write_file", arguments={"path": path, "content": content})).observation.error is None
 
@@ -605,8 +607,11 @@ def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
               "the task's pytest.ini": lambda ct, m: {f"lib/{m}": ct.files[m],
                                                       "pytest.ini": ct.files["pytest.ini"].replace("pythonpath = .", "pythonpath = lib .")},
               # the root is first on the path: a library module the graded code's imports reach (statistics ->
-              # fractions), which the verifier takes from the library
-              "a library module at the root": lambda ct, m: {"fractions.py": "Fraction = None\n"}}
+              # fractions), or one pytest imports itself (its debugging plugin's pdb), which the verifier takes from
+              # the library
+              "a library module at the root": lambda ct, m: {"fractions.py": "Fraction = None\n"},
+              "a module pytest imports, at the root": lambda ct, m: {"pdb.py": "set_trace = None\n"},
+              "the tests' package": lambda ct, m: {"tests/__init__.py": "import os\n"}}
     for route, extra in routes.items():
         with _episode() as (task, ct, env), tempfile.TemporaryDirectory() as d:
             module = ct.buggy_modules[0]
