@@ -192,3 +192,9 @@ def test_resets_draw_from_the_tasks_given_and_refuse_held_out_ones():
             gymsmith.gym.GymsmithEnv("ops", tasks=bad)
     with pytest.raises(ValueError, match="either tasks or difficulty"):
         gymsmith.gym.GymsmithEnv("ops", tasks=train, difficulty=0.5)
+    # the run's split: a task train at the default fraction but held out at a larger one is refused there
+    wider = next(t for t in (ops.generate(s, difficulty=0.3) for s in range(400))
+                 if split_of(t.id) is Split.TRAIN and split_of(t.id, heldout_fraction=0.6) is Split.HELDOUT)
+    gymsmith.gym.GymsmithEnv("ops", tasks=[wider]).close()
+    with pytest.raises(ValueError, match="tasks\\[0\\]: task .* held-out"):
+        gymsmith.gym.GymsmithEnv("ops", tasks=[wider], heldout_fraction=0.6)

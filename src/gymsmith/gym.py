@@ -10,7 +10,8 @@ An action is a JSON object ``{"tool": NAME, "arguments": {...}}``; anything else
 with no tool call and answered with an error observation. The reward is 0 until the episode ends (submit
 or the step limit), then the verifier's reward under `policy`, with its components in `info`. Tasks
 come from the train split only: generated at `difficulty` (drawn per reset when None) with `knobs`, or drawn from
-``tasks=`` (a list of the family's train tasks, e.g. ``build_taskset(spec)``; a held-out one is refused), and
+``tasks=`` (a list of the family's train tasks, e.g. ``build_taskset(spec)``; a held-out one is refused, at the
+run's ``heldout_fraction``, the task set's), and
 ``reset(options={"task": t})`` plays a given one. Observations longer than MAX_OBSERVATION characters are cut, and
 characters outside CHARSET are replaced by "?".
 
@@ -51,7 +52,7 @@ from gymsmith.core.errors import NoTaskForSeed
 from gymsmith.core.types import NO_TOOL_CALL, Action, EndReason, RolloutStatus, Split, TaskSpec
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS, clip, preview
 from gymsmith.gym_text import SharedText
-from gymsmith.registry import get_family, list_families, split_of
+from gymsmith.registry import DEFAULT_HELDOUT_FRACTION, get_family, list_families, split_of
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.runner.episode import Episode, Outcome
 from gymsmith.verifier.progress import required_discount, value_of
@@ -64,7 +65,7 @@ MAX_ACTION = 16_384
 
 
 def _train_pool(family: str, tasks: Sequence[TaskSpec | dict[str, Any]] | None, difficulty: float | None,
-                knobs: dict[str, Any] | None) -> tuple[TaskSpec, ...]:
+                knobs: dict[str, Any] | None, heldout_fraction: float) -> tuple[TaskSpec, ...]:
     """The tasks an unoptioned reset draws from (empty: generated ones). Raises ValueError naming the task that is
     not one of `family`'s train split (a held-out task never enters training), or when `tasks` comes with knobs."""
     if tasks is None:
@@ -81,7 +82,7 @@ def _train_pool(family: str, tasks: Sequence[TaskSpec | dict[str, Any]] | None, 
             raise ValueError(f"tasks[{i}]: not a TaskSpec ({str(exc).splitlines()[0]})") from None
         if task.family != family:
             raise ValueError(f"tasks[{i}]: a task of family {task.family!r}, expected {family!r}")
-        if split_of(task.id) is not Split.TRAIN:
+        if split_of(task.id, heldout_fraction=heldout_fraction) is not Split.TRAIN:
             raise ValueError(f"tasks[{i}]: task {task.id} is in the held-out split, which never enters training")
         pool.append(task)
     return tuple(pool)
@@ -98,10 +99,13 @@ class GymsmithEnv(gymnasium.Env[str, str]):
     def __init__(self, family: str = "ops", *, difficulty: float | None = None, knobs: dict[str, Any] | None = None,
                  tasks: Sequence[TaskSpec | dict[str, Any]] | None = None, policy: str = DEFAULT_POLICY,
                  max_steps: int = 300, render_mode: str | None = None, step_rewards: bool = False,
-                 gamma: float | None = None):
+                 gamma: float | None = None, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION):
         self.gamma = required_discount(step_rewards, gamma)
         self.family = get_family(family)
-        self.tasks = _train_pool(self.family.name, tasks, difficulty, knobs)
+        if not 0.0 <= heldout_fraction < 1.0:
+            raise ValueError(f"heldout_fraction: expected a number in [0, 1), got {heldout_fraction!r}")
+        self.heldout_fraction = heldout_fraction  # the run's split: a task held out at it never enters training
+        self.tasks = _train_pool(self.family.name, tasks, difficulty, knobs, heldout_fraction)
         self.difficulty, self.knobs, self.policy, self.max_steps = difficulty, dict(knobs or {}), policy, max_steps
         self.step_rewards = step_rewards
         self.render_mode = render_mode
@@ -131,7 +135,7 @@ class GymsmithEnv(gymnasium.Env[str, str]):
                                                 **{**self.knobs, "difficulty": difficulty})
                 except NoTaskForSeed:  # a seed that makes no task: the next one is drawn, as a task set does
                     continue
-                if split_of(task.id) is Split.TRAIN:
+                if split_of(task.id, heldout_fraction=self.heldout_fraction) is Split.TRAIN:
                     break
         self._episode = Episode(env=self._env, task=task, verifier=self._service(), policy=self.policy,
                                 max_steps=self.max_steps, step_rewards=self.step_rewards, gamma=self.gamma)
