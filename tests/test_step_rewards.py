@@ -409,3 +409,39 @@ def test_a_schema_6_store_is_upgraded_and_keeps_its_data(backend, tmp_path, requ
     assert upgraded.trajectory(on.rollout_id).model_dump() == on.model_dump()
     assert TrajectoryStore(location).trajectory(on.rollout_id).start_progress == on.start_progress  # reopening is a no-op
     upgraded.close()
+
+
+def test_valuing_the_agents_states_is_bounded_as_its_time():
+    """With step rewards, the time spent valuing states is left out of the time limit, and the async engine's deadline
+    counted it: a hundred-and-thirtieth attacker's policy wrote a new module that hangs at every step (about 2 s to
+    verify each) and ran past that deadline, an infrastructure error (1 of 2 rollouts). The valuations now have a
+    bound of their own (`Episode.valuation_limit_s`): past it the episode ends at its time limit, scored; and the
+    engine's default deadline holds that bound and the valuation that passes it."""
+    from gymsmith.core.types import Action
+    from gymsmith.families.code.env import code_task
+    from gymsmith.runner.episode import VALUATION_LIMIT_S, Episode
+    from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
+
+    family = get_family("code")
+    task = family.generate(5, difficulty=0.0)
+    module = code_task(task).buggy_modules[0]
+    env = family.make_env()
+    try:
+        with VerifierService() as verifier:
+            episode = Episode(env=env, task=task, verifier=verifier, policy="progress_gated", max_steps=40,
+                              time_limit_s=600, step_rewards=True, valuation_limit_s=3.0)
+            episode.reset(0)
+            episode.value_start()
+            outcome = None
+            for n in range(40):
+                _, outcome = episode.play(Action(tool="write_file", arguments={
+                    "path": module, "content": f"# version {n}\nwhile True:\n    pass\n"}))
+                if outcome is not None:
+                    break
+    finally:
+        env.close()
+    assert outcome is not None and outcome.reason is EndReason.TIME_LIMIT, outcome
+    assert outcome.reward.value == 0.0 and len(episode.steps) < 40
+    plain = RunConfig(run_id="d", taskset=TaskSetSpec(family="ops", count=1), agents=["oracle"])
+    valued = plain.model_copy(update={"step_rewards": True})
+    assert valued.rollout_deadline() - plain.rollout_deadline() == VALUATION_LIMIT_S + DEFAULT_TIMEOUT_S

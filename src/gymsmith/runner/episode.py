@@ -5,7 +5,7 @@ The runner (`runner.rollout`), Gymnasium (`gymsmith.gym`), MCP (`gymsmith.mcp_se
 is limited, ended, verified and scored the same way whichever of them a caller uses (docs/episodes.md):
 
 - it ends at the submit, at `max_steps` steps, at `time_limit_s` (time spent valuing states for step rewards does
-  not count), when its record passes `max_record_bytes` (reward 0: what the policy's steps made the caller hold, an
+  not count, up to `valuation_limit_s` of it: past that it ends at its time limit, the valuations being the states'), when its record passes `max_record_bytes` (reward 0: what the policy's steps made the caller hold, an
   estimate by `record_bytes`, is bounded whatever the policy does), when the environment raises on the agent's input (reward 0: an environment bug the input met must
   not let a policy escape its score) or when the caller reports the agent's failure (`fail`, reward 0);
 - after the end nothing is accepted: a step is refused without reaching the environment;
@@ -68,6 +68,10 @@ from gymsmith.verifier.service import VerifierService
 
 DEFAULT_MAX_STEPS = 300  # every interface's default limits (`gymsmith run`'s RunConfig, serve, mcp)
 DEFAULT_TIME_LIMIT_S = 120.0
+# the time valuing states for step rewards may take (left out of `time_limit_s`): the state's cost, so the agent's;
+# past it the episode ends at its time limit, scored. Unbounded, a policy writing a slow-to-verify state at every step
+# ran the async engine's deadline out first, an infrastructure error (a hundred-and-thirtieth attacker, 1 of 2)
+VALUATION_LIMIT_S = DEFAULT_TIME_LIMIT_S
 MAX_END_DETAIL_CHARS = 8_000  # an exception's message and traceback, as stored with the rollout
 DEFAULT_MAX_RECORD_BYTES = 16 << 20  # what one episode's record may hold (`record_bytes`): the async engine's in-flight
 # default is sized so that every rollout in flight can reach it (runner.async_engine.default_max_in_flight)
@@ -183,6 +187,7 @@ class Episode:
     step_rewards: bool = False
     gamma: float = 1.0  # with step rewards: the trainer's discount (`verifier.progress.step_rewards`)
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # the record's bound (`record_bytes`): past it, reward 0
+    valuation_limit_s: float = VALUATION_LIMIT_S  # with step rewards: the valuations' time, the agent's (above)
     record: int = 0  # the record's bytes so far (`record_bytes` of each step)
     steps: list[Step] = field(default_factory=list)
     first: Observation = field(default_factory=lambda: Observation(text=""))
@@ -227,7 +232,8 @@ class Episode:
             return None
         if len(self.steps) >= self.max_steps:
             self._end(EndReason.STEP_LIMIT)
-        elif time.time() - self.started - (self._meter.seconds if self._meter is not None else 0.0) >= self.time_limit_s:
+        elif time.time() - self.started - (self._meter.seconds if self._meter is not None else 0.0) >= self.time_limit_s \
+                or (self._meter is not None and self._meter.seconds >= self.valuation_limit_s):
             self._end(EndReason.TIME_LIMIT)
         return self.reason
 

@@ -83,7 +83,9 @@ class RunConfig(BaseModel):
                                             "per rollout, past which it is cancelled and stored as an infrastructure "
                                             "error; default `time_limit_s` plus the longest one model call can "
                                             "take (every attempt, the backoff, the endpoint check: "
-                                            "`ModelAgentConfig.longest_call_s`) plus the verifier's timeout.")
+                                            "`ModelAgentConfig.longest_call_s`) plus the verifier's timeout (with "
+                                            "step rewards, plus the valuations' bound `VALUATION_LIMIT_S` and one more "
+                                            "verification).")
 
     def uses_engine(self) -> bool:
         """Whether this run goes to the async engine (`engine`, with 'auto' resolved)."""
@@ -98,9 +100,12 @@ class RunConfig(BaseModel):
         if self.rollout_timeout_s is not None:
             return self.rollout_timeout_s
         model = self.model.longest_call_s() if self.model is not None else 0.0
+        from gymsmith.runner.episode import VALUATION_LIMIT_S
         from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
-        return self.time_limit_s + model + DEFAULT_TIMEOUT_S
+        # with step rewards, the valuations' own bound and the one that passes it (the episode then ends, scored)
+        valuing = VALUATION_LIMIT_S + DEFAULT_TIMEOUT_S if self.step_rewards else 0.0
+        return self.time_limit_s + model + DEFAULT_TIMEOUT_S + valuing
 
     def episode_seeds(self) -> range:
         """The episode seeds each (task, agent) runs: 0 .. seeds * group - 1 (group 1 without `group`)."""
