@@ -98,7 +98,7 @@ class _Worker:
                 break
             except queue.Empty:
                 used = self.cpu_s() if spent is not None else None
-                if used is not None and spent is not None and cpu_budget is not None and used - spent >= cpu_budget:
+                if used is not None and spent is not None and used - spent >= cast(float, cpu_budget):
                     self.kill()
                     raise _TooCostly(f"verifying it took more than {cpu_budget:g} s of the verifier's own CPU") from None
                 if time.monotonic() - began >= timeout:
@@ -205,13 +205,9 @@ class VerifierService:
         try:
             worker = self._live(worker)
             if task.id not in worker.prepared:  # the task's own work, outside the state's budget (and the worker up)
-                prepared = worker.call(VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="",
-                                                     final_state_path="", policy=policy, prepare=True), self.timeout_s)
-                if prepared.error is not None:
-                    raise VerifierError(prepared.error)
-                if len(worker.prepared) >= PREPARED_PER_WORKER:
-                    worker.prepared.clear()
-                worker.prepared.add(task.id)
+                error = self._prepare_task(worker, task)
+                if error is not None:
+                    raise VerifierError(error)
             response = worker.call(request, self.timeout_s, cpu_budget=self.cpu_budget_s)
         except _TooCostly as exc:  # the state's doing: its verification alone ran the worker past its budget
             log.warning("verification of task %s: %s", task.id, exc)
@@ -272,18 +268,26 @@ class VerifierService:
                     failed += sum(counts)
         return failed
 
+    def _prepare_task(self, worker: _Worker, task: TaskSpec) -> str | None:
+        """The checks' `prepare(task)` on `worker` (held by the caller), recorded in `worker.prepared` when it
+        succeeds: None, or the error it answered. Raises VerifierError (the process died or timed out)."""
+        request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="", final_state_path="",
+                                policy=DEFAULT_POLICY, prepare=True)
+        error = worker.call(request, self.timeout_s).error
+        if error is None:
+            if len(worker.prepared) >= PREPARED_PER_WORKER:
+                worker.prepared.clear()
+            worker.prepared.add(task.id)
+        return error
+
     def _prepare_on(self, worker: _Worker, tasks: Sequence[TaskSpec], failures: list[int], slot: int) -> None:
         """`tasks` prepared on `worker` (held by the caller), failures counted in `failures[slot]`."""
         for task in tasks:
-            request = VerifyRequest(request_id=next(self._ids), task=task, final_state_kind="", final_state_path="",
-                                    policy=DEFAULT_POLICY, prepare=True)
             try:
-                error = worker.call(request, self.timeout_s).error
+                error = self._prepare_task(worker, task)
             except VerifierError as exc:
                 error = str(exc)
-            if error is None:
-                worker.prepared.add(task.id)
-            else:
+            if error is not None:
                 failures[slot] += 1
                 log.debug("preparing task %s failed: %s", task.id, error.splitlines()[0][:300])
                 if not worker.alive():

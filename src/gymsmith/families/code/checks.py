@@ -106,6 +106,11 @@ LIBRARY_NAMES = (frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "plu
                                                         "pygments", "py"}) - {"test"}
 
 
+def _module_name(entry: str) -> str:
+    """The module a directory entry is imported as: its name without an importable suffix (a directory's as it is)."""
+    return next((entry[:-len(suffix)] for suffix in _IMPORTABLE if entry.endswith(suffix)), entry)
+
+
 def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None], names: frozenset[str],
                                    at_root: frozenset[str] = frozenset()) -> None:
     """Raise UngradableState where a pytest run of the hidden tests on this workspace would import other code, under
@@ -130,7 +135,7 @@ def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None],
             continue  # the start state's own files are the task's
         if not path.startswith("tests/"):
             top = path.split("/", 1)[0]
-            stem = next((top[:-len(x)] for x in _IMPORTABLE if top.endswith(x)), top)
+            stem = _module_name(top)
             if stem in at_root and (stem != top or "/" in path or final.kind(path) == "symlink"):
                 raise UngradableState(f"{top} would be imported as {stem!r} by a pytest run of the tests, in place of "
                                       "the library module the verifier runs")
@@ -139,7 +144,7 @@ def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None],
         if parts[-1].split(".", 1)[0] == "__init__":
             raise UngradableState(f"{path} would be imported as the package of the hidden tests, which are the task's")
         for i, part in enumerate(parts):  # a package (its directory, at any depth of tests/) or a module file
-            stem = part if i < len(parts) - 1 else next((part[:-len(x)] for x in _IMPORTABLE if part.endswith(x)), part)
+            stem = part if i < len(parts) - 1 else _module_name(part)
             if stem in names and (i < len(parts) - 1 or stem != part or final.kind(path) == "symlink"):
                 found = "/".join(["tests", *parts[:i + 1]])
                 raise UngradableState(f"{found} would be imported as {stem!r} by a pytest run of the tests, in place of "

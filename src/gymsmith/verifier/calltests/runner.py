@@ -365,15 +365,15 @@ def judge_run(suites: Sequence[CompiledSuite], observed: Observation, reference:
         why = f"{broken[0]} failed to import: a collection error stops the session before any test runs"
         outcomes = dict.fromkeys(outcomes, TestOutcome.FAILED)
         reasons = dict.fromkeys(reasons, why)
-    # pytest's runner re-raises a KeyboardInterrupt out of a test, which ends its session: that test and every later one
+    # pytest's session ends at a KeyboardInterrupt out of a test or an exception out of its report: that test and every later one
     # (in this file and the later ones) fail, whatever the verifier's drivers observed after it
-    order = [nodeid for suite in suites for nodeid in suite.nodeids()]
     ended = next((nodeid for suite, group in zip(suites, observed.groups) if group.stream.status is StreamStatus.OK
                   for i, nodeid in enumerate(suite.nodeids()) for record in [group.stream.tests.get(i)]
                   if record is not None and record.ended), None)
     if ended is not None:
         why = (f"{ended} ended pytest's session (a KeyboardInterrupt out of the test, or an exception out of pytest's "
                "report of it): no later test runs")
+        order = [nodeid for suite in suites for nodeid in suite.nodeids()]
         for nodeid in order[order.index(ended):]:
             outcomes[nodeid], reasons[nodeid] = TestOutcome.FAILED, why
     unjudged = [nodeid for suite, group in zip(suites, observed.groups) if graded and group.stream.status is StreamStatus.OK
