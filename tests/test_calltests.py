@@ -884,18 +884,30 @@ def test_a_file_that_fails_to_import_stops_a_graded_session_as_pytest_does(runne
 def _failing_under_pytest(work, files: dict[str, str]) -> set[str]:
     """The names of the tests a real pytest run of `tests/` (one session, as a user runs it) fails on `files`, with
     the plugins of the verifier's runtime (pytest and its requirements: no third-party plugin autoloaded)."""
+    out = _pytest_summary(work, files)
+    assert "passed" in out or "failed" in out, out
+    return _named(out, "FAILED ")
+
+
+def _pytest_summary(work, files: dict[str, str]) -> str:
+    """What a real pytest run of `tests/` in `work` (after writing `files` there) prints, its short summary listing
+    every test's outcome (`-rA`), stderr after stdout."""
     import subprocess
     import sys
 
     for name, text in files.items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rA",
                            "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
                           cwd=work, capture_output=True, text=True,
                           env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    assert "passed" in done.stdout or "failed" in done.stdout, done.stdout + done.stderr
-    return {line.split("::")[1].split(" ")[0] for line in done.stdout.splitlines() if line.startswith("FAILED ")}
+    return done.stdout + done.stderr
+
+
+def _named(summary: str, outcome: str) -> set[str]:
+    """The names of the tests `summary`'s lines starting with `outcome` ("FAILED ", "PASSED ") name."""
+    return {line.split("::")[1].split(" ")[0] for line in summary.splitlines() if line.startswith(outcome)}
 
 
 LIFETIME_TESTS = '''import pytest
@@ -2078,17 +2090,7 @@ def test_third():
 
 def _passing_under_pytest(work, files: dict[str, str]) -> set[str]:
     """The names of the tests a real pytest run of `tests/` passes (one session), as `_failing_under_pytest` runs it."""
-    import subprocess
-    import sys
-
-    for name, text in files.items():
-        (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rA",
-                           "--rootdir", str(work), "--import-mode=importlib", str(work / "tests")],
-                          cwd=work, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(work), "PATH": "/usr/bin:/bin", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    return {line.split("::")[1].split(" ")[0] for line in done.stdout.splitlines() if line.startswith("PASSED ")}
+    return _named(_pytest_summary(work, files), "PASSED ")
 
 
 @pytest.mark.parametrize("how", sorted(INTERRUPTS))
