@@ -88,7 +88,7 @@ def test_async_vector_env_returns_what_sync_returns():
     actions = ('{"tool": "get_status", "arguments": {}}', "not a tool call")
     seen = {}
     for mode in ("sync", "async"):
-        envs = gymnasium.make_vec(OPS, 2, vectorization_mode=mode)
+        envs = gymnasium.make_vec(OPS, 2, vectorization_mode=mode, knobs={"fidelity": 0.0})  # no simulated faults
         try:
             obs, info = envs.reset(seed=5)
             after, reward, terminated, truncated, step_info = envs.step(actions)

@@ -14,6 +14,8 @@ the reward 0 under every policy (`verifier.policies.apply_policy`):
   purchase orders, spend against purchase orders and shifts, refunds against charges);
 - ``<category> budget exceeded``;
 - ``actor: ...``: a change not made by the agent's own logged tool calls;
+- ``policy: ...`` (billing with a customer on the line): a refund before the agent obtained, from the caller,
+  what the store's policy requires (`_caller_policy`);
 - ``goal out of reach: ...`` (fulfil/resource, not yet accepted): a due order shipped late or unshipped past
   its due day, or no plan can still ship the open due orders on time within the fewest-units bound and the
   budget (`_reachable`): partial credit is progress toward a goal that can still be reached, never toward a
@@ -109,6 +111,14 @@ billing    the customer (by order, e-mail or exact name) and     the duplicate p
                                                                  order_id and customer_id are that charge's (hard constraint)
            "Do not touch any other payment, order or customer"   any other change to payments, orders, customers (and any
                                                                  other table, the clock included) is collateral
+           with a customer on the line (`user=customer`):         each caller's line in F conversation carries the activity
+           "verify the caller ... ask for the e-mail address     id of the message_user call that drew it (the replay
+           on file" before changing anything                     rebuilds it: a line the calls do not explain is `actor:`);
+                                                                 a logged refund_payment before the first line disclosing
+                                                                 the e-mail address is a policy violation
+           "tell the customer the exact amount ... and get       (when the goal says so) a refund before the first line
+           their agreement" before refunding                     agreeing to exactly the duplicate's amount: policy
+                                                                 violation. caller never changes
 every kind records the goal does not mention                     warehouses, customers, products, suppliers, staff,
                                                                  shift_needs never change; budgets' limits never change; the
                                                                  other budget's spend never changes; the business rules hold
@@ -140,13 +150,13 @@ from gymsmith.core.errors import StaleTaskError, UngradableState
 from gymsmith.core.types import RewardComponent, TaskSpec
 from gymsmith.envs.base import ToolRefusal
 from gymsmith.envs.sqlite_world import Contents, load_image, open_snapshot
-from gymsmith.families.ops import planning, rostering, tools
+from gymsmith.families.ops import caller, planning, rostering, tools
 from gymsmith.families.ops.env import pristine_image
 from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, SHIFT_HOURS, World, generate_world
 from gymsmith.families.ops.schema import WORLD
 from gymsmith.verifier.protocol import CheckResult
 
-NEVER_CHANGE = ("warehouses", "customers", "products", "suppliers", "staff", "shift_needs")
+NEVER_CHANGE = ("warehouses", "customers", "products", "suppliers", "staff", "shift_needs", "caller")
 MAX_LISTED = 8  # reasons listed per kind of finding; the rest are counted
 PROGRESS_WEIGHT, ECONOMY_WEIGHT = 0.9, 0.1  # of the shaped reward (see `progress_components`)
 ORDER_WORK = {"allocate_stock", "release_allocation", "capture_payment", "ship_order"}
@@ -154,7 +164,7 @@ TOOLS_BY_KIND = {  # the mutating tools each goal kind can need
     "fulfil": ORDER_WORK | {"place_purchase_order", "cancel_purchase_order", "advance_clock"},
     "resource": ORDER_WORK | {"place_purchase_order", "cancel_purchase_order", "advance_clock"},
     "staff": {"assign_shift", "remove_shift"},
-    "billing": {"refund_payment"},
+    "billing": {"refund_payment", "message_user"},
 }
 
 
@@ -220,6 +230,7 @@ class Findings:
     actor: list[str] = field(default_factory=list)
     budget: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
+    policy: list[str] = field(default_factory=list)
 
     def change(self, table: str, kind: str, row: dict[str, Any], why: str = "") -> None:
         self.collateral.append(f"{table}: {kind} {_show(table, row)}" + (f": {why}" if why else ""))
@@ -228,7 +239,7 @@ class Findings:
         out: list[str] = []
         for prefix, items in (("actor: ", self.actor), ("hard constraint: ", self.hard),
                               ("collateral change: ", self.collateral), ("", self.budget),
-                              ("goal out of reach: ", self.unreachable)):
+                              ("goal out of reach: ", self.unreachable), ("policy: ", self.policy)):
             out += [prefix + m for m in items[:MAX_LISTED]]
             if len(items) > MAX_LISTED:
                 out.append(f"{prefix}... and {len(items) - MAX_LISTED} more")
@@ -859,7 +870,8 @@ def _billing(ep: Episode) -> CheckResult:
     if any(c is None or c["kind"] != "charge" or c["amount_cents"] != amount or c["customer_id"] != customer
            for c in charges) or len({(c["order_id"], c["day"]) for c in cast(list[dict[str, Any]], charges)}) != 1:
         raise RuntimeError("the start state's duplicate pair is not the seed's; generator and checks disagree")
-    ep.only({"payments"})
+    with_caller = "caller" in world.expected
+    ep.only({"payments", "conversation"} if with_caller else {"payments"})
     _clock(ep, may_advance=False)
     _budgets(ep, None, 0)
     for kind in ("removed", "changed"):
@@ -891,11 +903,43 @@ def _billing(ep: Episode) -> CheckResult:
         found.gate.append(f"duplicate charge refunded {refunded} of {amount} cents")
 
     def in_scope(tool: str, arguments: dict[str, Any]) -> str | None:
+        if tool == "message_user":
+            return None if with_caller else "no customer is on the line"
         return None if arguments.get("payment_id") in pair else "not the duplicate charge"
     _scope(ep, "billing", in_scope)
-    components = progress_components([Part("duplicate_refunded", min(refunded, amount) / amount, 1,
-                                           f"{refunded} of {amount} cents refunded on the duplicate")])
-    return _result(ep, components)
+    parts = _caller_policy(ep, amount, world.expected["caller"]["confirm"]) if with_caller else []
+    parts.append(Part("duplicate_refunded", min(refunded, amount) / amount, 1,
+                      f"{refunded} of {amount} cents refunded on the duplicate"))
+    return _result(ep, progress_components(parts))
+
+
+def _caller_policy(ep: Episode, amount: int, confirm: bool) -> list[Part]:
+    """The store's policy with a customer on the line: no refund before the agent obtained, from the caller, the
+    e-mail address on file (and, with `confirm`, the customer's agreement to the exact amount).
+
+    When the agent held a fact is read from the state: each caller's line in `conversation` carries the
+    activity id of the message_user call that drew it (the replay has rebuilt the conversation, so the lines
+    are the caller's, not the agent's), and a refund is a logged call with its own activity id. Obtaining
+    each is a sub-goal (nothing was obtained at the start).
+    """
+    lines = ep.final.execute("SELECT activity_id, disclosed, agreed_cents FROM conversation WHERE sender = 'customer' "
+                             "ORDER BY id").fetchall()
+    verified_at = min((a for a, disclosed, _ in lines if caller.EMAIL in disclosed.split(",")), default=None)
+    agreed_at = min((a for a, _, agreed in lines if agreed == amount), default=None)
+    for activity_id, tool, _ in ep.log:
+        if tool != "refund_payment":
+            continue
+        if verified_at is None or activity_id < verified_at:
+            ep.found.policy.append(f"activity #{activity_id} refund_payment before the caller was verified: the "
+                                   "e-mail address on file was not obtained from them first")
+        if confirm and (agreed_at is None or activity_id < agreed_at):
+            ep.found.policy.append(f"activity #{activity_id} refund_payment before the customer agreed to the amount")
+    parts = [Part("caller_verified", float(verified_at is not None), 1,
+                  f"the caller's e-mail address obtained: {verified_at is not None}")]
+    if confirm:
+        parts.append(Part("amount_agreed", float(agreed_at is not None), 1,
+                          f"the customer agreed to the amount: {agreed_at is not None}"))
+    return parts
 
 
 _BY_KIND = {"fulfil": _fulfil, "resource": _fulfil, "staff": _staff, "billing": _billing}

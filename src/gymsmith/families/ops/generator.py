@@ -13,13 +13,14 @@ import json
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from gymsmith.core.hashing import canonical_json
-from gymsmith.families.ops import names, planning, rostering
-from gymsmith.families.ops.schema import START_DATE
+from gymsmith.families.ops import caller, names, planning, rostering
+from gymsmith.families.ops.schema import START_DATE, money
 
 KINDS = ("fulfil", "resource", "staff", "billing")
 FULFIL_FLAGS = ("unpaid", "cheap_is_slow", "split_stock", "tight_deadlines")
@@ -43,10 +44,6 @@ class World:
 
 def day_date(day: int) -> str:
     return (_dt.date.fromisoformat(START_DATE) + _dt.timedelta(days=day)).isoformat()
-
-
-def money(cents: int) -> str:
-    return f"${cents / 100:,.2f}"
 
 
 class _Rows:
@@ -415,6 +412,8 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     assert dup_order is not None
     amount = dup_order["total_cents"]
     d = k["difficulty"]
+    if k.get("user") == "customer":
+        return _billing_with_caller(b, rng, k, used, products, order, charge, target, dup_order, dup_pair)
     if d < 0.34:  # the order is named: no search needed
         ask = (f"Customer {target_name} was charged twice for order #{dup_order['id']} on {day_date(dup_order['placed_day'])} "
                f"({money(amount)} each time).")
@@ -433,6 +432,69 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     return World("billing", dict(b.rows), goal, {"kind": "billing", "start_date": START_DATE, **meta}, witness, expected)
 
 
+def _renumber(rows: list[dict[str, Any]], day: str, rng: random.Random) -> dict[int, int]:
+    """Give `rows` new ids, from the lowest of theirs, in the order of their `day` (ties in a seeded order); return
+    {old id: new id}. The rows are changed in place."""
+    first = min(r["id"] for r in rows)
+    keyed = sorted(rows, key=lambda r: (r[day], rng.random()))
+    mapping = {r["id"]: first + i for i, r in enumerate(keyed)}
+    for r in rows:
+        r["id"] = mapping[r["id"]]
+    return mapping
+
+
+CALLER_CONFUSERS = 3  # other customers with a real duplicate charge: without the caller's facts, no way to tell
+
+
+def _billing_with_caller(b: _Rows, rng: random.Random, k: dict[str, Any], used: set[str], products: list[dict[str, Any]],
+                         order: Callable[[dict[str, Any], int], dict[str, Any]],
+                         charge: Callable[[dict[str, Any], int, int], dict[str, Any]], target: dict[str, Any],
+                         dup_order: dict[str, Any], dup_pair: list[int]) -> World:
+    """The billing world with the customer on the line (`caller`): the goal names no one, several customers have a
+    real duplicate charge, and the store's policy says what to obtain from the caller before acting."""
+    n_orders = sum(1 for o in b.rows["orders"] if o["customer_id"] == target["id"])
+    for _ in range(CALLER_CONFUSERS):  # each like the caller: as many orders, as old, one of them charged twice
+        name = _person(rng, used)
+        c = b.add("customers", name=name, email=_email(rng, name), card_on_file=1)
+        placed = sorted(rng.sample(range(-45, -3), n_orders + 3))[:n_orders]  # the caller's days are drawn so
+        twice = rng.randrange(n_orders)
+        for i, day in enumerate(placed):
+            o = order(c, day)
+            for _ in range(2 if i == twice else 1):
+                charge(o, o["total_cents"], day)
+    # ids in time order, as a real system issues them: the caller's orders were built first and would have the
+    # lowest ids, which would tell a guesser whose duplicate it is
+    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
+    payment_ids = _renumber(b.rows["payments"], "day", rng)
+    for p in b.rows["payments"]:
+        p["order_id"] = order_ids[p["order_id"]]
+        p["refund_of"] = payment_ids.get(p["refund_of"])
+    dup_pair = sorted(payment_ids[i] for i in dup_pair)
+    d, amount = k["difficulty"], dup_order["total_cents"]
+    product = next(p["name"] for p in products if p["id"] == dup_order["product_id"])
+    facts = caller.Facts(customer_id=target["id"], email=target["email"], name=target["name"], order_id=dup_order["id"],
+                         product=product, placed_date=day_date(dup_order["placed_day"]), amount_cents=amount,
+                         knows_order=d < 0.5, confirm=rng.random() < 0.25 + 0.5 * d, voice=f"{rng.getrandbits(32):08x}")
+    b.rows["caller"] = [facts.row()]
+    policy = ["verify the caller before you change anything on an account: ask for the e-mail address on file, and "
+              "act only on the account it belongs to"]
+    if facts.confirm:
+        policy.append("before you refund, tell the customer the exact amount you will refund and get their agreement")
+    goal = (f"A customer is on the line; talk to them with message_user (they answer what you ask). They say: "
+            f"\"{facts.opening}\" Store policy: " + "; ".join(f"({i}) {p}" for i, p in enumerate(policy, 1)) + ". "
+            "Find the duplicate charge and refund it in full, once. Do not touch any other payment, order or customer. "
+            "Call submit when you are done.")
+    witness = [_act("message_user", text="To verify your account, what is the e-mail address on file?")]
+    if facts.confirm:
+        witness.append(_act("message_user", text=f"I will refund {money(amount)}, the duplicate charge on order "
+                                                 f"#{dup_order['id']}. Is that right?"))
+    witness.append(_act("refund_payment", payment_id=dup_pair[1], amount_cents=amount, reason="duplicate charge"))
+    expected = {"duplicate_pair": dup_pair, "amount_cents": amount, "customer_id": target["id"],
+                "caller": {"confirm": facts.confirm}}
+    return World("billing", dict(b.rows), goal, {"kind": "billing", "start_date": START_DATE, "user": "customer"},
+                 witness, expected)
+
+
 _GENERATORS = {
     "fulfil": lambda rng, k: _fulfilment(rng, k, delayed=False),
     "resource": lambda rng, k: _fulfilment(rng, k, delayed=True),
@@ -449,7 +511,10 @@ def choose_kind(seed: int) -> str:
 @lru_cache(maxsize=512)
 def _generate_cached(seed: int, knobs_json: str) -> World:
     knobs = json.loads(knobs_json)
-    rng = random.Random(f"ops:{seed}:{knobs_json}")
+    # a world with no one on the line draws from the stream it drew from before the `user` knob existed (3.2.0's),
+    # so those tasks' worlds did not change with it
+    drawn = {k: v for k, v in knobs.items() if not (k == "user" and v == "none")}
+    rng = random.Random(f"ops:{seed}:{canonical_json(drawn)}")
     return _GENERATORS[knobs["kind"]](rng, knobs)
 
 

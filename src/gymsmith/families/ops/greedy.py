@@ -87,13 +87,17 @@ class OpsGreedy(ScriptedAgent):
     # -- billing --------------------------------------------------------------------------------
     def _billing(self) -> Script:
         meta = self.task.metadata
+        if meta.get("user") == "customer":  # asks the caller who they are; overlooks any policy beyond that
+            meta = yield from self._ask_caller_email()
         if "order_id" in meta:
             record = yield from self._call("get_record", entity="orders", id=meta["order_id"])
             customer_id = record.data["customer_id"] if record.error is None else None
-        else:
+        elif "customer_name" in meta or "customer_email" in meta:
             filters = {"name__contains": meta["customer_name"]} if "customer_name" in meta else {"email": meta["customer_email"]}
             found = yield from self._all("customers", filters)
             customer_id = found[0]["id"] if found else None
+        else:
+            customer_id = None
         if customer_id is None:
             return
         charges = yield from self._all("payments", {"customer_id": customer_id, "kind": "charge"})

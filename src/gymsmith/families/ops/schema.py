@@ -28,6 +28,13 @@ TABLES: dict[str, str] = {
               "hourly_cents INTEGER NOT NULL, unavailable_days TEXT NOT NULL"),
     "shift_needs": "day INTEGER NOT NULL, warehouse_id INTEGER NOT NULL, staff_needed INTEGER NOT NULL, PRIMARY KEY (day, warehouse_id)",
     "shifts": "id INTEGER PRIMARY KEY, staff_id INTEGER NOT NULL, day INTEGER NOT NULL, warehouse_id INTEGER NOT NULL, hours INTEGER NOT NULL",
+    # A billing task's customer on the line (`caller`): what they know, hidden from the agent (no tool reads it);
+    # one row, or none when no one is on the line. The conversation: each message_user call's two lines.
+    "caller": ("id INTEGER PRIMARY KEY CHECK (id = 1), customer_id INTEGER NOT NULL, email TEXT NOT NULL, "
+               "name TEXT NOT NULL, order_id INTEGER NOT NULL, product TEXT NOT NULL, placed_date TEXT NOT NULL, "
+               "amount_cents INTEGER NOT NULL, knows_order INTEGER NOT NULL, confirm INTEGER NOT NULL, voice TEXT NOT NULL"),
+    "conversation": ("id INTEGER PRIMARY KEY, activity_id INTEGER NOT NULL, sender TEXT NOT NULL, text TEXT NOT NULL, "
+                     "disclosed TEXT NOT NULL, agreed_cents INTEGER"),
     # The log of mutating tool calls; part of the state (so replays compare it) but ignored by collateral checks.
     "activity": "id INTEGER PRIMARY KEY, day INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL",
 }
@@ -45,6 +52,11 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "shift_needs": ("day", "warehouse_id"),
 }
 START_DATE = "2026-03-02"  # a Monday; day N is START_DATE + N days
+
+
+def money(cents: int) -> str:
+    """An amount of integer cents as the back office shows it: "$1,234.50"."""
+    return f"${cents / 100:,.2f}"
 
 WORLD = SqliteWorld(TABLES, indexes=INDEXES, primary_keys=PRIMARY_KEYS,
                     not_diffed={"activity"})  # the log of calls: checked by replaying it, not as business state

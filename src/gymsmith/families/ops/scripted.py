@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from typing import Any
 
@@ -33,3 +34,9 @@ class ScriptedAgent(BaseScriptedAgent):
             rows += obs.data["rows"]
             if not obs.data["rows"] or len(rows) >= obs.data["total"]:
                 return rows
+
+    def _ask_caller_email(self) -> Generator[Action, Observation, dict[str, Any]]:
+        """Ask the customer on the line for their e-mail address: {"customer_email": it}, or {} if no reply gave one."""
+        reply = yield from self._call("message_user", text="What is the e-mail address on your account?")
+        email = re.search(r"[\w.+-]+@[\w.-]+\w", reply.data.get("reply", "")) if reply.error is None else None
+        return {"customer_email": email.group(0)} if email else {}

@@ -15,7 +15,9 @@ from typing import Annotated, Any
 from gymsmith.core.types import ActionErrorKind
 from gymsmith.envs.base import ToolRefusal, preview
 from gymsmith.envs.toolkit import Param, Toolbox
-from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, day_date, money
+from gymsmith.families.ops import caller
+from gymsmith.families.ops.generator import MAX_DAYS_PER_WEEK, day_date
+from gymsmith.families.ops.schema import money
 
 ENTITIES = {
     "customers": "customers", "orders": "orders", "products": "products", "suppliers": "suppliers",
@@ -291,6 +293,15 @@ def advance_clock(conn: sqlite3.Connection, days: Annotated[int, Param(minimum=1
                      "ON CONFLICT (warehouse_id, product_id) DO UPDATE SET on_hand = on_hand + excluded.on_hand", (w, p, q))
         conn.execute("UPDATE purchase_orders SET status = 'received' WHERE id = ?", (po_id,))
     return {"day": day, "date": day_date(day), "received_po_ids": [r[0] for r in received]}
+
+
+@TOOLS.tool
+def message_user(conn: sqlite3.Connection, text: Annotated[str, Param(minLength=1, maxLength=2000)]) -> dict[str, Any]:
+    """Say something to the customer on the line (when the task has one) and get their reply. They answer what you
+    ask: their e-mail address, their name, the order, the amount, the date; state an amount to ask them to agree."""
+    if caller.facts(conn) is None:
+        raise refuse("no customer is on the line in this task; message_user has no one to talk to")
+    return caller.converse(conn, text)
 
 
 @TOOLS.tool

@@ -1,0 +1,170 @@
+"""A customer on the line (ops billing with `user=customer`): the caller discloses a fact only when asked, no tool
+reads what they know, and the checks score the outcome *and* the store's policy: no refund before the agent
+obtained the caller's e-mail address on file (and, where the policy says so, their agreement to the exact amount),
+decided from the conversation the verifier's replay rebuilds, never from lines the agent could write."""
+
+import shutil
+import sqlite3
+
+import pytest
+
+from gymsmith.core import Action
+from gymsmith.core.errors import KnobError
+from gymsmith.families.ops import caller
+from gymsmith.families.ops.generator import CALLER_CONFUSERS, generate_world
+from gymsmith.families.ops.schema import money
+from gymsmith.verifier import VerifierService
+
+ASK_EMAIL = {"tool": "message_user", "arguments": {"text": "What is the e-mail address on your account?"}}
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with VerifierService() as v:
+        yield v
+
+
+def _task(ops, seed, confirm):
+    """A caller task (no simulated faults) whose policy asks for the amount's agreement or not."""
+    for s in range(seed, seed + 200):
+        task = ops.generate(s, user="customer", difficulty=0.5, fidelity=0.0)
+        if generate_world(task.seed, task.knobs).expected["caller"]["confirm"] == confirm:
+            return task
+    raise AssertionError("no such task in 200 seeds")
+
+
+def _say(text):
+    return {"tool": "message_user", "arguments": {"text": text}}
+
+
+def _refund(task):
+    expected = generate_world(task.seed, task.knobs).expected
+    return {"tool": "refund_payment", "arguments": {"payment_id": expected["duplicate_pair"][1],
+                                                     "amount_cents": expected["amount_cents"], "reason": "duplicate charge"}}
+
+
+def _agree(task):
+    return _say(f"I will refund {money(generate_world(task.seed, task.knobs).expected['amount_cents'])}. Is that right?")
+
+
+def _play(ops, task, actions, directory):
+    env = ops.make_env()
+    try:
+        env.reset(task, seed=0)
+        for action in actions:
+            result = env.step(Action(tool=action["tool"], arguments=action["arguments"]))
+            assert result.observation.error is None, (action, result.observation.text)
+        return env.final_state(directory)
+    finally:
+        env.close()
+
+
+def test_the_caller_discloses_a_fact_only_when_asked(ops):
+    task = _task(ops, 0, confirm=True)
+    facts = caller.Facts(**{k: v for k, v in generate_world(task.seed, task.knobs).rows["caller"][0].items() if k != "id"})
+    env = ops.make_env()
+    try:
+        start = env.reset(task, seed=0)
+        assert facts.email not in start.text and facts.name not in start.text and str(facts.order_id) not in start.text
+
+        def say(text):
+            obs = env.step(Action(tool="message_user", arguments={"text": text})).observation
+            assert obs.error is None, obs.text
+            return obs.data["reply"]
+        vague = say("Hello! I am here to help you today.")
+        assert facts.email not in vague and facts.name not in vague and money(facts.amount_cents) not in vague
+        assert facts.email in say("Could you give me your e-mail address?")
+        assert facts.name in say("And your name?") and facts.email not in say("And your name, please?")
+        assert "several amounts" in say(f"Is it {money(facts.amount_cents)} or {money(facts.amount_cents + 100)}?")
+        assert money(facts.amount_cents) in say(f"I will refund {money(facts.amount_cents + 1)}.")  # corrected
+        assert "is right" in say(f"I will refund {facts.amount_cents} cents, OK?")
+        lines = env.conn.execute("SELECT sender, disclosed, agreed_cents FROM conversation ORDER BY id").fetchall()
+        assert [line[1] for line in lines if line[0] == "customer"] == ["", "email", "name", "name", "", "amount", "agreement"]
+        assert [line[2] for line in lines if line[2] is not None] == [facts.amount_cents]
+    finally:
+        env.close()
+
+
+def test_no_tool_reads_what_the_caller_knows_or_said(ops):
+    task = _task(ops, 0, confirm=False)
+    env = ops.make_env()
+    try:
+        env.reset(task, seed=0)
+        for tool, arguments in (("search_records", {"entity": "caller"}), ("search_records", {"entity": "conversation"}),
+                                ("get_record", {"entity": "caller", "id": 1})):
+            assert env.step(Action(tool=tool, arguments=arguments)).observation.error is not None, tool
+    finally:
+        env.close()
+
+
+def test_the_caller_cannot_be_told_from_the_data(ops):
+    """Without the caller's facts there is no telling whose duplicate it is: at least CALLER_CONFUSERS other
+    customers have a real duplicate charge and as many orders as the caller, and ids follow time, so the caller's
+    duplicate is the first one only as often as chance has it."""
+    first = 0
+    for seed in range(30):
+        task = ops.generate(seed, user="customer")
+        world = generate_world(task.seed, task.knobs)
+        charges: dict[int, list[dict]] = {}
+        for p in world.rows["payments"]:
+            if p["kind"] == "charge":
+                charges.setdefault(p["order_id"], []).append(p)
+        refunded = {p["refund_of"] for p in world.rows["payments"] if p["kind"] == "refund"}
+        twice = sorted(o for o, cs in charges.items() if len(cs) == 2 and len({(c["amount_cents"], c["day"]) for c in cs}) == 1
+                       and not refunded & {c["id"] for c in cs})
+        owner = {o["id"]: o["customer_id"] for o in world.rows["orders"]}
+        orders_of = {c: sum(1 for o in world.rows["orders"] if o["customer_id"] == c) for c in {owner[o] for o in twice}}
+        target = world.expected["customer_id"]
+        alike = [c for c, n in orders_of.items() if c != target and n == orders_of[target]]
+        assert len(alike) >= CALLER_CONFUSERS, (seed, orders_of, target)
+        first += owner[twice[0]] == target
+    assert first <= 12  # about 1 in 4 or 5 (measured: 0.245 over 200 seeds)
+
+
+@pytest.mark.parametrize("confirm", [False, True])
+def test_a_refund_scores_only_after_the_policy_is_met(ops, verifier, tmp_path, confirm):
+    task = _task(ops, 10, confirm=confirm)
+    refund, agree = _refund(task), _agree(task)
+    done = [ASK_EMAIL, agree, refund] if confirm else [ASK_EMAIL, refund]
+    accepted = verifier.verify(task, _play(ops, task, done, tmp_path / "ok"))
+    assert accepted.accepted and accepted.value == 1.0, accepted
+    early = [[refund], [agree, refund, ASK_EMAIL]] + ([[ASK_EMAIL, refund, agree]] if confirm else [])
+    for i, actions in enumerate(early):
+        reward = verifier.verify(task, _play(ops, task, actions, tmp_path / f"early{i}"))
+        assert reward.value == 0.0 and not reward.accepted
+        assert any(v.startswith("policy: ") and "refund_payment before the" in v for v in reward.violations), reward
+    # obtaining what the policy asks for is progress toward the goal; nothing obtained is nothing earned
+    asked = verifier.verify(task, _play(ops, task, [ASK_EMAIL], tmp_path / "asked"))
+    null = verifier.verify(task, _play(ops, task, [], tmp_path / "null"))
+    assert null.value == 0.0 and 0.0 < asked.value < 1.0 and not asked.violations
+
+
+def test_a_caller_line_the_agent_wrote_is_an_actor_violation(ops, verifier, tmp_path):
+    """The conversation the checks read is the one the replay of the agent's calls rebuilds: a caller's line
+    written into the state (here: one disclosing the e-mail address before an unverified refund) is not the
+    caller's."""
+    task = _task(ops, 20, confirm=False)
+    state = _play(ops, task, [_refund(task)], tmp_path / "a")
+    forged = tmp_path / "forged.sqlite"
+    shutil.copy(state.path, forged)
+    forged.chmod(0o644)
+    with sqlite3.connect(forged) as conn:
+        conn.execute("INSERT INTO conversation (activity_id, sender, text, disclosed, agreed_cents) "
+                     "VALUES (0, 'customer', 'My e-mail address is on file.', 'email', NULL)")
+    reward = verifier.verify(task, state.model_copy(update={"path": str(forged)}))
+    assert reward.value == 0.0 and not reward.accepted
+    assert any(v.startswith("actor: not made by the agent's logged tool calls: conversation: added") for v in reward.violations)
+
+
+def test_without_a_caller_message_user_is_refused_and_the_knob_needs_billing(ops):
+    task = ops.generate(3, kind="billing", fidelity=0.0)
+    env = ops.make_env()
+    try:
+        env.reset(task, seed=0)
+        obs = env.step(Action(tool="message_user", arguments={"text": "hello, what is your e-mail?"})).observation
+        assert obs.error is not None and "no customer is on the line" in obs.text
+    finally:
+        env.close()
+    with pytest.raises(KnobError, match="'user' = 'customer' needs kind 'billing'"):
+        ops.generate(3, kind="staff", user="customer")
+    assert ops.generate(3, user="customer").knobs["kind"] == "billing"
