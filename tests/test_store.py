@@ -133,3 +133,50 @@ def test_a_rollout_that_cannot_be_stored_fails_alone_in_a_batch(filled, postgres
     assert isinstance(results[1], Exception) and "too long" in str(results[1])
     assert {r["rollout_id"] for r in store.rollout_rows(["batch"])} == {"batch-0", "batch-2", "batch-3"}
     assert store.add_many([(t, tasks[t.task_id]) for t in (batch[0], batch[2])]) == [False, False]  # a resume
+
+
+# what escaping makes longer: a NUL (4 characters), a lone surrogate (6), a non-ASCII letter (up to 10)
+GROWING = ["\x00", "\ud800", "é", "\U0001f600"]
+
+
+def test_stored_text_fits_its_field_whatever_escaping_does():
+    """Every capped text field is within its cap after the escapes, the note of a cut included, and each cap fits
+    its column where the column is bounded (a hundred-and-thirty-fourth attacker: 20 NULs in a tool name became 102
+    characters in a VARCHAR(64), and PostgreSQL refused the rollout)."""
+    from gymsmith.store.schema import metadata
+    from gymsmith.store.sql import MAX_TEXT_CHARS, _text
+
+    bounded = {c.name: c.type.length for t in metadata.tables.values() for c in t.columns
+               if c.name in MAX_TEXT_CHARS and getattr(c.type, "length", None)}
+    assert bounded == {"tool": 64} and all(MAX_TEXT_CHARS[name] <= length for name, length in bounded.items())
+    for field, cap in MAX_TEXT_CHARS.items():
+        for ch in [*GROWING, "x"]:
+            for n in (cap // 4, cap, cap + 1):
+                stored = _text(ch * n, field)
+                assert len(stored) <= cap and "\x00" not in stored, (field, ch, n)
+                stored.encode("utf-8")  # valid Unicode
+    assert _text("x" * 64, "tool") == "x" * 64 and _text("submit", "tool") == "submit"
+
+
+def test_a_tool_name_that_grows_when_escaped_is_stored_on_postgresql(filled, postgres_url):
+    """End to end on a real PostgreSQL server: rollouts whose tool names grow when escaped are stored, each step's
+    name within its column, and read back."""
+    _, _, trajectories = filled
+    from gymsmith.registry import get_family
+
+    task = get_family("ops").generate(0)
+    store = TrajectoryStore(postgres_url)
+    try:
+        store.create_run("grow", purpose="train", config={})
+        batch = []
+        for i, (ch, t) in enumerate(zip(GROWING, [t for t in trajectories if t.steps])):
+            t = t.model_copy(deep=True)
+            t.run_id, t.rollout_id = "grow", f"grow-{i}"
+            t.steps[0].action = t.steps[0].action.model_copy(update={"tool": ch * 20})
+            batch.append((t, task))
+        assert store.add_many(batch) == [True] * len(GROWING)
+        for i, _ in enumerate(GROWING):
+            back = store.trajectory(f"grow-{i}")
+            assert 0 < len(back.steps[0].action.tool) <= 64
+    finally:
+        store.close()

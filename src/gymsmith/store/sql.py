@@ -40,7 +40,11 @@ def _text(value: str, field: str) -> str: ...
 @overload
 def _text(value: None, field: str) -> None: ...
 def _text(value: str | None, field: str) -> str | None:
-    """`value` as any SQL backend stores it: valid Unicode, no NUL byte (PostgreSQL refuses one), within the cap."""
+    """`value` as any SQL backend stores it: valid Unicode, no NUL byte (PostgreSQL refuses one), and at most the
+    field's cap in characters, counted after the escapes and with the note of a cut inside it: escaping makes text
+    longer (a NUL becomes 4 characters, a lone surrogate 6), so a value within the cap before it could pass a bounded
+    column after it, and PostgreSQL refused the rollout (a hundred-and-thirty-fourth attacker: a tool name of 20 NULs
+    kept a model's failing samples out of the store and stopped the run)."""
     if value is None:
         return None
     if not value.isascii():
@@ -48,7 +52,10 @@ def _text(value: str | None, field: str) -> str | None:
     if "\x00" in value:
         value = value.replace("\x00", "\\x00")
     limit = MAX_TEXT_CHARS[field]
-    return value if len(value) <= limit else value[:limit] + f"\n[... {len(value) - limit} characters cut by the store]"
+    if len(value) <= limit:
+        return value
+    note = f"\n[... {len(value)} characters, cut by the store]"
+    return (value[:max(0, limit - len(note))] + note)[:limit]
 
 
 def _json(value: object, field: str) -> str:
