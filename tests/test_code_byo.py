@@ -192,3 +192,37 @@ def test_a_repository_tasks_own_reads_are_its_preparation_not_the_states(repo, t
     finally:
         env.close()
     assert not result.accepted and any("test_upper_bound" in f for f in result.gate_failures)
+
+
+BOGUS_REPORT = ("cat >> shapes/util.py <<'PY'\nimport os as _o, json as _j\nfor _fd in range(3, 40):\n    try:\n"
+                "        _o.write(_fd, (_j.dumps({'test': 'tests/test_util.py::test_upper_bound', 'outcome': '%s'}) + '\\n')"
+                ".encode())\n    except OSError:\n        pass\nPY")
+
+
+@pytest.mark.parametrize("command", [
+    "rm pytest.ini && mkdir pytest.ini && echo notes > pytest.ini/notes.txt",  # where the restored config goes
+    "rm -rf tests && echo x > tests",  # where the restored tests go
+    BOGUS_REPORT % "bogus",  # a report line whose outcome is not one
+    BOGUS_REPORT % "failed",  # control: the same writes with an outcome word
+], ids=["config-as-directory", "tests-as-file", "bogus-outcome", "failed-outcome"])
+def test_what_the_state_does_to_the_verifiers_job_is_its_failure(repo, tmp_path, command):
+    """A hundred-and-thirty-second attacker kept the bug and made the verification raise, so the rollout became an
+    infrastructure error instead of a scored 0: a tree whose paths clash, as file and directory, with the tests and
+    configuration the verifier restores (FileExistsError while the job was written), and code that wrote an outcome
+    the runner does not know into the report (ValueError on the host). Each is now a scored failure: a tree that
+    cannot be laid out is ungradable, and an unknown outcome is a failed test."""
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    env = get_family("code").make_env()
+    try:
+        env.reset(task, seed=0)
+        obs = env.step(__import__("gymsmith.core.types", fromlist=["Action"]).Action(
+            tool="run_command", arguments={"command": command})).observation
+        assert obs.error is None, obs.text
+        final = env.final_state(tmp_path / "final")
+    finally:
+        env.close()
+    with VerifierService() as verifier:
+        reward = verifier.verify(task, final)
+    assert reward.value == 0.0 and not reward.accepted, reward
+    if "outcome" not in command:
+        assert any("cannot be laid out" in f for f in reward.gate_failures), reward.gate_failures

@@ -628,3 +628,35 @@ def test_what_pytest_would_import_in_place_of_the_graded_code_is_ungradable():
         write(env, "test.py", "print('a scratch file, named like a library package nothing here imports')\n")
         write(env, "tests/test_mine.py", "from helpers_of_mine import twice\n\n\ndef test_twice():\n    assert twice(2) == 4\n")
         assert checks.verify(task, _final(env, d)).accepted
+
+
+def test_a_cache_directory_holds_only_bytecode_and_the_workspace_none_once_graded():
+    """The snapshot leaves `__pycache__` out, but Python imports one inside a package as a namespace package: a
+    hundred-and-thirty-first attacker's buggy modules ran `from .__pycache__ import mark` (a new source there), so
+    the workspace ran the bug and the graded copy the fix (accepted on 12 of 12 registered-package tasks, pytest
+    failing every FAIL_TO_PASS test). A cache directory holding anything but regular `.pyc` files, or a link by that
+    name, makes the state ungradable; and taking the final state removes the workspace's bytecode (a `.pyc` can pass
+    for a source's cache and run in its place), while the real caches Python writes leave the state gradable."""
+    def write(env, path, content):
+        obs = env.step(Action(tool="write_file", arguments={"path": path, "content": content})).observation
+        assert obs.error is None, obs.text
+
+    for device in ("source", "link", "subdirectory"):
+        with _episode() as (task, _, env), tempfile.TemporaryDirectory() as tmp:
+            if device == "source":
+                write(env, "__pycache__/gs_mark.py", "MARK = 1\n")
+            elif device == "subdirectory":
+                write(env, "pkg/__pycache__/inner/x.pyc", "")
+            else:
+                env.workspace.path.joinpath("__pycache__").symlink_to("/tmp")
+            final = env.final_state(Path(tmp))
+            assert final.ungradable and "__pycache__" in final.ungradable, (device, final.ungradable)
+    with _episode() as (task, _, env), tempfile.TemporaryDirectory() as tmp:
+        module = next(p for p in code_task(task).files if p.endswith(".py") and "/" not in p and not p.startswith("test"))
+        obs = env.step(Action(tool="run_command", arguments={
+            "command": f"python -m py_compile {module} && ls __pycache__"})).observation
+        assert obs.error is None and ".pyc" in obs.text, obs.text  # the bytecode Python caches for the module
+        write(env, f"__pycache__/{module[:-3]}.cpython-311.pyc", "forged")
+        final = env.final_state(Path(tmp))
+        assert final.ungradable is None
+        assert list(env.workspace.path.glob("**/*.pyc")) == []

@@ -22,6 +22,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -75,6 +76,19 @@ def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = (), conftes
             *extra, *tests]
 
 
+def _reported_run(reply: Mapping[str, Any], duration_s: float) -> TestRun:
+    """The run a server's reply reports, read totally: code under test can write to the report, so a status that is
+    not one is a crash, and a test's outcome that is not one is a failure (never a pass, never an exception on the
+    host: a hundred-and-thirty-second attacker's "bogus" outcome made the rollout an infrastructure error)."""
+    status = reply.get("status")
+    outcomes = reply.get("outcomes")
+    known = {o.value: o for o in TestOutcome}
+    return TestRun(status=RunStatus(status) if status in {s.value for s in RunStatus} else RunStatus.CRASHED,
+                   duration_s=duration_s,
+                   outcomes={k: known.get(v, TestOutcome.FAILED) if isinstance(v, str) else TestOutcome.FAILED
+                             for k, v in (outcomes.items() if isinstance(outcomes, dict) else ()) if isinstance(k, str)})
+
+
 class WarmPytest(WarmServer):
     """One sandboxed pytest server (`pytest_server.py`); runs are serialised (use several instances for parallelism).
 
@@ -106,8 +120,7 @@ class WarmPytest(WarmServer):
                 reply = self.request(request, timeout + SERVER_GRACE_S)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it
                     return TestRun(status=RunStatus.CRASHED, outcomes={}, duration_s=time.perf_counter() - started)
-                return TestRun(status=RunStatus(reply["status"]), duration_s=round(time.perf_counter() - started, 6),
-                               outcomes={k: TestOutcome(v) for k, v in reply["outcomes"].items()})
+                return _reported_run(reply, round(time.perf_counter() - started, 6))
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
 

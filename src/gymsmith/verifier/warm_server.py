@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from gymsmith.core.errors import VerifierError
+from gymsmith.core.errors import UngradableState, VerifierError
 from gymsmith.sandbox import sharedfs
 from gymsmith.sandbox.base import Limits, SandboxError
 from gymsmith.sandbox.bwrap import BwrapSandbox
@@ -33,6 +33,10 @@ SERVER_DIR = "/run/gymsmith"
 PID1 = Path(__file__).with_name("pid1.py")  # what every server needs as pid 1; mounted next to it
 
 
+class JobLayoutError(UngradableState):
+    """A job's files clash: one path is a file where another needs a directory."""
+
+
 class JobFiles:
     """A private host directory of job folders, mounted read-only at /jobs inside the runner's sandbox."""
 
@@ -43,13 +47,23 @@ class JobFiles:
         self.ids = itertools.count(1)
 
     def write(self, files: Mapping[str, bytes | str], defaults: Mapping[str, str] | None = None) -> tuple[int, Path]:
-        """A new job folder holding `files` (paths relative to it); ValueError for a path that leaves it."""
+        """A new job folder holding `files` (paths relative to it; `defaults` for the paths `files` lacks). Raises
+        ValueError for a path that leaves the job, and JobLayoutError (an UngradableState) when one path is another's
+        directory (`tests` a file and `tests/test_x.py`): the files come from the state an agent left, and a tree
+        that cannot be laid out is that state's failure, never the verifier's. Checked before anything is written."""
+        job = {**(defaults or {}), **files}
+        for rel in job:
+            if os.path.isabs(rel) or ".." in Path(rel).parts or "\0" in rel:
+                raise ValueError(f"job file path {rel!r} must be relative and stay inside the job")
+        clashes = sorted(f"{'/'.join(parts[:i])} (a file) and {rel}" for rel in job for parts in [Path(rel).parts]
+                         for i in range(1, len(parts)) if "/".join(parts[:i]) in job)
+        if clashes:
+            raise JobLayoutError(f"the files cannot be laid out: a path is both a file and a directory: "
+                                 f"{'; '.join(clashes[:3])}")
         n = next(self.ids)
         d = self.root / str(n)
         d.mkdir()
-        for rel, data in {**(defaults or {}), **files}.items():
-            if os.path.isabs(rel) or ".." in Path(rel).parts or "\0" in rel:
-                raise ValueError(f"job file path {rel!r} must be relative and stay inside the job")
+        for rel, data in job.items():
             p = d / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data.encode() if isinstance(data, str) else data)

@@ -133,6 +133,8 @@ def walk_bounded(root: Path, problems: list[str], rel_root: str = "") -> Iterato
             continue
         for entry in listing:
             if entry.name in SKIPPED:
+                if entry.name == BYTECODE_DIR:
+                    problems += _not_bytecode(entry, f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
@@ -158,6 +160,53 @@ def walk_bounded(root: Path, problems: list[str], rel_root: str = "") -> Iterato
                     continue
                 stack.append((entry.path, rel, depth + 1))
             yield entry, rel, st, depth
+
+
+BYTECODE_DIR = "__pycache__"
+MAX_CACHE_ENTRIES = 5_000  # a cache directory's entries looked at (one .pyc per module and interpreter)
+
+
+def _not_bytecode(entry: os.DirEntry, rel: str) -> list[str]:
+    """Why a `__pycache__` entry of the tree makes it ungradable, if it does. The snapshot leaves caches out, but
+    Python imports a `__pycache__` directory inside a package as a namespace package, with any source in it (a
+    hundred-and-thirty-first attacker: `from .__pycache__ import mark` ran the bug in the workspace, the fix in the
+    graded copy, accepted on 12 of 12 package tasks): a cache directory may hold only regular `.pyc` files, which
+    Python reads only as the caches of sources the snapshot has (and `drop_bytecode` removes from the workspace)."""
+    if not entry.is_dir(follow_symlinks=False):
+        return [f"{preview(rel)}: a cache directory's name on what is not a directory"]
+    try:
+        with os.scandir(entry.path) as it:
+            for i, item in enumerate(it):
+                if i >= MAX_CACHE_ENTRIES:
+                    return [f"{preview(rel)}: more than {MAX_CACHE_ENTRIES} entries in a cache directory"]
+                if not (item.name.endswith(".pyc") and item.is_file(follow_symlinks=False)):
+                    return [f"{preview(rel + '/' + item.name)}: a cache directory holds only bytecode (Python imports "
+                            "anything else in it, and the graded state leaves caches out)"]
+    except OSError as exc:
+        return [f"{preview(rel)}: cannot be listed ({exc.strerror})"]
+    return []
+
+
+def drop_bytecode(root: Path) -> None:
+    """Remove the bytecode Python cached under `root` (`__pycache__/*.pyc`, not following links): the graded snapshot
+    leaves caches out, so a workspace holding none imports what the snapshot holds (a .pyc written to pass for a
+    source's cache, timestamp- or hash-based, would be run in place of that source). What is not bytecode stays, and
+    makes the state ungradable (`_not_bytecode`)."""
+    directories = [str(root)] + [e.path for e, _, st, _ in walk_bounded(root, []) if stat.S_ISDIR(st.st_mode)]
+    for directory in directories:  # bounded as the snapshot's walk is; its problems are the snapshot's to report
+        try:  # a cache directory itself, never one a link names (that could be anywhere on the host)
+            fd = os.open(os.path.join(directory, BYTECODE_DIR), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:  # none there, or not a directory (`_not_bytecode` says so)
+            continue
+        try:
+            with os.scandir(fd) as it:
+                stale = [item.name for item in it if item.name.endswith(".pyc") and item.is_file(follow_symlinks=False)]
+            for name in stale:
+                os.unlink(name, dir_fd=fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
@@ -367,6 +416,7 @@ class CodeEnvironment(ToolEnvironment):
         assert self.workspace is not None, "reset() must be called first"
         target = Path(directory) / "repo"
         target.mkdir(parents=True)
+        drop_bytecode(self.workspace.path)
         snap = snapshot_tree(self.workspace.path, copy_to=target)
         return FinalState(kind="repo", path=str(target), digest=self.state_hash(),
                           diff=bounded_diff(self.start_tree, snap.entries), ungradable=snap.ungradable)

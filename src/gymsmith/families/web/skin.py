@@ -61,7 +61,7 @@ SYNONYMS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "Country": ("Country / region", "Destination country"),
     "Reason": ("Refund reason", "Why"),
     "Tag": ("Category", "Topic"),
-    "Status": ("State", "Ticket status"),
+    "Status": ("State", "Current status"),  # the orders' column and the tickets' column and filter alike
     "Your reply": ("Message to the customer", "Reply text"),
     "Username": ("User name", "Account name"),
     "Password": ("Passphrase", "Your password"),
