@@ -2122,3 +2122,58 @@ def test_what_ends_pytests_session_in_a_test_ends_the_verifiers_run(runner, tmp_
     calm = judge_run(suites, runner.observe({"intr.py": plain}, suites, graded=True, stop_at_failure=reference),
                      reference, one_session=True, graded=True)
     assert set(passed(calm)) == ({"test_first"} if how == "raises" else set()) | {"test_second", "test_third"}
+
+
+OSERROR_MODULE = '''def plain(n):
+    e = OSError()
+    e.args = (n, "no such thing")
+    raise e
+
+
+def made(n):
+    raise OSError(n, "no such thing", "f.txt")
+
+
+def named(n):
+    e = OSError(n, "no such thing")
+    e.filename = "g.txt"
+    raise e
+'''
+OSERROR_TESTS = '''import pytest
+from oserr import made, named, plain
+
+
+def test_plain_is_no_file_not_found():
+    with pytest.raises(FileNotFoundError):
+        plain(2)
+
+
+def test_plain_is_an_oserror():
+    with pytest.raises(OSError):
+        plain(2)
+
+
+def test_made_is_file_not_found():
+    with pytest.raises(FileNotFoundError):
+        made(2)
+
+
+def test_named_is_file_not_found():
+    with pytest.raises(FileNotFoundError):
+        named(2)
+
+
+def test_plain_is_no_permission_error():
+    with pytest.raises(PermissionError):
+        plain(13)
+'''
+
+
+def test_a_builtin_exception_is_the_codes_own_type_and_text(runner, tmp_path):
+    """The driver rebuilds a builtin exception of the code's from its class and arguments; calling `OSError(2, ...)`
+    makes a FileNotFoundError, so an OSError whose arguments the code set after making it was another type in the
+    driver: `pytest.raises(FileNotFoundError)` passed where pytest fails it (seen by a hundred-and-thirty-first
+    attacker, not built into a device). The rebuilt exception now has the code's exception's type."""
+    passed_here = _graded_as_pytest(runner, tmp_path, "oserr", OSERROR_MODULE, OSERROR_MODULE, OSERROR_TESTS,
+                                    {"test_plain_is_no_file_not_found", "test_plain_is_no_permission_error"})
+    assert passed_here == ["test_made_is_file_not_found", "test_named_is_file_not_found", "test_plain_is_an_oserror"]

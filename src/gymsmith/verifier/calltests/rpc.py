@@ -1335,6 +1335,13 @@ class Link:
             exc = cls(*args)
         except BaseException:  # noqa: BLE001 - a builtin class refusing these arguments (UnicodeError's)
             exc = cls.__new__(cls)
+        if type(exc) is not cls:  # `OSError(2, ...)` makes a FileNotFoundError: the code's was an OSError given its
+            try:  # arguments after it was made, and is one here (a 131st attacker's observation)
+                made = cls.__new__(cls)
+                made.args = args
+                exc = made
+            except BaseException:  # noqa: BLE001 - a class that needs its arguments to be made (exception groups)
+                pass
         ref = body.get("r")
         if type(ref) is int and ref > 0:
             try:
