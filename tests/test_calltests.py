@@ -2169,7 +2169,7 @@ def test_plain_is_no_permission_error():
 '''
 
 
-def test_a_builtin_exception_is_the_codes_own_type_and_text(runner, tmp_path):
+def test_a_builtin_exception_is_rebuilt_with_the_codes_own_type(runner, tmp_path):
     """The driver rebuilds a builtin exception of the code's from its class and arguments; calling `OSError(2, ...)`
     makes a FileNotFoundError, so an OSError whose arguments the code set after making it was another type in the
     driver: `pytest.raises(FileNotFoundError)` passed where pytest fails it (seen by a hundred-and-thirty-first
