@@ -185,7 +185,8 @@ class SessionManager:
         with self.lock:
             session = self.sessions.pop(sid, None)
         if session is not None:
-            session.env.close()
+            with session.lock:  # after a step in progress, never under it
+                session.env.close()
 
     def expire(self) -> list[str]:
         now = time.monotonic()
@@ -300,8 +301,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
              responses=errors(403, 404))
     def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
         s = manager.get(session_id, x_session_key)
-        return SessionState(session_id=session_id, task_id=s.task.id, steps=len(s.episode.steps), done=s.episode.over,
-                            state_hash=s.env.state_hash(), idle_s=0.0)
+        with s.lock:  # the environment is the session's step's while it runs (a state read beside it is not safe)
+            return SessionState(session_id=session_id, task_id=s.task.id, steps=len(s.episode.steps),
+                                done=s.episode.over, state_hash=s.env.state_hash(), idle_s=0.0)
 
     @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)], responses=errors(403, 404))
     def close(session_id: str, x_session_key: str | None = Header(default=None)) -> None:
