@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 import gymsmith.gym  # noqa: F401 - registers the ids
 from gymsmith.families.ops.generator import generate_world
 from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
-from gymsmith.core.types import Split
+from gymsmith.core.types import EndReason, Split
 
 
 CODE_TASKS = TaskSetSpec(family="code", count=4, base_seed=500, knobs={"difficulty": [0.0, 1.0]})  # test_code_agents'
@@ -198,3 +198,20 @@ def test_resets_draw_from_the_tasks_given_and_refuse_held_out_ones():
     gymsmith.gym.GymsmithEnv("ops", tasks=[wider]).close()
     with pytest.raises(ValueError, match="tasks\\[0\\]: task .* held-out"):
         gymsmith.gym.GymsmithEnv("ops", tasks=[wider], heldout_fraction=0.6)
+
+
+@pytest.mark.parametrize("reason", list(EndReason))
+def test_only_the_step_and_time_limits_truncate_an_episode(reason):
+    """A trainer bootstraps past a truncated episode and not past a terminated one: a failure (the policy's record
+    past its bound, the environment failing on its action, a state that cannot be graded) is an absorbing state worth
+    0, so it terminates; only a limit cuts (a hundred-and-thirty-fourth attacker saw the record's bound reported as
+    truncated)."""
+    from gymsmith.core import Reward
+    from gymsmith.core.types import RolloutStatus
+    from gymsmith.gym import _ends
+    from gymsmith.runner.episode import Outcome
+
+    status = RolloutStatus.COMPLETED if reason is EndReason.SUBMITTED else RolloutStatus.TRUNCATED
+    outcome = Outcome(status=status, reason=reason, reward=Reward.rejected(policy="progress_gated", reason="x"))
+    cut = reason in (EndReason.STEP_LIMIT, EndReason.TIME_LIMIT)
+    assert _ends(outcome) == (not cut, cut)

@@ -205,9 +205,10 @@ class GymsmithEnv(gymnasium.Env[str, str]):
 
 
 def _ends(outcome: Outcome) -> tuple[bool, bool]:
-    """(terminated, truncated) for an episode that ended so: cut by a limit is truncated; the submit and the
-    environment failing on an action (an absorbing state worth 0) terminate it."""
-    cut = outcome.status is RolloutStatus.TRUNCATED and outcome.reason is not EndReason.ENVIRONMENT_EXCEPTION
+    """(terminated, truncated) for an episode that ended so: cut by the step or time limit is truncated (a trainer may
+    bootstrap past it); the submit and every failure (the environment failing on an action, the policy's record past
+    its bound, a state that cannot be graded: absorbing states worth 0) terminate it."""
+    cut = outcome.status is RolloutStatus.TRUNCATED and outcome.reason in (EndReason.STEP_LIMIT, EndReason.TIME_LIMIT)
     return not cut, cut
 
 
