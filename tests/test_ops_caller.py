@@ -11,7 +11,7 @@ import pytest
 from gymsmith.core import Action
 from gymsmith.core.errors import KnobError
 from gymsmith.families.ops import caller
-from gymsmith.families.ops.generator import CALLER_CONFUSERS, generate_world
+from gymsmith.families.ops.generator import CALLER_ACCOUNTS, generate_world
 from gymsmith.families.ops.schema import money
 from gymsmith.verifier import VerifierService
 
@@ -73,13 +73,17 @@ def test_the_caller_discloses_a_fact_only_when_asked(ops):
             return obs.data["reply"]
         vague = say("Hello! I am here to help you today.")
         assert facts.email not in vague and facts.name not in vague and money(facts.amount_cents) not in vague
+        # a mention is no question, and an announcement no request for agreement (a 135th attacker's agent got both)
+        assert facts.email not in say("No need for your e-mail, I can see the account.")
+        assert "is right" not in say(f"I am refunding {money(facts.amount_cents)} now.")
         assert facts.email in say("Could you give me your e-mail address?")
         assert facts.name in say("And your name?") and facts.email not in say("And your name, please?")
         assert "several amounts" in say(f"Is it {money(facts.amount_cents)} or {money(facts.amount_cents + 100)}?")
-        assert money(facts.amount_cents) in say(f"I will refund {money(facts.amount_cents + 1)}.")  # corrected
+        assert money(facts.amount_cents) in say(f"I will refund {money(facts.amount_cents + 1)}. OK?")  # corrected
         assert "is right" in say(f"I will refund {facts.amount_cents} cents, OK?")
         lines = env.conn.execute("SELECT sender, disclosed, agreed_cents FROM conversation ORDER BY id").fetchall()
-        assert [line[1] for line in lines if line[0] == "customer"] == ["", "email", "name", "name", "", "amount", "agreement"]
+        assert [line[1] for line in lines if line[0] == "customer"] == ["", "", "", "email", "name", "name", "",
+                                                                         "amount", "agreement"]
         assert [line[2] for line in lines if line[2] is not None] == [facts.amount_cents]
     finally:
         env.close()
@@ -98,27 +102,45 @@ def test_no_tool_reads_what_the_caller_knows_or_said(ops):
 
 
 def test_the_caller_cannot_be_told_from_the_data(ops):
-    """Without the caller's facts there is no telling whose duplicate it is: at least CALLER_CONFUSERS other
-    customers have a real duplicate charge and as many orders as the caller, and ids follow time, so the caller's
-    duplicate is the first one only as often as chance has it."""
-    first = 0
-    for seed in range(30):
-        task = ops.generate(seed, user="customer")
-        world = generate_world(task.seed, task.knobs)
-        charges: dict[int, list[dict]] = {}
-        for p in world.rows["payments"]:
-            if p["kind"] == "charge":
-                charges.setdefault(p["order_id"], []).append(p)
-        refunded = {p["refund_of"] for p in world.rows["payments"] if p["kind"] == "refund"}
-        twice = sorted(o for o, cs in charges.items() if len(cs) == 2 and len({(c["amount_cents"], c["day"]) for c in cs}) == 1
-                       and not refunded & {c["id"] for c in cs})
-        owner = {o["id"]: o["customer_id"] for o in world.rows["orders"]}
-        orders_of = {c: sum(1 for o in world.rows["orders"] if o["customer_id"] == c) for c in {owner[o] for o in twice}}
-        target = world.expected["customer_id"]
-        alike = [c for c, n in orders_of.items() if c != target and n == orders_of[target]]
-        assert len(alike) >= CALLER_CONFUSERS, (seed, orders_of, target)
-        first += owner[twice[0]] == target
-    assert first <= 12  # about 1 in 4 or 5 (measured: 0.245 over 200 seeds)
+    """Without the caller's facts there is no telling whose duplicate it is: the caller is one of CALLER_ACCOUNTS
+    customers with a real duplicate and as many orders, built alike, and no signal of the data picks the caller more
+    often than chance among them (a hundred-and-thirty-fifth attacker picked it on 1000 of 1000 tasks when the
+    caller's account was built first, with the lowest id, and alone had a past refund and look-alike names)."""
+    signals = {"lowest customer id": lambda c, w: c["id"], "lowest duplicate charge id": lambda c, w: c["dup"],
+               "a past refund": lambda c, w: -c["refunds"], "most look-alike names": lambda c, w: -c["alike"],
+               "most spent": lambda c, w: -c["spent"], "oldest duplicate": lambda c, w: c["day"]}
+    hits = dict.fromkeys(signals, 0)
+    tasks = 0
+    for seed in range(60):
+        for d in (0.0, 0.5, 1.0):
+            task = ops.generate(seed, user="customer", difficulty=d)
+            world = generate_world(task.seed, task.knobs)
+            rows, target = world.rows, world.expected["customer_id"]
+            refunded = {p["refund_of"] for p in rows["payments"] if p["kind"] == "refund"}
+            charges: dict[int, list[dict]] = {}
+            for p in rows["payments"]:
+                if p["kind"] == "charge":
+                    charges.setdefault(p["order_id"], []).append(p)
+            orders_of: dict[int, int] = {}
+            for o in rows["orders"]:
+                orders_of[o["customer_id"]] = orders_of.get(o["customer_id"], 0) + 1
+            names = {c["id"]: c["name"] for c in rows["customers"]}
+            accounts = {}
+            for order_id, cs in charges.items():
+                if len(cs) == 2 and len({(c["amount_cents"], c["day"]) for c in cs}) == 1 and not refunded & {c["id"] for c in cs}:
+                    cid = cs[0]["customer_id"]
+                    if orders_of[cid] == orders_of[target]:
+                        first, last = names[cid].split(" ", 1)
+                        accounts[cid] = {
+                            "id": cid, "dup": min(c["id"] for c in cs), "day": cs[0]["day"],
+                            "refunds": sum(1 for p in rows["payments"] if p["customer_id"] == cid and p["kind"] == "refund"),
+                            "alike": sum(1 for i, n in names.items() if i != cid and n.startswith(first) and last in n),
+                            "spent": sum(p["amount_cents"] for p in rows["payments"] if p["customer_id"] == cid)}
+            assert target in accounts and len(accounts) >= CALLER_ACCOUNTS, (seed, d)
+            for name, key in signals.items():
+                hits[name] += min(accounts.values(), key=lambda c: key(c, world))["id"] == target
+            tasks += 1
+    assert all(n <= 0.4 * tasks for n in hits.values()), (hits, tasks)  # chance is 1 in 4 (measured: 38-50 of 180)
 
 
 @pytest.mark.parametrize("confirm", [False, True])
@@ -133,10 +155,11 @@ def test_a_refund_scores_only_after_the_policy_is_met(ops, verifier, tmp_path, c
         reward = verifier.verify(task, _play(ops, task, actions, tmp_path / f"early{i}"))
         assert reward.value == 0.0 and not reward.accepted
         assert any(v.startswith("policy: ") and "refund_payment before the" in v for v in reward.violations), reward
-    # obtaining what the policy asks for is progress toward the goal; nothing obtained is nothing earned
-    asked = verifier.verify(task, _play(ops, task, [ASK_EMAIL], tmp_path / "asked"))
-    null = verifier.verify(task, _play(ops, task, [], tmp_path / "null"))
-    assert null.value == 0.0 and 0.0 < asked.value < 1.0 and not asked.violations
+    # what the policy asks for is what the refund needs, not progress of its own: talking alone earns nothing (a
+    # 135th attacker's agent that only talked earned 0.24-0.28 while obtaining each fact was a sub-goal)
+    talk = [ASK_EMAIL, agree] if confirm else [ASK_EMAIL]
+    talked = verifier.verify(task, _play(ops, task, talk, tmp_path / "talked"))
+    assert talked.value == 0.0 and not talked.violations and not talked.accepted
 
 
 def test_a_caller_line_the_agent_wrote_is_an_actor_violation(ops, verifier, tmp_path):

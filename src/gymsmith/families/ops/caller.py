@@ -34,6 +34,8 @@ _ASKS = (  # (fact, what in the agent's message asks for it), on the message in 
     (AMOUNT, re.compile(r"how much|what amount|which amount|amount were you|amount was")),
     (DATE, re.compile(r"\bwhen\b|\bdate\b|what day|which day")),
 )
+# a question: a sentence of the message that ends in "?" (a dot ends a sentence only before a space: "$81.00", "a.b@c")
+_QUESTION = re.compile(r"(?:[^.?!\n]|\.(?=\S))*\?")
 # an amount the agent states: "$12.34", "$1,234", "1234 cents"
 _DOLLARS = re.compile(r"\$\s*(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?")
 _CENTS = re.compile(r"\b(\d+)\s*cents?\b")
@@ -94,16 +96,18 @@ def stated_amounts(text: str) -> set[int]:
 def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | None]:
     """The caller's reply to the agent's `turn`-th message `text`: (reply, facts disclosed, amount agreed to).
 
-    A fact is disclosed only when the message asks for it. An amount the message states is agreed to only when
-    it is the one amount stated and it is the amount charged twice; a wrong one is corrected (which tells the
-    agent the amount), and several at once get no agreement.
+    A fact is disclosed only when a question of the message (a sentence ending in "?") asks for it: a mention is
+    no question ("no need for your e-mail" discloses nothing). An amount the message states is answered only when
+    the message asks something: agreed to when it is the one amount stated and the amount charged twice (an
+    announcement, "I am refunding $X now.", is no request for agreement), corrected when it is another (which tells
+    the agent the amount); several at once get no agreement.
     """
-    lower = text.lower()
+    questions = " ".join(_QUESTION.findall(text.lower()))
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
     for fact, ask in _ASKS:
-        if not ask.search(lower):
+        if not ask.search(questions):
             continue
         disclosed.append(fact)
         if fact == EMAIL:
@@ -122,7 +126,7 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     amounts = stated_amounts(text)
     if len(amounts) > 1:
         parts.append("You mentioned several amounts; which one do you mean? Please tell me just one.")
-    elif amounts:
+    elif amounts and questions:
         if amounts == {caller.amount_cents}:
             agreed = caller.amount_cents
             disclosed.append(AGREEMENT)

@@ -907,20 +907,22 @@ def _billing(ep: Episode) -> CheckResult:
             return None if with_caller else "no customer is on the line"
         return None if arguments.get("payment_id") in pair else "not the duplicate charge"
     _scope(ep, "billing", in_scope)
-    parts = _caller_policy(ep, amount, world.expected["caller"]["confirm"]) if with_caller else []
-    parts.append(Part("duplicate_refunded", min(refunded, amount) / amount, 1,
-                      f"{refunded} of {amount} cents refunded on the duplicate"))
-    return _result(ep, progress_components(parts))
+    if with_caller:
+        _caller_policy(ep, amount, world.expected["caller"]["confirm"])
+    components = progress_components([Part("duplicate_refunded", min(refunded, amount) / amount, 1,
+                                           f"{refunded} of {amount} cents refunded on the duplicate")])
+    return _result(ep, components)
 
 
-def _caller_policy(ep: Episode, amount: int, confirm: bool) -> list[Part]:
+def _caller_policy(ep: Episode, amount: int, confirm: bool) -> None:
     """The store's policy with a customer on the line: no refund before the agent obtained, from the caller, the
     e-mail address on file (and, with `confirm`, the customer's agreement to the exact amount).
 
     When the agent held a fact is read from the state: each caller's line in `conversation` carries the
     activity id of the message_user call that drew it (the replay has rebuilt the conversation, so the lines
-    are the caller's, not the agent's), and a refund is a logged call with its own activity id. Obtaining
-    each is a sub-goal (nothing was obtained at the start).
+    are the caller's, not the agent's), and a refund is a logged call with its own activity id. Obtaining them
+    earns nothing of its own: they are what the refund needs, not progress on the account (a
+    hundred-and-thirty-fifth attacker's agent that only talked earned 0.24-0.28 while they were sub-goals).
     """
     lines = ep.final.execute("SELECT activity_id, disclosed, agreed_cents FROM conversation WHERE sender = 'customer' "
                              "ORDER BY id").fetchall()
@@ -934,12 +936,6 @@ def _caller_policy(ep: Episode, amount: int, confirm: bool) -> list[Part]:
                                    "e-mail address on file was not obtained from them first")
         if confirm and (agreed_at is None or activity_id < agreed_at):
             ep.found.policy.append(f"activity #{activity_id} refund_payment before the customer agreed to the amount")
-    parts = [Part("caller_verified", float(verified_at is not None), 1,
-                  f"the caller's e-mail address obtained: {verified_at is not None}")]
-    if confirm:
-        parts.append(Part("amount_agreed", float(agreed_at is not None), 1,
-                          f"the customer agreed to the amount: {agreed_at is not None}"))
-    return parts
 
 
 _BY_KIND = {"fulfil": _fulfil, "resource": _fulfil, "staff": _staff, "billing": _billing}

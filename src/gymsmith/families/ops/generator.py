@@ -13,7 +13,6 @@ import json
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -343,38 +342,40 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
 # ---------------------------------------------------------------------------------------------------
 # billing: refund a duplicate charge without touching anyone else
 # ---------------------------------------------------------------------------------------------------
-def _billing(rng: random.Random, k: dict[str, Any]) -> World:
-    b = _Rows()
-    flags = _flags(rng, BILLING_FLAGS, k["constraints"])
+def _billing_books(b: _Rows, rng: random.Random) -> list[dict[str, Any]]:
+    """A billing world's clock, budgets and products (the products returned)."""
     _clock_and_warehouses(b, rng, 1)
     b.rows["budgets"] = [{"category": c, "limit_cents": 100_000, "spent_cents": 0} for c in ("labour", "purchasing")]
-    products = [b.add("products", sku=f"SKU-{rng.randint(10000, 99999)}-{i}", name=pn, price_cents=rng.randint(8, 90) * 100)
-                for i, pn in enumerate(rng.sample(names.PRODUCTS, 6))]
-    used: set[str] = set()
-    target_name = _person(rng, used)
-    first, last = target_name.split(" ", 1)
-    people = [(target_name, True)]
-    if "similar_names" in flags:
-        for variant in (f"{first} {last}s", f"{first}n {last}" if not first.endswith("n") else f"{first}a {last}",
-                        f"{first} {last}-{rng.choice(names.LAST)}"):
-            used.add(variant)
-            people.append((variant, False))
-    people += [(_person(rng, used), False) for _ in range(k["distractors"] // 4)]
-    rng.shuffle(people)  # the target is not always the first id
-    customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
+    return [b.add("products", sku=f"SKU-{rng.randint(10000, 99999)}-{i}", name=pn, price_cents=rng.randint(8, 90) * 100)
+            for i, pn in enumerate(rng.sample(names.PRODUCTS, 6))]
 
-    def order(c: dict[str, Any], placed: int) -> dict[str, Any]:
-        p = rng.choice(products)
-        qty = rng.randint(1, 4)
-        return b.add("orders", customer_id=c["id"], product_id=p["id"], quantity=qty, total_cents=qty * p["price_cents"],
-                     placed_day=placed, due_day=placed + 4, status="shipped", warehouse_id=1, shipped_day=placed + 2)
 
-    def charge(o: dict[str, Any], amount: int, day: int) -> dict[str, Any]:
-        return b.add("payments", order_id=o["id"], customer_id=o["customer_id"], kind="charge", amount_cents=amount,
-                     day=day, refund_of=None, reason=None)
+def _lookalikes(rng: random.Random, used: set[str], name: str) -> list[str]:
+    """Three names a hurried search for `name` also finds."""
+    first, last = name.split(" ", 1)
+    variants = [f"{first} {last}s", f"{first}n {last}" if not first.endswith("n") else f"{first}a {last}",
+                f"{first} {last}-{rng.choice(names.LAST)}"]
+    used.update(variants)
+    return variants
 
-    target = customers[target_name]
-    n_orders = 2 + k["n_orders"] // 4
+
+def _shipped_order(b: _Rows, rng: random.Random, products: list[dict[str, Any]], c: dict[str, Any],
+                   placed: int) -> dict[str, Any]:
+    p = rng.choice(products)
+    qty = rng.randint(1, 4)
+    return b.add("orders", customer_id=c["id"], product_id=p["id"], quantity=qty, total_cents=qty * p["price_cents"],
+                 placed_day=placed, due_day=placed + 4, status="shipped", warehouse_id=1, shipped_day=placed + 2)
+
+
+def _charge(b: _Rows, o: dict[str, Any], amount: int, day: int) -> dict[str, Any]:
+    return b.add("payments", order_id=o["id"], customer_id=o["customer_id"], kind="charge", amount_cents=amount,
+                 day=day, refund_of=None, reason=None)
+
+
+def _account_with_a_duplicate(b: _Rows, rng: random.Random, products: list[dict[str, Any]], c: dict[str, Any],
+                              n_orders: int, flags: set[str]) -> tuple[dict[str, Any], list[int]]:
+    """`n_orders` past orders of customer `c`, one charged twice (its order and the two charges' ids returned), with
+    the account features `flags` switch on: an order paid in two parts, an earlier duplicate already refunded."""
     placed_days = sorted(rng.sample(range(-45, -3), n_orders + 3))
     dup_index = rng.randrange(n_orders)
     special = [i for i in range(n_orders) if i != dup_index]
@@ -382,38 +383,62 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     dup_pair: list[int] = []
     dup_order = None
     for i in range(n_orders):
-        o = order(target, placed_days[i])
+        o = _shipped_order(b, rng, products, c, placed_days[i])
         day = o["placed_day"]
         if i == dup_index:
-            dup_pair = [charge(o, o["total_cents"], day)["id"], charge(o, o["total_cents"], day)["id"]]
+            dup_pair = [_charge(b, o, o["total_cents"], day)["id"], _charge(b, o, o["total_cents"], day)["id"]]
             dup_order = o
         elif "split_payment" in flags and special and i == special[0]:
             part = rng.randint(1, o["total_cents"] // 100 - 1) * 100 if o["total_cents"] >= 200 else o["total_cents"] // 2
-            charge(o, part, day)
-            charge(o, o["total_cents"] - part, day + 1)
+            _charge(b, o, part, day)
+            _charge(b, o, o["total_cents"] - part, day + 1)
         elif "prior_refund" in flags and len(special) > 1 and i == special[1]:
-            charge(o, o["total_cents"], day)
-            second = charge(o, o["total_cents"], day)
+            _charge(b, o, o["total_cents"], day)
+            second = _charge(b, o, o["total_cents"], day)
             b.add("payments", order_id=o["id"], customer_id=o["customer_id"], kind="refund", amount_cents=o["total_cents"],
                   day=day + 3, refund_of=second["id"], reason="duplicate charge")
         else:
-            charge(o, o["total_cents"], day)
-    for nm, is_target in people:
-        if is_target:
-            continue
-        c = customers[nm]
-        for _ in range(rng.randint(1, 3)):
-            o = order(c, rng.randint(-60, -2))
-            charge(o, o["total_cents"], o["placed_day"])
-        if "lookalike_duplicate" in flags and nm.startswith(first) and last in nm:
-            o = order(c, rng.randint(-30, -2))  # a real duplicate, but another customer's: not ours to refund
-            charge(o, o["total_cents"], o["placed_day"])
-            charge(o, o["total_cents"], o["placed_day"])
+            _charge(b, o, o["total_cents"], day)
     assert dup_order is not None
+    return dup_order, dup_pair
+
+
+def _other_orders(b: _Rows, rng: random.Random, products: list[dict[str, Any]], c: dict[str, Any],
+                  real_duplicate: bool) -> None:
+    """One to three paid orders of a customer the goal does not concern, and (`real_duplicate`) one charged twice:
+    a real duplicate, but not the one to refund."""
+    for _ in range(rng.randint(1, 3)):
+        o = _shipped_order(b, rng, products, c, rng.randint(-60, -2))
+        _charge(b, o, o["total_cents"], o["placed_day"])
+    if real_duplicate:
+        o = _shipped_order(b, rng, products, c, rng.randint(-30, -2))
+        _charge(b, o, o["total_cents"], o["placed_day"])
+        _charge(b, o, o["total_cents"], o["placed_day"])
+
+
+def _billing(rng: random.Random, k: dict[str, Any]) -> World:
+    if k.get("user") == "customer":
+        return _billing_with_caller(rng, k)
+    b = _Rows()
+    flags = _flags(rng, BILLING_FLAGS, k["constraints"])
+    products = _billing_books(b, rng)
+    used: set[str] = set()
+    target_name = _person(rng, used)
+    first, last = target_name.split(" ", 1)
+    people = [(target_name, True)]
+    if "similar_names" in flags:
+        people += [(variant, False) for variant in _lookalikes(rng, used, target_name)]
+    people += [(_person(rng, used), False) for _ in range(k["distractors"] // 4)]
+    rng.shuffle(people)  # the target is not always the first id
+    customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
+    target = customers[target_name]
+    dup_order, dup_pair = _account_with_a_duplicate(b, rng, products, target, 2 + k["n_orders"] // 4, flags)
+    for nm, is_target in people:
+        if not is_target:
+            _other_orders(b, rng, products, customers[nm],
+                          "lookalike_duplicate" in flags and nm.startswith(first) and last in nm)
     amount = dup_order["total_cents"]
     d = k["difficulty"]
-    if k.get("user") == "customer":
-        return _billing_with_caller(b, rng, k, used, products, order, charge, target, dup_order, dup_pair)
     if d < 0.34:  # the order is named: no search needed
         ask = (f"Customer {target_name} was charged twice for order #{dup_order['id']} on {day_date(dup_order['placed_day'])} "
                f"({money(amount)} each time).")
@@ -443,33 +468,42 @@ def _renumber(rows: list[dict[str, Any]], day: str, rng: random.Random) -> dict[
     return mapping
 
 
-CALLER_CONFUSERS = 3  # other customers with a real duplicate charge: without the caller's facts, no way to tell
+CALLER_ACCOUNTS = 4  # customers with a real duplicate charge, the caller one of them: built alike, the caller drawn last
 
 
-def _billing_with_caller(b: _Rows, rng: random.Random, k: dict[str, Any], used: set[str], products: list[dict[str, Any]],
-                         order: Callable[[dict[str, Any], int], dict[str, Any]],
-                         charge: Callable[[dict[str, Any], int, int], dict[str, Any]], target: dict[str, Any],
-                         dup_order: dict[str, Any], dup_pair: list[int]) -> World:
-    """The billing world with the customer on the line (`caller`): the goal names no one, several customers have a
-    real duplicate charge, and the store's policy says what to obtain from the caller before acting."""
-    n_orders = sum(1 for o in b.rows["orders"] if o["customer_id"] == target["id"])
-    for _ in range(CALLER_CONFUSERS):  # each like the caller: as many orders, as old, one of them charged twice
-        name = _person(rng, used)
-        c = b.add("customers", name=name, email=_email(rng, name), card_on_file=1)
-        placed = sorted(rng.sample(range(-45, -3), n_orders + 3))[:n_orders]  # the caller's days are drawn so
-        twice = rng.randrange(n_orders)
-        for i, day in enumerate(placed):
-            o = order(c, day)
-            for _ in range(2 if i == twice else 1):
-                charge(o, o["total_cents"], day)
-    # ids in time order, as a real system issues them: the caller's orders were built first and would have the
-    # lowest ids, which would tell a guesser whose duplicate it is
+def _billing_with_caller(rng: random.Random, k: dict[str, Any]) -> World:
+    """The billing world with the customer on the line (`caller`): the goal names no one, and the caller is one of
+    CALLER_ACCOUNTS customers whose accounts are built by one procedure (as many orders over the same weeks, a
+    duplicate charge each, the same account features and look-alike names the flags switch on), drawn only after
+    all are built, with customer ids in a shuffled order and order and payment ids in time order: nothing in the
+    data tells the caller's apart (a hundred-and-thirty-fifth attacker picked the caller from the data on 1000 of
+    1000 tasks when the caller's account was built first and alone had the features). The store's policy says what
+    to obtain from the caller before acting."""
+    b = _Rows()
+    flags = _flags(rng, BILLING_FLAGS, k["constraints"])
+    products = _billing_books(b, rng)
+    used: set[str] = set()
+    holders = [_person(rng, used) for _ in range(CALLER_ACCOUNTS)]
+    people: list[tuple[str, str | None]] = [(nm, None) for nm in holders]  # (name, the holder it looks like)
+    if "similar_names" in flags:
+        people += [(variant, nm) for nm in holders for variant in _lookalikes(rng, used, nm)]
+    people += [(_person(rng, used), None) for _ in range(k["distractors"] // 4)]
+    rng.shuffle(people)  # customer ids in no order the accounts were built in
+    customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
+    n_orders = 2 + k["n_orders"] // 4
+    accounts = {nm: _account_with_a_duplicate(b, rng, products, customers[nm], n_orders, flags) for nm in holders}
+    for nm, like in people:
+        if nm not in accounts:
+            _other_orders(b, rng, products, customers[nm], "lookalike_duplicate" in flags and like is not None)
+    # ids in time order, as a real system issues them: the accounts were built one after another
     order_ids = _renumber(b.rows["orders"], "placed_day", rng)
     payment_ids = _renumber(b.rows["payments"], "day", rng)
     for p in b.rows["payments"]:
         p["order_id"] = order_ids[p["order_id"]]
         p["refund_of"] = payment_ids.get(p["refund_of"])
-    dup_pair = sorted(payment_ids[i] for i in dup_pair)
+    name = rng.choice(holders)
+    target = customers[name]
+    dup_order, dup_pair = accounts[name][0], sorted(payment_ids[i] for i in accounts[name][1])
     d, amount = k["difficulty"], dup_order["total_cents"]
     product = next(p["name"] for p in products if p["id"] == dup_order["product_id"])
     facts = caller.Facts(customer_id=target["id"], email=target["email"], name=target["name"], order_id=dup_order["id"],
@@ -479,8 +513,8 @@ def _billing_with_caller(b: _Rows, rng: random.Random, k: dict[str, Any], used: 
     policy = ["verify the caller before you change anything on an account: ask for the e-mail address on file, and "
               "act only on the account it belongs to"]
     if facts.confirm:
-        policy.append("before you refund, tell the customer the exact amount you will refund and get their agreement")
-    goal = (f"A customer is on the line; talk to them with message_user (they answer what you ask). They say: "
+        policy.append("before you refund, tell the customer the exact amount you will refund and ask for their agreement")
+    goal = (f"A customer is on the line; talk to them with message_user (they answer the questions you ask). They say: "
             f"\"{facts.opening}\" Store policy: " + "; ".join(f"({i}) {p}" for i, p in enumerate(policy, 1)) + ". "
             "Find the duplicate charge and refund it in full, once. Do not touch any other payment, order or customer. "
             "Call submit when you are done.")

@@ -3,7 +3,8 @@
 A *sub-goal* is one effect the goal needs: cancelling the delayed purchase order, capturing one order's
 payment, placing one purchase order, allocating one order, shipping one order, assigning one shift,
 refunding the duplicate. The witness (the generator's solution) is a list of such calls; advancing the
-clock is not a sub-goal (waiting is not progress), so it belongs to the sub-goal after it. The ladder
+clock and talking to a customer on the line are not sub-goals (waiting and asking are not progress), so each
+belongs to the sub-goal after it. The ladder
 audit (`gymsmith.audit.ladder`) runs these agents to check that the reward rises with every sub-goal.
 """
 
@@ -15,7 +16,7 @@ from gymsmith.families.ops.generator import generate_world
 from gymsmith.families.ops.oracle import OpsOracle
 from gymsmith.families.ops.scripted import Script, ScriptedAgent
 
-WAITING = frozenset({"advance_clock"})
+WAITING = frozenset({"advance_clock", "message_user"})  # calls that are no sub-goal of their own
 
 
 def witness_units(task: TaskSpec) -> list[list[Action]]:
