@@ -660,3 +660,25 @@ def test_a_cache_directory_holds_only_bytecode_and_the_workspace_none_once_grade
         final = env.final_state(Path(tmp))
         assert final.ungradable is None
         assert list(env.workspace.path.glob("**/*.pyc")) == []
+
+
+def test_a_link_the_start_state_lacks_is_ungradable():
+    """The graded copy keeps a symbolic link but not what it points to, and a pytest run of the workspace follows it:
+    a hundred-and-thirty-sixth attacker linked `pkg/gsimpl.py` into `.pytest_cache` (which the snapshot skips) beside
+    a namespace directory of that name, or linked a directory there, so the workspace ran the bug and the verifier
+    the fix (accepted on 24 of 24 and 6 of 6 registered-package tasks, pytest failing every FAIL_TO_PASS test). A
+    link the start state does not have makes the state ungradable, wherever it points; one under a hidden
+    directory (not importable by name) does not."""
+    for command, refused in (("mkdir -p .pytest_cache && echo 'X = 1' > .pytest_cache/m.py && ln -s .pytest_cache/m.py m.py",
+                              "'m.py'"),
+                             ("mkdir -p .pytest_cache/d && ln -s .pytest_cache/d linked", "'linked'"),
+                             ("ln -s /tmp tmp", "'tmp'"),
+                             ("mkdir -p .venv/bin && ln -s /usr/bin/python3 .venv/bin/python", None)):
+        with _episode() as (task, _, env), tempfile.TemporaryDirectory() as tmp:
+            obs = env.step(Action(tool="run_command", arguments={"command": command})).observation
+            assert obs.error is None and obs.data["exit_code"] == 0, obs.text
+            final = env.final_state(Path(tmp))
+            if refused is None:
+                assert final.ungradable is None, final.ungradable
+            else:
+                assert final.ungradable and final.ungradable.startswith(refused) and "symbolic link" in final.ungradable

@@ -107,6 +107,7 @@ class TreeSnapshot:
 
     entries: dict[str, str | None] = field(default_factory=dict)  # path -> text, None for binary, "<...>" described
     problems: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)  # path -> the target of a symbolic link
 
     @property
     def ungradable(self) -> str | None:
@@ -221,6 +222,7 @@ def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
             if stat.S_ISLNK(st.st_mode):
                 link = os.readlink(entry.path)
                 snap.entries[rel] = f"<symlink to {link}>"
+                snap.links[rel] = link
                 if target:
                     os.symlink(link, target)
             elif stat.S_ISDIR(st.st_mode):
@@ -298,6 +300,7 @@ class CodeEnvironment(ToolEnvironment):
         self.sandbox: Sandbox | None = None
         self.task: TaskSpec | None = None
         self.start_tree: dict[str, str | None] = {}
+        self.start_links: dict[str, str] = {}
         self.command_env: dict[str, str] = {}
 
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
@@ -318,7 +321,7 @@ class CodeEnvironment(ToolEnvironment):
             self.sandbox = open_sandbox(self.workspace.path, backend=self.backend, limits=self.limits, **options)
         else:
             self.sandbox.reset()  # no process or /tmp file of the last rollout, and the new overlay seen
-        self.task, self.start_tree = task, _start_tree(pristine)
+        self.task, self.start_tree, self.start_links = task, _start_tree(pristine), _start_links(pristine)
         # the commands' randomness (a seeded sandbox): the same task and seed see the same values (seeded_site.py)
         self.command_env = {"SANDBOX_SEED": content_hash([task.id, seed], length=16)}
         listing = "\n".join(self.sandbox.list_files())
@@ -418,6 +421,7 @@ class CodeEnvironment(ToolEnvironment):
         target.mkdir(parents=True)
         drop_bytecode(self.workspace.path)
         snap = snapshot_tree(self.workspace.path, copy_to=target)
+        snap.problems += _new_links(snap.links, self.start_links)
         return FinalState(kind="repo", path=str(target), digest=self.state_hash(),
                           diff=bounded_diff(self.start_tree, snap.entries), ungradable=snap.ungradable)
 
@@ -431,10 +435,31 @@ class CodeEnvironment(ToolEnvironment):
 
 
 @lru_cache(maxsize=64)
-def _start_tree_cached(pristine: str) -> tuple[tuple[str, str | None], ...]:
-    return tuple(snapshot_tree(Path(pristine)).entries.items())
+def _start_snapshot(pristine: str) -> TreeSnapshot:
+    """The pristine repository as `snapshot_tree` sees it (read once per pristine tree: it never changes; callers
+    copy what they keep)."""
+    return snapshot_tree(Path(pristine))
 
 
 def _start_tree(pristine: Path) -> dict[str, str | None]:
-    """The pristine repository as `snapshot_tree` sees it (read once per pristine tree: it never changes)."""
-    return dict(_start_tree_cached(str(pristine)))
+    return dict(_start_snapshot(str(pristine)).entries)
+
+
+def _start_links(pristine: Path) -> dict[str, str]:
+    return dict(_start_snapshot(str(pristine)).links)
+
+
+def _new_links(links: dict[str, str], start: dict[str, str]) -> list[str]:
+    """Why the links of a final tree make it ungradable: a symbolic link the start state does not have (or one it
+    has, pointing elsewhere), outside a hidden directory. The graded copy keeps a link but not what it points to,
+    and a pytest run of the workspace follows it: a hundred-and-thirty-sixth attacker's `pkg/gsimpl.py` linked into
+    `.pytest_cache` (which the snapshot skips), beside a namespace directory of the same name, and a linked
+    directory, ran the bug in the workspace and the fix where graded (accepted on 24 of 24 and 6 of 6
+    registered-package tasks). A path with a part starting with "." is not importable by name."""
+    new = sorted(rel for rel, target in links.items()
+                 if start.get(rel) != target and not any(part.startswith(".") for part in rel.split("/")))
+    if not new:
+        return []
+    more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
+    return [f"{preview(new[0])}{more}: a symbolic link the start state does not have (the graded copy does not carry "
+            "what a link points to, and a pytest run of the workspace follows it)"]
