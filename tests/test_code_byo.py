@@ -226,3 +226,25 @@ def test_what_the_state_does_to_the_verifiers_job_is_its_failure(repo, tmp_path,
     assert reward.value == 0.0 and not reward.accepted, reward
     if "outcome" not in command:
         assert any("cannot be laid out" in f for f in reward.gate_failures), reward.gate_failures
+
+
+@pytest.mark.parametrize("name", [".pytest.toml", "pytest.toml", ".pytest.ini"])
+def test_every_file_pytest_reads_its_configuration_from_is_the_tasks(repo, tmp_path, name):
+    """pytest 9 reads `pytest.toml`, `.pytest.toml` and `.pytest.ini` before the configuration files the task has: a
+    hundred-and-thirty-seventh attacker's new `.pytest.toml` put a buggy copy (kept under `.git/`, which the snapshot
+    skips) first on the workspace's path while the graded tree held the fix, and the verifier, which restores the
+    task's configuration, accepted it (3 of 3 repositories, 0.975). A new configuration file of any of pytest's names
+    is now tampering, as a changed one is."""
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    env = get_family("code").make_env()
+    try:
+        env.reset(task, seed=0)
+        Action = __import__("gymsmith.core.types", fromlist=["Action"]).Action
+        for path, content in (("shapes/util.py", FIXED), (name, "[pytest]\npythonpath = [\".\"]\n")):
+            assert env.step(Action(tool="write_file", arguments={"path": path, "content": content})).observation.error is None
+        final = env.final_state(tmp_path / "final")
+    finally:
+        env.close()
+    with VerifierService() as verifier:
+        reward = verifier.verify(task, final)
+    assert reward.value == 0.0 and any(f"test files tampered with: {name}" in v for v in reward.violations), reward

@@ -682,3 +682,19 @@ def test_a_link_the_start_state_lacks_is_ungradable():
                 assert final.ungradable is None, final.ungradable
             else:
                 assert final.ungradable and final.ungradable.startswith(refused) and "symbolic link" in final.ungradable
+
+
+def test_distribution_metadata_the_start_state_lacks_is_ungradable():
+    """`importlib.metadata` lists `*.dist-info` and `*.egg-info` directories on any path entry, the workspace's root
+    included under `python -m pytest`, and pytest loads the plugins their entry points name (the verifier loads
+    none): a hundred-and-thirty-seventh attacker's `.gs.dist-info` declared a plugin that put the bug back in place of
+    the graded fix (accepted on 13 of 13 tasks, the bug under pytest with plugins autoloaded). Such metadata the start
+    state does not have makes the state ungradable."""
+    for files in ({".gs.dist-info/METADATA": "Name: gs\n", ".gs.dist-info/entry_points.txt": "[pytest11]\ngs = gsplug\n"},
+                  {"tool.egg-info/PKG-INFO": "Name: tool\n"}):
+        with _episode() as (task, _, env), tempfile.TemporaryDirectory() as tmp:
+            for path, content in files.items():
+                obs = env.step(Action(tool="write_file", arguments={"path": path, "content": content})).observation
+                assert obs.error is None, obs.text
+            final = env.final_state(Path(tmp))
+            assert final.ungradable and "distribution metadata" in final.ungradable, final.ungradable

@@ -32,7 +32,7 @@ from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
-from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, read_tree
+from gymsmith.families.code.repo import PYTEST_CONFIGS, changed_lines, is_test_path, pristine_repo, read_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
@@ -213,7 +213,10 @@ def repository_files(task: TaskSpec) -> dict[str, str]:
 
 
 def is_test_or_config(path: str) -> bool:
-    return is_test_path(path) or path.rsplit("/", 1)[-1] in ("pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
+    """A test file, or a file pytest reads its configuration from (any of them, anywhere: a hundred-and-thirty-seventh
+    attacker's new `.pytest.toml`, which pytest 9 reads first, put a buggy copy on the workspace's path while the
+    verifier restored the task's configuration: accepted on 3 of 3 repositories)."""
+    return is_test_path(path) or path.rsplit("/", 1)[-1] in PYTEST_CONFIGS
 
 
 # the test job's deadline, with the runner's 15 s grace, stays under the verifier service's: code that hangs fails

@@ -31,7 +31,7 @@ from gymsmith.families.code.env import code_task, start_files
 from gymsmith.families.code.generator import compiled_suite, run_hidden_tests
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.introspection import imported_modules, process_reads
-from gymsmith.families.code.repo import changed_lines, is_test_path, pristine_repo, scan_tree, Tree
+from gymsmith.families.code.repo import PYTEST_CONFIGS, changed_lines, is_test_path, pristine_repo, scan_tree, Tree
 from gymsmith.families.code.task import CodeTask, checks_digest
 from gymsmith.verifier.calltests import CompiledSuite
 from gymsmith.verifier.drawkey import keyed_hash
@@ -96,8 +96,6 @@ def _not_shadowed(final: Tree, path: str) -> None:
 
 
 # the files pytest reads its configuration from (rootdir and inifile, `pythonpath`, `addopts`, `--import-mode`)
-PYTEST_CONFIGS = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini",
-                            "setup.cfg"})
 _IMPORTABLE = (".py", ".pyc", ".pyw", *importlib.machinery.EXTENSION_SUFFIXES)
 # what a pytest run imports from the library, wherever its path has the workspace's root first: the standard library
 # (pytest itself imports `pdb` and `readline` once the task's `pythonpath = .` holds) and pytest's own packages. Not

@@ -421,7 +421,7 @@ class CodeEnvironment(ToolEnvironment):
         target.mkdir(parents=True)
         drop_bytecode(self.workspace.path)
         snap = snapshot_tree(self.workspace.path, copy_to=target)
-        snap.problems += _new_links(snap.links, self.start_links)
+        snap.problems += _new_links(snap.links, self.start_links) + _new_metadata(snap.entries, self.start_tree)
         return FinalState(kind="repo", path=str(target), digest=self.state_hash(),
                           diff=bounded_diff(self.start_tree, snap.entries), ungradable=snap.ungradable)
 
@@ -447,6 +447,24 @@ def _start_tree(pristine: Path) -> dict[str, str | None]:
 
 def _start_links(pristine: Path) -> dict[str, str]:
     return dict(_start_snapshot(str(pristine)).links)
+
+
+METADATA_DIRS = (".dist-info", ".egg-info")  # installed distributions' metadata: what importlib.metadata lists
+
+
+def _new_metadata(entries: dict[str, str | None], start: dict[str, str | None]) -> list[str]:
+    """Why a final tree's distribution metadata makes it ungradable: a file of a `*.dist-info` or `*.egg-info`
+    directory the start state does not have (or has otherwise). `importlib.metadata` lists such directories on any
+    path entry, the workspace's root included under `python -m pytest`, and pytest loads the plugins their entry points
+    name, which the verifier never does (a hundred-and-thirty-seventh attacker's `.gs.dist-info` made pytest load a
+    module that put the bug back in place of the graded fix: accepted on 13 of 13 tasks, the bug under pytest)."""
+    new = sorted(rel for rel, text in entries.items() if start.get(rel, "\0") != text
+                 and any(part.endswith(METADATA_DIRS) for part in rel.split("/")[:-1]))
+    if not new:
+        return []
+    more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
+    return [f"{preview(new[0])}{more}: distribution metadata the start state does not have (pytest loads the plugins "
+            "its entry points name; the verifier loads none)"]
 
 
 def _new_links(links: dict[str, str], start: dict[str, str]) -> list[str]:

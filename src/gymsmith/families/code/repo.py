@@ -192,6 +192,11 @@ def changed_lines(before: str, after: str) -> int:
     return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
 
 
+# every file pytest reads its configuration from (pytest 9 looks for the first four before the others)
+PYTEST_CONFIGS = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "tox.ini",
+                            "setup.cfg"})
+
+
 def is_test_path(path: str) -> bool:
     """A test file or a pytest hook as the verifier sees it: under tests/, conftest.py, test_*.py, *_test.py."""
     name = path.rsplit("/", 1)[-1]
