@@ -78,7 +78,8 @@ def test_the_caller_discloses_a_fact_only_when_asked(ops):
         assert "is right" not in say(f"I am refunding {money(facts.amount_cents)} now.")
         assert facts.email in say("Could you give me your e-mail address?")
         assert facts.name in say("And your name?") and facts.email not in say("And your name, please?")
-        assert "several amounts" in say(f"Is it {money(facts.amount_cents)} or {money(facts.amount_cents + 100)}?")
+        assert "several amounts" in say(f"I will refund {money(facts.amount_cents)} or "
+                                        f"{money(facts.amount_cents + 100)}. Is that right?")
         assert money(facts.amount_cents) in say(f"I will refund {money(facts.amount_cents + 1)}. OK?")  # corrected
         assert "is right" in say(f"I will refund {facts.amount_cents} cents, OK?")
         lines = env.conn.execute("SELECT sender, disclosed, agreed_cents FROM conversation ORDER BY id").fetchall()
@@ -191,3 +192,25 @@ def test_without_a_caller_message_user_is_refused_and_the_knob_needs_billing(ops
     with pytest.raises(KnobError, match="'user' = 'customer' needs kind 'billing'"):
         ops.generate(3, kind="staff", user="customer")
     assert ops.generate(3, user="customer").knobs["kind"] == "billing"
+
+
+NO_AGREEMENT = [  # a hundred-and-thirty-eighth attacker's messages, each agreed to (93 of 93 tasks) by the first grammar
+    "I am refunding {x} now. Is there anything else I can help you with today?",  # a question, but not for agreement
+    "I will not refund {x}. Is that OK?",  # a refusal
+    "I will refund either {x} or 93.00 USD, whichever I decide. OK?",  # a hedge, in another notation
+    "I will refund {x} minus a ten-dollar handling fee. Do you agree?",  # another net amount
+    "You were charged {x} twice; shall I?",  # no refund stated
+    "I will refund {x}9. Is that right?",  # an amount read as another ("$88.009")
+    "I will refund \u0024\u0668\u0668.\u0660\u0660. OK?",  # digits of another script
+]
+
+
+@pytest.mark.parametrize("message", NO_AGREEMENT)
+def test_only_a_plain_request_to_agree_to_the_refund_is_an_agreement(ops, verifier, tmp_path, message):
+    """The customer agrees only when asked to agree (a question) to a message stating one amount, exactly, as what
+    will be refunded, with nothing taken off or hedged; anything else gets no agreement, and the refund after it is a
+    policy violation."""
+    task = _task(ops, 30, confirm=True)
+    amount = money(generate_world(task.seed, task.knobs).expected["amount_cents"])
+    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(message.format(x=amount)), _refund(task)], tmp_path / "s"))
+    assert reward.value == 0.0 and any("before the customer agreed to the amount" in v for v in reward.violations), reward

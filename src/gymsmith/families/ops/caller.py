@@ -34,12 +34,19 @@ _ASKS = (  # (fact, what in the agent's message asks for it), on the message in 
     (AMOUNT, re.compile(r"how much|what amount|which amount|amount were you|amount was")),
     (DATE, re.compile(r"\bwhen\b|\bdate\b|what day|which day")),
 )
-# a question: a sentence of the message that ends in "?" (a dot ends a sentence only before a space: "$81.00", "a.b@c")
-_QUESTION = re.compile(r"(?:[^.?!\n]|\.(?=\S))*\?")
-# an amount the agent states: "$12.34", "$1,234", "1234 cents"
-_DOLLARS = re.compile(r"\$\s*(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?")
-_CENTS = re.compile(r"\b(\d+)\s*cents?\b")
-
+# a sentence ends at "?", "!", a line break, or a dot before a space or the end ("$81.00" and "a.b@c.com" go on)
+_SENTENCE_END = re.compile(r"[?!\n]|\.(?=\s|$)")
+# an amount stated exactly: "$12.34", "$1,234", "1234 cents" (ASCII digits, two decimals or none, nothing after)
+_AMOUNT = re.compile(r"(?<![0-9A-Za-z])(?:\$\s*([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]{2}))?|([0-9]+)\s*cents?\b)"
+                     r"(?![0-9]|[.,][0-9])")
+# money stated some other way (another currency word, "$" a strict amount does not cover): the amount is unclear
+_OTHER_MONEY = re.compile(r"[0-9][0-9,.]*\s*(?:usd|dollars?|bucks|eur|euros?|€|£)|(?:usd|us\$|€|£)\s*[0-9]|\$\s*[0-9]")
+# asking the customer to agree (in a question): "Is that right?", "Do you agree?", "Shall I ...?", "OK?"
+_AGREE = re.compile(r"\b(?:is (?:that|this|it) (?:right|ok|okay|correct|fine|alright|all right)|do you agree|"
+                    r"are you (?:ok|okay|happy) with|shall i|should i|may i|can i go ahead|ok|okay|alright)\b")
+# what makes a statement of an amount something other than the refund of that amount
+_NOT_PLAINLY = re.compile(r"n't\b|\b(?:not|no|never|cannot|either|or|minus|plus|less|fees?|up to|about|around|"
+                          r"roughly|approximately|partial|part of|some of|half)\b")
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
              "Hello. My card shows the same charge two times for one order. Please fix it.",
              "Hi there, I've been billed twice for something I bought. I'd like my money back for the extra charge.")
@@ -87,22 +94,39 @@ def facts(conn: sqlite3.Connection) -> Facts | None:
     return Facts(**values)
 
 
-def stated_amounts(text: str) -> set[int]:
-    """Every amount, in cents, the text states in dollars ("$12.34", "$1,234") or in cents ("1234 cents")."""
-    amounts = {int(whole.replace(",", "")) * 100 + int((cents or "0").ljust(2, "0")) for whole, cents in _DOLLARS.findall(text)}
-    return amounts | {int(c) for c in _CENTS.findall(text)}
+def sentences(text: str) -> list[str]:
+    """The message's sentences (each with its closing mark), in one pass over it."""
+    out, start = [], 0
+    for end in _SENTENCE_END.finditer(text):
+        out.append(text[start:end.end()].strip())
+        start = end.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
+def stated_amounts(text: str) -> tuple[list[int], bool]:
+    """The amounts, in cents, the text states exactly, and whether it states money any other way too (another
+    currency word, a "$" no exact amount covers, digits of another script): then what it says is unclear."""
+    amounts = [int(whole.replace(",", "")) * 100 + int(cents or 0) if whole else int(plain)
+               for whole, cents, plain in _AMOUNT.findall(text)]
+    rest = _AMOUNT.sub(" ", text)
+    return amounts, bool(_OTHER_MONEY.search(rest)) or any(ch.isdigit() and not ch.isascii() for ch in text)
 
 
 def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | None]:
     """The caller's reply to the agent's `turn`-th message `text`: (reply, facts disclosed, amount agreed to).
 
     A fact is disclosed only when a question of the message (a sentence ending in "?") asks for it: a mention is
-    no question ("no need for your e-mail" discloses nothing). An amount the message states is answered only when
-    the message asks something: agreed to when it is the one amount stated and the amount charged twice (an
-    announcement, "I am refunding $X now.", is no request for agreement), corrected when it is another (which tells
-    the agent the amount); several at once get no agreement.
+    no question ("no need for your e-mail" discloses nothing). The customer agrees to an amount only when asked to
+    (a question such as "Is that right?", "Do you agree?", "OK?") about a message stating exactly one amount, in a
+    sentence that says it will be refunded and says nothing else of it (no negation, hedge or deduction: "I will not
+    refund $X", "either $X or ...", "$X minus a fee" get no agreement), and that amount is the one charged twice; a
+    wrong one is corrected (which tells the agent the amount); several amounts, or money stated another way, get a
+    question back. This is a fixed grammar, not understanding (docs/ops.md).
     """
-    questions = " ".join(_QUESTION.findall(text.lower()))
+    lowered = text.lower()
+    parts_of = sentences(lowered)
+    questions = " ".join(s for s in parts_of if s.endswith("?"))
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
@@ -123,11 +147,15 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
         else:
             parts.append(f"I placed the order on {caller.placed_date}.")
     agreed = None
-    amounts = stated_amounts(text)
-    if len(amounts) > 1:
-        parts.append("You mentioned several amounts; which one do you mean? Please tell me just one.")
-    elif amounts and questions:
-        if amounts == {caller.amount_cents}:
+    amounts, unclear = stated_amounts(lowered)
+    if _AGREE.search(questions) and (amounts or unclear):
+        stating = [s for s in parts_of if stated_amounts(s)[0]]
+        if unclear or len(amounts) > 1:
+            parts.append("You mentioned several amounts, or money I can't follow; which one do you mean? Please tell me "
+                         "just one.")
+        elif len(stating) != 1 or "refund" not in stating[0] or _NOT_PLAINLY.search(stating[0]):
+            parts.append("Sorry, I don't follow: how much will you refund me?")
+        elif amounts[0] == caller.amount_cents:
             agreed = caller.amount_cents
             disclosed.append(AGREEMENT)
             parts.append(f"Yes, {money(caller.amount_cents)} is right. Please go ahead.")
