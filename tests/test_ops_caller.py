@@ -189,7 +189,7 @@ def test_without_a_caller_message_user_is_refused_and_the_knob_needs_billing(ops
         assert obs.error is not None and "no customer is on the line" in obs.text
     finally:
         env.close()
-    with pytest.raises(KnobError, match="'user' = 'customer' needs kind 'billing'"):
+    with pytest.raises(KnobError, match="knob 'user' = 'customer' needs knob 'kind' unset or one of \\['billing'\\], got 'staff'"):
         ops.generate(3, kind="staff", user="customer")
     assert ops.generate(3, user="customer").knobs["kind"] == "billing"
 

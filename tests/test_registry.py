@@ -102,3 +102,24 @@ def test_a_task_set_skips_seeds_that_make_no_task(ops, monkeypatch):
     monkeypatch.setattr(family, "generate", lambda self, seed, **knobs: (_ for _ in ()).throw(NoTaskForSeed("none")))
     with pytest.raises(TaskSetError, match=r"seeds made no task"):
         build_taskset(TaskSetSpec(family="ops", count=1, split="all"))
+
+
+def test_a_knob_set_only_with_another_is_refused_without_it_and_stated_in_the_server_schema():
+    """`Knob.only_with`: a choice knob set to anything but its first choice needs the other knob unset or one of the
+    values named; `resolve_knobs` refuses the rest with both knobs named, and the server's schema states the rule (a
+    fuzzer of the HTTP API found the refusal of a schema-valid request before the schema said so)."""
+    from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
+    from gymsmith.server.schema import reset_body
+
+    knobs = (DIFFICULTY, Knob(name="shape", kind=KnobKind.CHOICE, choices=("round", "square"), description="x"),
+             Knob(name="lid", kind=KnobKind.CHOICE, choices=("none", "hinged"), only_with=("shape", ("square",)),
+                  description="y"))
+    derive = lambda d: {"lid": "none"}  # noqa: E731
+    assert resolve_knobs(knobs, {"lid": "hinged", "shape": "square"}, derive)["lid"] == "hinged"
+    assert resolve_knobs(knobs, {"lid": "hinged"}, derive)["shape"] is None  # unset: the generator decides
+    assert resolve_knobs(knobs, {"shape": "round"}, derive)["lid"] == "none"
+    with pytest.raises(KnobError, match=r"knob 'lid' = 'hinged' needs knob 'shape' unset or one of \['square'\], got 'round'"):
+        resolve_knobs(knobs, {"lid": "hinged", "shape": "round"}, derive)
+    schema = reset_body({"box": knobs}).model_json_schema()["$defs"]["BoxKnobs"]
+    assert schema["allOf"] == [{"if": {"properties": {"lid": {"enum": ["hinged"]}}, "required": ["lid"]},
+                                "then": {"properties": {"shape": {"enum": ["square", None]}}}}]

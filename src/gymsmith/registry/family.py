@@ -32,6 +32,9 @@ class Knob(BaseModel):
     high: float | None = None
     choices: tuple[str, ...] = ()
     default: Any = None
+    # (other knob, its allowed values): a choice knob set to anything but its first choice needs the other knob
+    # unset (None) or one of these values; checked by `resolve_knobs`, and stated in the server's schema
+    only_with: tuple[str, tuple[Any, ...]] | None = None
 
     def validate_value(self, value: Any) -> Any:
         """Return `value` coerced to the knob's type; raise KnobError naming the knob otherwise."""
@@ -60,7 +63,8 @@ def resolve_knobs(declared: tuple[Knob, ...], given: Mapping[str, Any],
                   derive: Callable[[float], Mapping[str, Any]]) -> dict[str, Any]:
     """Validate `given` against `declared` and fill the rest: `difficulty` first, then `derive(difficulty)`.
 
-    Raises KnobError for an unknown knob name, a wrong type, or a value outside its range.
+    Raises KnobError for an unknown knob name, a wrong type, a value outside its range, or a knob set where another
+    knob's value does not allow it (`Knob.only_with`).
     """
     by_name = {k.name: k for k in declared}
     unknown = sorted(set(given) - set(by_name))
@@ -73,6 +77,12 @@ def resolve_knobs(declared: tuple[Knob, ...], given: Mapping[str, Any],
         if knob.name not in resolved:
             value = derived.get(knob.name, knob.default)
             resolved[knob.name] = knob.validate_value(value) if value is not None else None
+    for knob in declared:
+        if knob.only_with is not None and resolved[knob.name] not in (None, *knob.choices[:1]):
+            other, allowed = knob.only_with
+            if resolved.get(other) is not None and resolved[other] not in allowed:
+                raise KnobError(f"knob {knob.name!r} = {resolved[knob.name]!r} needs knob {other!r} unset or one of "
+                                f"{[a for a in allowed if a is not None]}, got {resolved[other]!r}")
     return resolved
 
 

@@ -70,6 +70,15 @@ def _knob_field(knob: Knob) -> tuple[Any, Any]:
     return bounded | None, Field(default=None, description=knob.description)
 
 
+def _together(knobs: tuple[Knob, ...]) -> dict[str, Any] | None:
+    """What the knobs' schema says of knobs set together (`Knob.only_with`), as JSON Schema conditions, so that a
+    client (or a fuzzer) reads from the schema which combinations the generator refuses."""
+    rules = [{"if": {"properties": {k.name: {"enum": list(k.choices[1:])}}, "required": [k.name]},
+              "then": {"properties": {k.only_with[0]: {"enum": [*k.only_with[1], None]}}}}
+             for k in knobs if k.only_with is not None]
+    return {"allOf": rules} if rules else None
+
+
 def reset_body(families: dict[str, tuple[Knob, ...]]) -> Any:
     """The body of POST /sessions for `families` (name -> declared knobs): a union discriminated by `family`,
     each member with that family's knobs. Raises ValueError for no families."""
@@ -77,7 +86,7 @@ def reset_body(families: dict[str, tuple[Knob, ...]]) -> Any:
         raise ValueError("a server needs at least one family to serve")
     members = []
     for name, knobs in sorted(families.items()):
-        knob_model = create_model(f"{name.title()}Knobs", __config__=ConfigDict(extra="forbid"),
+        knob_model = create_model(f"{name.title()}Knobs", __config__=ConfigDict(extra="forbid", json_schema_extra=_together(knobs)),
                                   **cast(dict[str, Any], {k.name: _knob_field(k) for k in knobs}))
         knob_model.__doc__ = f"Knob values of the {name} family; omitted ones take the generator's default."
         members.append(create_model(

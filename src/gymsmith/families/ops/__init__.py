@@ -17,7 +17,6 @@ from gymsmith.families.ops.greedy import OpsGreedy
 from gymsmith.families.ops.ladder import OpsTrivial, PartialOpsOracle, work_units
 from gymsmith.families.ops.oracle import OpsOracle
 from gymsmith.families.ops.tools import TOOL_SPECS
-from gymsmith.core.errors import KnobError
 from gymsmith.registry.family import DIFFICULTY, Knob, KnobKind, resolve_knobs
 
 USERS = ("none", "customer")
@@ -63,17 +62,14 @@ class OpsFamily:
         Knob(name="horizon", kind=KnobKind.INT, low=2, high=14, description="Days until the last due date."),
         Knob(name="fidelity", kind=KnobKind.FLOAT, low=0.0, high=1.0,
              description="How much the tools misbehave like real APIs: transient errors, rate limits, stale reads."),
-        Knob(name="user", kind=KnobKind.CHOICE, choices=USERS,
+        Knob(name="user", kind=KnobKind.CHOICE, choices=USERS, only_with=("kind", ("billing",)),
              description="'customer': a billing task's customer is on the line, holding the facts the agent must ask "
                          "for (message_user) under a store policy; 'none' (the default): the goal states the facts."),
     )
 
     def generate(self, seed: int, **knobs: Any) -> TaskSpec:
         resolved = resolve_knobs(self.knobs, knobs, derive_knobs)
-        if resolved["user"] == "customer":
-            if resolved["kind"] not in (None, "billing"):
-                raise KnobError(f"knob 'user' = 'customer' needs kind 'billing' (the goal kind with a customer on the "
-                                f"line), got kind {resolved['kind']!r}")
+        if resolved["user"] == "customer":  # `only_with`: the kind is billing or unset, and then billing
             resolved["kind"] = "billing"
         if resolved["kind"] is None:
             resolved["kind"] = choose_kind(seed)
