@@ -218,6 +218,12 @@ def test_token_fields_are_kept_only_when_valid_and_an_empty_completion_is_one():
     assert turn({"logprobs": {"content": []}}).completion_ids == []  # ids from logprob entries: none
     assert turn({"token_ids": [1, 2**31]}).completion_ids is None  # past any vocabulary
     assert turn({"logprobs": {"content": [{"token": "token_id:7", "logprob": float("nan")}]}}).logprobs is None
+    # a logprob is a number in [MIN_LOGPROB, 0]: a hundred-and-fortieth attacker's `true`, 50.0 and -1e308 reached the
+    # export (PPO ratios of 0.22, 1e-22 and infinity against a new logprob of -0.5)
+    for value in (True, 50.0, 1e-9, -1e308, "-0.5", None):
+        assert turn({"logprobs": {"content": [{"token": "token_id:7", "logprob": value}]}}).logprobs is None, value
+    assert turn({"logprobs": {"content": [{"token": "token_id:7", "logprob": -9999.0},
+                                          {"token": "token_id:8", "logprob": 0}]}}).logprobs == [-9999.0, 0.0]
     assert turn({"logprobs": {"content": [{"token": "token_id:99999999999", "logprob": -1.0}]}}).completion_ids is None
     assert turn({"finish_reason": {"a": 1}}).finish_reason is None and turn({"finish_reason": "x" * 33}).finish_reason is None
     assert turn({}, prompt_logprobs=[None, {"\u0663": -1.0}]).prompt_ids is None  # an Arabic-Indic digit is no id

@@ -68,14 +68,12 @@ def read_turn(data: dict[str, Any], messages: list[dict[str, Any]], reply: dict[
     logprobs = completion_ids = None
     if isinstance(content, list) and all(isinstance(e, dict) for e in content):
         values = [e.get("logprob") for e in content]
-        if all(isinstance(v, (int, float)) for v in values):
+        if all(_is_logprob(v) for v in values):
             logprobs = [float(v) for v in values]
         ids = [_TOKEN_ID.match(str(e.get("token", ""))) for e in content]
         matched = [int(m.group(1)) for m in ids if m is not None]
         if len(matched) == len(ids) and max(matched, default=0) <= MAX_TOKEN_ID:  # [] too: a reply of no tokens
             completion_ids = matched
-    if logprobs is not None and not all(math.isfinite(v) for v in logprobs):
-        logprobs = None
     given = _ints(choice.get("token_ids"))
     if completion_ids is None and given is not None and (logprobs is None or len(given) == len(logprobs)):
         completion_ids = given
@@ -122,6 +120,15 @@ def full_prompts(turns: list[dict[str, Any]]) -> list[list[int | None] | None]:
 
 
 MAX_TOKEN_ID = 2**31 - 1  # a vocabulary's ids fit; a larger "id" is no token (and no trainer's int column holds it)
+MIN_LOGPROB = -1e5  # below any a real server reports (vLLM floors masked tokens at -9999); a lower one is no logprob
+
+
+def _is_logprob(value: Any) -> bool:
+    """A token's logprob: a number (not a bool), finite, in [MIN_LOGPROB, 0]. Anything else (`true`, 50.0, -1e308:
+    a hundred-and-fortieth attacker's server sent them, and the export gave a trainer PPO ratios of 1e-22 and
+    infinity) is no logprob, and the turn keeps none."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and MIN_LOGPROB <= value <= 0)
 MAX_FINISH_REASON = 32
 
 
