@@ -16,6 +16,7 @@ import ast
 import codecs
 import hashlib
 import importlib.machinery
+import importlib.metadata
 import re
 import sys
 import time
@@ -100,8 +101,14 @@ _IMPORTABLE = (".py", ".pyc", ".pyw", *importlib.machinery.EXTENSION_SUFFIXES)
 # what a pytest run imports from the library, wherever its path has the workspace's root first: the standard library
 # (pytest itself imports `pdb` and `readline` once the task's `pythonpath = .` holds) and pytest's own packages. Not
 # `test`, the standard library's own test suite, which nothing imports and agents name scratch files after.
+# what a pytest run may import from the library under a top-level name: the standard library's, pytest's, and every
+# distribution installed where the verifier runs (a superset of the sandbox runtime's): with plugins autoloaded, as a
+# user runs pytest, a plugin's modules (`pytest_timeout`, `_hypothesis_pytestplugin`, `anyio`, ...) are imported with
+# the workspace's root first on the path (a hundred-and-thirty-ninth attacker's root `pytest_timeout/` put the bug
+# back: accepted on 3 of 3 tasks). A user's own environment may hold other plugins: docs/verifier.md, not covered.
 LIBRARY_NAMES = (frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging",
-                                                        "pygments", "py"}) - {"test"}
+                                                        "pygments", "py"}
+                 | frozenset(importlib.metadata.packages_distributions())) - {"test"}
 
 
 def _module_name(entry: str) -> str:
@@ -149,6 +156,9 @@ def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None],
                                       "what the verifier grades")
 
 
+# where the interpreter's tokenizer ends a line (a hundred-and-thirty-ninth attacker put `coding: utf-7` on a second
+# line that only "\r" began: the verifier read one line, the interpreter two; accepted on 8 of 8 tasks)
+_LINE_END = re.compile(r"\r\n|\r|\n")
 # PEP 263's declaration, and a line that lets the next one hold it, as `tokenize.detect_encoding` reads them
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 _BLANK = re.compile(r"^[ \t\f]*(?:[#\r]|$)", re.ASCII)
@@ -162,7 +172,7 @@ def _read_as_the_interpreter_reads(path: str, text: str) -> None:
     decoded from one comment (a ninety-eighth attacker: accepted on 22 of 23 tasks). An honest fix needs neither."""
     if text.startswith("\ufeff"):
         raise UngradableState(f"{path} starts with a byte-order mark; graded code is UTF-8 without one")
-    for line in text.split("\n", 2)[:2]:
+    for line in _LINE_END.split(text, 2)[:2]:  # lines as the interpreter ends them: a lone "\r" ends one too
         found = _CODING.match(line)
         if found:
             try:
@@ -172,9 +182,22 @@ def _read_as_the_interpreter_reads(path: str, text: str) -> None:
             if name != "utf-8":
                 raise UngradableState(f"{path} declares the source encoding {found.group(1)[:40]!r}; graded code is "
                                       "read as UTF-8, as the verifier reads it")
-            return
+            break
         if not _BLANK.match(line):
-            return
+            break
+    # and whatever else the interpreter's own reading of the bytes does: its parse of them is the parse of the text
+    if _parsed(text.encode("utf-8", "surrogatepass")) != _parsed(text):
+        raise UngradableState(f"{path}: the interpreter reads its bytes otherwise than as the UTF-8 text the verifier "
+                              "reads")
+
+
+def _parsed(source: str | bytes) -> str | None:
+    """The syntax tree of `source` (bytes: decoded as the interpreter decodes a file), dumped; None if it does not
+    parse."""
+    try:
+        return ast.dump(ast.parse(source))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
 
 
 def _imported_files(final: Tree, out: dict[str, str], imported: frozenset[str],

@@ -454,12 +454,13 @@ METADATA_DIRS = (".dist-info", ".egg-info")  # installed distributions' metadata
 
 def _new_metadata(entries: dict[str, str | None], start: dict[str, str | None]) -> list[str]:
     """Why a final tree's distribution metadata makes it ungradable: a file of a `*.dist-info` or `*.egg-info`
-    directory the start state does not have (or has otherwise). `importlib.metadata` lists such directories on any
+    directory the start state does not have (or has otherwise), in any case (`importlib.metadata` lowers the names it
+    matches: a hundred-and-thirty-ninth attacker's `gs.DIST-INFO`). `importlib.metadata` lists such directories on any
     path entry, the workspace's root included under `python -m pytest`, and pytest loads the plugins their entry points
     name, which the verifier never does (a hundred-and-thirty-seventh attacker's `.gs.dist-info` made pytest load a
     module that put the bug back in place of the graded fix: accepted on 13 of 13 tasks, the bug under pytest)."""
     new = sorted(rel for rel, text in entries.items() if start.get(rel, "\0") != text
-                 and any(part.endswith(METADATA_DIRS) for part in rel.split("/")[:-1]))
+                 and any(part.lower().endswith(METADATA_DIRS) for part in rel.split("/")[:-1]))
     if not new:
         return []
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
