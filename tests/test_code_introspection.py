@@ -705,3 +705,14 @@ def test_distribution_metadata_the_start_state_lacks_is_ungradable():
                 assert obs.error is None, obs.text
             final = env.final_state(Path(tmp))
             assert final.ungradable and "distribution metadata" in final.ungradable, final.ungradable
+    # a link named like metadata, into a directory the snapshot skips (a 141st attacker's: 15 of 15 accepted), is
+    # refused; metadata a hidden directory holds (a virtual environment's) is no path entry's, and is not
+    for command, refused in (("mkdir -p .git/gsmeta && echo '[pytest11]' > .git/gsmeta/entry_points.txt && "
+                              "ln -s .git/gsmeta .gs.dist-info", True),
+                             ("mkdir -p .venv/lib/site-packages/pip-1.dist-info && "
+                              "echo x > .venv/lib/site-packages/pip-1.dist-info/RECORD", False)):
+        with _episode() as (task, _, env), tempfile.TemporaryDirectory() as tmp:
+            obs = env.step(Action(tool="run_command", arguments={"command": command})).observation
+            assert obs.error is None and obs.data["exit_code"] == 0, obs.text
+            final = env.final_state(Path(tmp))
+            assert bool(final.ungradable) is refused and (not refused or ".gs.dist-info" in final.ungradable), final.ungradable

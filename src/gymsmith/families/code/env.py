@@ -459,8 +459,7 @@ def _new_metadata(entries: dict[str, str | None], start: dict[str, str | None]) 
     path entry, the workspace's root included under `python -m pytest`, and pytest loads the plugins their entry points
     name, which the verifier never does (a hundred-and-thirty-seventh attacker's `.gs.dist-info` made pytest load a
     module that put the bug back in place of the graded fix: accepted on 13 of 13 tasks, the bug under pytest)."""
-    new = sorted(rel for rel, text in entries.items() if start.get(rel, "\0") != text
-                 and any(part.lower().endswith(METADATA_DIRS) for part in rel.split("/")[:-1]))
+    new = sorted(rel for rel, text in entries.items() if start.get(rel, "\0") != text and _on_a_path(rel))
     if not new:
         return []
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
@@ -468,15 +467,28 @@ def _new_metadata(entries: dict[str, str | None], start: dict[str, str | None]) 
             "its entry points name; the verifier loads none)"]
 
 
+def _on_a_path(rel: str) -> bool:
+    """Whether `rel` (a file, or a link of any kind) is or lies in distribution metadata a path entry of the workspace
+    can list: a part named like a metadata directory (in any case), that no hidden directory holds (`.venv/.../pip-
+    23.dist-info` is no path entry's; a root `.gs.dist-info`, directory or link, is the root's: a hundred-and-
+    forty-first attacker's link `.gs.dist-info -> .git/gsmeta` was accepted on 15 of 15 tasks)."""
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        if part.lower().endswith(METADATA_DIRS):
+            return not any(p.startswith(".") for p in parts[:i])
+    return False
+
+
 def _new_links(links: dict[str, str], start: dict[str, str]) -> list[str]:
     """Why the links of a final tree make it ungradable: a symbolic link the start state does not have (or one it
-    has, pointing elsewhere), outside a hidden directory. The graded copy keeps a link but not what it points to,
+    has, pointing elsewhere), that no hidden directory holds. The graded copy keeps a link but not what it points to,
     and a pytest run of the workspace follows it: a hundred-and-thirty-sixth attacker's `pkg/gsimpl.py` linked into
     `.pytest_cache` (which the snapshot skips), beside a namespace directory of the same name, and a linked
     directory, ran the bug in the workspace and the fix where graded (accepted on 24 of 24 and 6 of 6
-    registered-package tasks). A path with a part starting with "." is not importable by name."""
+    registered-package tasks). A link inside a hidden directory is not importable by name (`.venv/bin/python`); a
+    hidden link itself may be listed (a root `.gs.dist-info` link: `_on_a_path`)."""
     new = sorted(rel for rel, target in links.items()
-                 if start.get(rel) != target and not any(part.startswith(".") for part in rel.split("/")))
+                 if start.get(rel) != target and not any(part.startswith(".") for part in rel.split("/")[:-1]))
     if not new:
         return []
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
