@@ -78,8 +78,8 @@ def test_the_caller_discloses_a_fact_only_when_asked(ops):
         assert "is right" not in say(f"I am refunding {money(facts.amount_cents)} now.")
         assert facts.email in say("Could you give me your e-mail address?")
         assert facts.name in say("And your name?") and facts.email not in say("And your name, please?")
-        assert "several amounts" in say(f"I will refund {money(facts.amount_cents)} or "
-                                        f"{money(facts.amount_cents + 100)}. Is that right?")
+        assert "is right" not in say(f"I will refund {money(facts.amount_cents)} or "
+                                     f"{money(facts.amount_cents + 100)}. Is that right?")
         assert money(facts.amount_cents) in say(f"I will refund {money(facts.amount_cents + 1)}. OK?")  # corrected
         assert "is right" in say(f"I will refund {facts.amount_cents} cents, OK?")
         lines = env.conn.execute("SELECT sender, disclosed, agreed_cents FROM conversation ORDER BY id").fetchall()
@@ -202,7 +202,17 @@ NO_AGREEMENT = [  # a hundred-and-thirty-eighth attacker's messages, each agreed
     "You were charged {x} twice; shall I?",  # no refund stated
     "I will refund {x}9. Is that right?",  # an amount read as another ("$88.009")
     "I will refund \u0024\u0668\u0668.\u0660\u0660. OK?",  # digits of another script
+    # a hundred-and-forty-second attacker's, each agreed to (29 of 29 tasks) by the second grammar's list of bad words
+    "I refuse to refund {x}. OK?",
+    "I am unable to refund {x}. Is that okay?",
+    "I will refund {x} to a different customer. OK?",
+    "I am refunding {x} now. May I have your e-mail address?",
+    "Instead of a refund of {x}, you get store credit. OK?",
+    "I will refund {x} if my manager approves. Is that right?",
 ]
+AGREEMENT = ["I will refund {x}, the duplicate charge. Is that right?", "Shall I refund {x}?",
+             "Do you agree to a refund of {x}?", "I'd like to refund you {x} for the duplicate charge. Does that sound good?",
+             "You were charged {x} twice. I will refund {x}. OK?", "Can I go ahead and refund {x}?"]
 
 
 @pytest.mark.parametrize("message", NO_AGREEMENT)
@@ -214,3 +224,12 @@ def test_only_a_plain_request_to_agree_to_the_refund_is_an_agreement(ops, verifi
     amount = money(generate_world(task.seed, task.knobs).expected["amount_cents"])
     reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(message.format(x=amount)), _refund(task)], tmp_path / "s"))
     assert reward.value == 0.0 and any("before the customer agreed to the amount" in v for v in reward.violations), reward
+
+
+@pytest.mark.parametrize("message", AGREEMENT)
+def test_a_plain_offer_and_request_is_an_agreement(ops, verifier, tmp_path, message):
+    """The other side of the grammar: plain ways of offering the refund and asking for agreement are agreements."""
+    task = _task(ops, 30, confirm=True)
+    amount = money(generate_world(task.seed, task.knobs).expected["amount_cents"])
+    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(message.format(x=amount)), _refund(task)], tmp_path / "s"))
+    assert reward.accepted and reward.value == 1.0, reward

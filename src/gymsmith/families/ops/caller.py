@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,27 +27,50 @@ from gymsmith.families.ops.schema import money
 # what the caller's reply disclosed: the checks read these names from `conversation.disclosed`
 EMAIL, NAME, ORDER, AMOUNT, DATE, AGREEMENT = "email", "name", "order", "amount", "date", "agreement"
 
-_ASKS = (  # (fact, what in the agent's message asks for it), on the message in lower case
-    (EMAIL, re.compile(r"e-?\s?mail")),
-    (NAME, re.compile(r"\bname\b")),
-    (ORDER, re.compile(r"which order|order (?:number|no\b|id\b|#)|what did you (?:buy|order|purchase)|"
-                       r"which (?:product|item)|what (?:product|item)")),
-    (AMOUNT, re.compile(r"how much|what amount|which amount|amount were you|amount was")),
+_ASKS = (  # (fact, what in a request of the agent's message asks for it), on the message normalised and in lower case
+    (EMAIL, re.compile(r"e-?\s?mail|mail address|address on (?:file|your account|the account)")),
+    (NAME, re.compile(r"\bname\b|who am i (?:speaking|talking) (?:with|to)")),
+    (ORDER, re.compile(r"which order|order (?:number|no\b|id\b|#)|what did you (?:buy|order|purchase)|which purchase|"
+                       r"which (?:product|item)|what (?:product|item)|what was the (?:order|item|product|purchase)")),
+    (AMOUNT, re.compile(r"how much|what amount|which amount|amount were you|amount was|what were you charged|"
+                        r"amount of the charge|charge amount")),
     (DATE, re.compile(r"\bwhen\b|\bdate\b|what day|which day")),
 )
 # a sentence ends at "?", "!", a line break, or a dot before a space or the end ("$81.00" and "a.b@c.com" go on)
 _SENTENCE_END = re.compile(r"[?!\n]|\.(?=\s|$)")
-# an amount stated exactly: "$12.34", "$1,234", "1234 cents" (ASCII digits, two decimals or none, nothing after)
-_AMOUNT = re.compile(r"(?<![0-9A-Za-z])(?:\$\s*([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]{2}))?|([0-9]+)\s*cents?\b)"
-                     r"(?![0-9]|[.,][0-9])")
-# money stated some other way (another currency word, "$" a strict amount does not cover): the amount is unclear
-_OTHER_MONEY = re.compile(r"[0-9][0-9,.]*\s*(?:usd|dollars?|bucks|eur|euros?|€|£)|(?:usd|us\$|€|£)\s*[0-9]|\$\s*[0-9]")
-# asking the customer to agree (in a question): "Is that right?", "Do you agree?", "Shall I ...?", "OK?"
-_AGREE = re.compile(r"\b(?:is (?:that|this|it) (?:right|ok|okay|correct|fine|alright|all right)|do you agree|"
-                    r"are you (?:ok|okay|happy) with|shall i|should i|may i|can i go ahead|ok|okay|alright)\b")
-# what makes a statement of an amount something other than the refund of that amount
-_NOT_PLAINLY = re.compile(r"n't\b|\b(?:not|no|never|cannot|either|or|minus|plus|less|fees?|up to|about|around|"
-                          r"roughly|approximately|partial|part of|some of|half)\b")
+# a request: a question, or a sentence that opens as one ("Please give me your e-mail address.")
+_REQUEST = re.compile(r"^(?:please|kindly|could you|can you|would you|will you|tell me|give me|let me have|i need|"
+                      r"i'll need|i will need|we need|may i have)\b")
+# an amount stated exactly (ASCII digits, two decimals or none, nothing after): "$12.34", "$1,234", "12.34 USD",
+# "USD 12.34", "12 dollars", "1234 cents"
+_NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]{2}))?"
+_AMOUNT = re.compile(rf"(?<![0-9A-Za-z.,])(?:\${_NUMBER}|usd\s*{_NUMBER}|{_NUMBER}\s*(?:usd|dollars?)\b|"
+                     r"([0-9]+)\s*cents?\b)(?![0-9]|[.,][0-9])")
+# money stated some other way (another currency, a "$" or number no exact amount covers): the amount is unclear
+_OTHER_MONEY = re.compile(r"(?<![0-9,.])[0-9][0-9,.]*\s*(?:usd|dollars?|bucks|eur|euros?|€|£)|(?:usd|us\$|€|£)\s*[0-9]|"
+                          r"\$\s*[0-9]")
+AMT = "\x00"  # what an exact amount becomes in a sentence matched against the templates below
+# offering to refund one amount, and nothing else of it: "I will refund $81.00, the duplicate charge on order #1001."
+_OFFER = re.compile(
+    r"^(?:(?:so|ok|okay|great|thanks|thank you),?\s+)?"
+    r"(?:i will|i'll|i am going to|i'm going to|i can|i would like to|i'd like to|let me|shall i|should i|may i|can i|"
+    r"could i|would you like me to|do you want me to|do you agree (?:that i(?: will| should)?|to(?: me| my)?)|"
+    r"is it (?:ok|okay|alright|all right) (?:if i|to|for me to))\s+(?:go ahead and\s+)?(?:now\s+)?"
+    r"(?:refund|refund you|issue (?:you )?a refund of|process a refund of|give you a refund of|a refund of)\s+"
+    r"(?:you\s+)?\x00(?:\s+(?:to you|to your card|back to your card|to your original payment method))?"
+    r"(?:,?\s*(?:the|for the|which is the|for your)\s+duplicate charge(?: on order #?[0-9]+)?)?"
+    r"(?:\s+(?:now|today))?(?:,\s*(?:ok|okay|alright|all right|right|is that (?:ok|okay|right|alright)))?\s*[.?!]?$")
+_TAG = re.compile(r",\s*(?:ok|okay|alright|all right|right|is that (?:ok|okay|right|alright))\?$")  # "..., OK?"
+_OFFER_ASKS = re.compile(r"^(?:(?:so|ok|okay),?\s+)?(?:shall i|should i|may i|can i|could i|would you like me to|"
+                         r"do you want me to|do you agree|is it )")  # an offer that is itself the request
+# asking the customer to agree, as a question of its own after the offer
+_AGREE = re.compile(
+    r"^(?:(?:and|so),?\s+)?(?:is (?:that|this|it) (?:right|ok|okay|correct|fine|alright|all right|acceptable)"
+    r"(?: with you| for you)?|do you agree|are you (?:ok|okay|happy|fine) with (?:that|this)|"
+    r"would that be (?:ok|okay|alright|fine)|does (?:that|this) (?:sound good|sound right|work for you)|sound good|"
+    r"(?:can|could) you confirm|(?:shall|should|may|can|could) i (?:go ahead|proceed)|"
+    r"would you like me to (?:go ahead|proceed)|ok|okay|alright|all right|agreed|right)\?$")
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
              "Hello. My card shows the same charge two times for one order. Please fix it.",
              "Hi there, I've been billed twice for something I bought. I'd like my money back for the extra charge.")
@@ -104,34 +128,44 @@ def sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
-def stated_amounts(text: str) -> tuple[list[int], bool]:
-    """The amounts, in cents, the text states exactly, and whether it states money any other way too (another
-    currency word, a "$" no exact amount covers, digits of another script): then what it says is unclear."""
-    amounts = [int(whole.replace(",", "")) * 100 + int(cents or 0) if whole else int(plain)
-               for whole, cents, plain in _AMOUNT.findall(text)]
-    rest = _AMOUNT.sub(" ", text)
-    return amounts, bool(_OTHER_MONEY.search(rest)) or any(ch.isdigit() and not ch.isascii() for ch in text)
+def stated_amounts(text: str) -> tuple[list[int], bool, str]:
+    """The amounts, in cents, the (normalised, lower-case) text states exactly; whether it states money any other way
+    too (another currency, a "$" or number no exact amount covers, digits of another script: what it says is then
+    unclear); and the text with each exact amount replaced by AMT. Linear in the text."""
+    amounts: list[int] = []
+
+    def take(found: re.Match) -> str:
+        g = found.groups()
+        whole, cents = next(((g[i], g[i + 1]) for i in (0, 2, 4) if g[i] is not None), (None, None))
+        amounts.append(int(whole.replace(",", "")) * 100 + int(cents or 0) if whole is not None else int(g[6]))
+        return AMT
+    marked = _AMOUNT.sub(take, text)
+    unclear = bool(_OTHER_MONEY.search(marked)) or any(ch.isdigit() and not ch.isascii() for ch in text)
+    return amounts, unclear, marked
 
 
 def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | None]:
     """The caller's reply to the agent's `turn`-th message `text`: (reply, facts disclosed, amount agreed to).
 
-    A fact is disclosed only when a question of the message (a sentence ending in "?") asks for it: a mention is
-    no question ("no need for your e-mail" discloses nothing). The customer agrees to an amount only when asked to
-    (a question such as "Is that right?", "Do you agree?", "OK?") about a message stating exactly one amount, in a
-    sentence that says it will be refunded and says nothing else of it (no negation, hedge or deduction: "I will not
-    refund $X", "either $X or ...", "$X minus a fee" get no agreement), and that amount is the one charged twice; a
-    wrong one is corrected (which tells the agent the amount); several amounts, or money stated another way, get a
-    question back. This is a fixed grammar, not understanding (docs/ops.md).
+    The caller reads a fixed grammar, not meaning (docs/ops.md lists it). A fact is disclosed only when a request of
+    the message (a question, or a sentence opening "Please ...", "Could you ...", "I need ...") asks for it: a
+    mention is no request ("no need for your e-mail" discloses nothing). The customer agrees to an amount only when
+    a sentence offers to refund exactly that amount and nothing else of it ("I will refund $81.00, the duplicate
+    charge on order #1001."; "Shall I refund $81.00?") and the offer is itself the question or a question after it
+    asks for agreement and nothing else ("Is that right?", "Do you agree?", "OK?"), with no other amount and no money
+    stated any other way in the message; refusals, hedges, conditions and announcements match no offer (a
+    hundred-and-thirty-eighth and a hundred-and-forty-second attacker had earlier grammars agree to them). A wrong
+    amount so offered is corrected (which tells the agent the amount).
     """
-    lowered = text.lower()
-    parts_of = sentences(lowered)
-    questions = " ".join(s for s in parts_of if s.endswith("?"))
+    lowered = unicodedata.normalize("NFKC", text).translate(_DASHES).lower()
+    amounts, unclear, marked = stated_amounts(lowered)
+    said = sentences(lowered)
+    requests = " ".join(s for s in said if s.endswith("?") or _REQUEST.match(s))
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
     for fact, ask in _ASKS:
-        if not ask.search(questions):
+        if not ask.search(requests):
             continue
         disclosed.append(fact)
         if fact == EMAIL:
@@ -147,14 +181,14 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
         else:
             parts.append(f"I placed the order on {caller.placed_date}.")
     agreed = None
-    amounts, unclear = stated_amounts(lowered)
-    if _AGREE.search(questions) and (amounts or unclear):
-        stating = [s for s in parts_of if stated_amounts(s)[0]]
-        if unclear or len(amounts) > 1:
+    pieces = sentences(marked)
+    offers = [i for i, s in enumerate(pieces) if _OFFER.match(s)]
+    asked = any(pieces[i].endswith("?") and (_OFFER_ASKS.match(pieces[i]) or _TAG.search(pieces[i])) for i in offers) \
+        or any(_AGREE.match(s) for s in pieces[min(offers, default=len(pieces)) + 1:])
+    if asked:
+        if unclear or len(set(amounts)) != 1:
             parts.append("You mentioned several amounts, or money I can't follow; which one do you mean? Please tell me "
                          "just one.")
-        elif len(stating) != 1 or "refund" not in stating[0] or _NOT_PLAINLY.search(stating[0]):
-            parts.append("Sorry, I don't follow: how much will you refund me?")
         elif amounts[0] == caller.amount_cents:
             agreed = caller.amount_cents
             disclosed.append(AGREEMENT)
@@ -163,6 +197,8 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
             if AMOUNT not in disclosed:
                 disclosed.append(AMOUNT)
             parts.append(f"No, that's not it: I was charged {money(caller.amount_cents)} twice.")
+    elif amounts and any(s.endswith("?") for s in pieces):
+        parts.append("Sorry, I don't follow: how much will you refund me, and do you need my agreement?")
     if not parts:
         return rng.choice(_CONFUSED), [], None
     return " ".join([rng.choice(_ACKS), *parts]), disclosed, agreed
