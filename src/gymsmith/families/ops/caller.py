@@ -159,8 +159,8 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     """
     lowered = unicodedata.normalize("NFKC", text).translate(_DASHES).lower()
     amounts, unclear, marked = stated_amounts(lowered)
-    said = sentences(lowered)
-    requests = " ".join(s for s in said if s.endswith("?") or _REQUEST.match(s))
+    pieces = sentences(marked)  # an exact amount, marked, neither ends a sentence nor asks for a fact
+    requests = " ".join(s for s in pieces if s.endswith("?") or _REQUEST.match(s))
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
@@ -181,7 +181,6 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
         else:
             parts.append(f"I placed the order on {caller.placed_date}.")
     agreed = None
-    pieces = sentences(marked)
     offers = [i for i, s in enumerate(pieces) if _OFFER.match(s)]
     asked = any(pieces[i].endswith("?") and (_OFFER_ASKS.match(pieces[i]) or _TAG.search(pieces[i])) for i in offers) \
         or any(_AGREE.match(s) for s in pieces[min(offers, default=len(pieces)) + 1:])
