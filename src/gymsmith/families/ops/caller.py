@@ -70,6 +70,13 @@ _AGREE = re.compile(
     r"would that be (?:ok|okay|alright|fine)|does (?:that|this) (?:sound good|sound right|work for you)|sound good|"
     r"(?:can|could) you confirm|(?:shall|should|may|can|could) i (?:go ahead|proceed)|"
     r"would you like me to (?:go ahead|proceed)|ok|okay|alright|all right|agreed|right)\?$")
+# what else a message that asks for agreement may say: that the charge was made twice, and courtesies (nothing else:
+# a sentence beside the offer can take it back, a hundred-and-forty-third attacker's "Shall I refund $X? Actually no,
+# I will not refund you anything." was agreed to on 30 of 30 tasks)
+_BESIDE_AN_OFFER = re.compile(
+    r"^(?:you were charged \x00 twice|i (?:can )?see (?:the|a) duplicate charge|i found the duplicate charge|"
+    r"hi|hello|thanks|thank you|thank you for waiting|great|ok|okay|alright|sure|perfect|i see|i understand|got it|"
+    r"understood|sorry about that|sorry for the trouble)[.!]?$")
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
              "Hello. My card shows the same charge two times for one order. Please fix it.",
@@ -153,7 +160,9 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     a sentence offers to refund exactly that amount and nothing else of it ("I will refund $81.00, the duplicate
     charge on order #1001."; "Shall I refund $81.00?") and the offer is itself the question or a question after it
     asks for agreement and nothing else ("Is that right?", "Do you agree?", "OK?"), with no other amount and no money
-    stated any other way in the message; refusals, hedges, conditions and announcements match no offer (a
+    stated any other way in the message, and the message says nothing else but that the charge was made twice and
+    courtesies (`_BESIDE_AN_OFFER`: a sentence beside the offer could take it back); refusals, hedges, conditions and
+    announcements match no offer (a
     hundred-and-thirty-eighth and a hundred-and-forty-second attacker had earlier grammars agree to them). A wrong
     amount so offered is corrected (which tells the agent the amount).
     """
@@ -184,7 +193,9 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     offers = [i for i, s in enumerate(pieces) if _OFFER.match(s)]
     asked = any(pieces[i].endswith("?") and (_OFFER_ASKS.match(pieces[i]) or _TAG.search(pieces[i])) for i in offers) \
         or any(_AGREE.match(s) for s in pieces[min(offers, default=len(pieces)) + 1:])
-    if asked:
+    if asked and not all(_OFFER.match(s) or _AGREE.match(s) or _BESIDE_AN_OFFER.match(s) for s in pieces):
+        parts.append("Sorry, I don't follow: please tell me just how much you will refund me, and ask if that's right.")
+    elif asked:
         if unclear or len(set(amounts)) != 1:
             parts.append("You mentioned several amounts, or money I can't follow; which one do you mean? Please tell me "
                          "just one.")
