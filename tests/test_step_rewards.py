@@ -27,7 +27,11 @@ from gymsmith.verifier.service import VerifierService
 
 from conftest import CountingVerifier
 
-OPS_TASKS = TaskSetSpec(family="ops", count=6, base_seed=40, knobs={"difficulty": [0.2, 0.7]})  # witnesses of 1 to 27 steps
+# with no held-out fraction the train split takes seeds in order whatever the tasks' ids (the split is chosen by id,
+# which a family version bump changes): these six seeds draw every goal kind (fulfil, billing, resource, billing,
+# staff, resource), so several oracle plans are multi-step
+OPS_TASKS = TaskSetSpec(family="ops", count=6, base_seed=43, heldout_fraction=0.0,
+                        knobs={"difficulty": [0.2, 0.7]})
 REPLAYED_STEPS = 12
 NEW_STEP_COLUMNS = ("progress", "step_reward", "progress_error")
 
