@@ -565,10 +565,26 @@ def replay_(rollout_id: str, store: str = _STORE,
 
 @audit_app.command("diversity")
 @_guard
-def audit_diversity(store: str = _STORE, run: list[str] = _RUNS, as_json: bool = _JSON) -> None:
-    """Distinct tool-call paths and final states per task, path entropy, and a warning on collapse."""
-    from gymsmith.audit.diversity import diversity
+def audit_diversity(store: str = _STORE, run: list[str] = _RUNS, as_json: bool = _JSON,
+                    by_kind: bool = typer.Option(False, "--by-kind", help="Across the tasks of each goal kind: "
+                                                 "distinct paths, final states per task and page structures met.")
+                    ) -> None:
+    """Distinct tool-call paths and final states per task, path entropy, and a warning on collapse (--by-kind:
+    across each goal kind's tasks)."""
+    from gymsmith.audit.diversity import diversity, diversity_by_kind
 
+    if by_kind:
+        rows = diversity_by_kind(_reading(store, run), run or None)
+        if as_json:
+            return emit_json(rows)
+        table = Table("family", id_column("agent"), "kind", "tasks", "rollouts", "distinct paths",
+                      "final states/task", "page structures", title="trajectory diversity by goal kind")
+        for k in rows:
+            table.add_row(k.family, k.agent, k.kind, str(k.tasks), str(k.rollouts), str(k.distinct_paths),
+                          "-" if k.mean_distinct_final_states is None else f"{k.mean_distinct_final_states:.2f}",
+                          "-" if k.distinct_page_structures is None else str(k.distinct_page_structures))
+        print_table(console, table)
+        return
     results = diversity(_reading(store, run), run or None)
     if as_json:
         return emit_json(results)

@@ -262,6 +262,19 @@ class TrajectoryStore:
                     calls.setdefault(r.rollout_id, []).append((r.tool, r.arguments))
         return calls
 
+    def step_observations(self, rollout_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Each rollout's step observations (Observation JSON as stored), in order; rollouts without steps are left
+        out (a rollout's reset observation is in its row)."""
+        seen: dict[str, list[str]] = {}
+        ids = list(rollout_ids)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), _CHUNK):
+                for r in conn.execute(select(steps.c.rollout_id, steps.c.observation)
+                                      .where(steps.c.rollout_id.in_(ids[start:start + _CHUNK]))
+                                      .order_by(steps.c.rollout_id, steps.c.idx)):
+                    seen.setdefault(r.rollout_id, []).append(r.observation)
+        return seen
+
     def component_sums(self, rollout_ids: Iterable[str]) -> dict[str, tuple[float, float]]:
         """Each rollout's (sum of value x weight, sum of weights) over its reward components; without any, left out."""
         sums: dict[str, tuple[float, float]] = {}
