@@ -71,3 +71,36 @@ def test_an_oversized_bad_argument_is_not_echoed_back():
             assert len(reply.content[0].text) < 2_000 and len(json.dumps(reply.structured_content)) < 4_000
     finally:
         session.close()
+
+
+async def _play(args, task, agent):
+    """Drive `agent` through `gymsmith mcp` over stdio, each action chosen from the last tool result's observation
+    (the first from a `goto /login`: the page a reset shows)."""
+    from gymsmith.core.types import Action, Observation
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            first = await session.call_tool("goto", {"path": "/login"})
+            observation = Observation.model_validate(first.structured_content["observation"])
+            agent.reset(task, observation, seed=0)
+            for _ in range(100):
+                action: Action = agent.act(observation)
+                result = await session.call_tool(action.tool, action.arguments)
+                assert not result.is_error, result.content[0].text[:300]
+                if "reward" in result.structured_content:
+                    return result.structured_content["reward"]
+                observation = Observation.model_validate(result.structured_content["observation"])
+    raise AssertionError("the episode did not end in 100 calls")
+
+
+def test_a_web_task_through_mcp_runs_its_browser_off_the_event_loop(tmp_path):
+    """The web family over MCP, a real Chromium: Playwright's sync API refuses to run inside an event loop, and the
+    server answered every call from its loop (`gymsmith mcp web` exited at start). The oracle is accepted."""
+    web = get_family("web")
+    task = web.generate(21, difficulty=0.4)
+    path = tmp_path / "task.json"
+    path.write_text(task.model_dump_json())
+    reward = anyio.run(_play, ["web", "--task", str(path)], task, web.agents()["oracle"]())
+    assert reward["accepted"] is True and reward["value"] == 1.0

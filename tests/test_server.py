@@ -1,7 +1,9 @@
 """`gymsmith serve` over real HTTP (uvicorn on a loopback port) and a real WebSocket."""
 
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import jsonschema
@@ -187,3 +189,42 @@ def test_reset_by_task_id_from_the_servers_store(tmp_path):
         assert client.task.id == t.task_id
         with pytest.raises(RemoteError, match="HTTP 404: task id 'ops-nope' is not in the server's store"):
             client.reset(task_id="ops-nope")
+
+
+def test_concurrent_web_sessions_each_drive_their_own_browser():
+    """Three web sessions stepped at the same moment from three clients, over real HTTP with a real Chromium: each
+    environment's calls run on the thread that started its browser (Playwright's sync API is bound to it), so every
+    oracle is accepted. Served from the server's thread pool instead, two of three sessions' steps failed with
+    "Cannot switch to a different thread" and were scored as the agent's errors (attacker 147)."""
+    web = get_family("web")
+    tasks = [web.generate(seed, difficulty=difficulty) for seed, difficulty in ((10, 0.0), (11, 0.5), (12, 1.0))]
+    barrier = threading.Barrier(len(tasks))
+    rewards: dict[int, object] = {}
+
+    def drive(i: int) -> None:
+        remote = RemoteEnvironment(server_url, family="web")
+        try:
+            observation = remote.reset(tasks[i], episode_seed=0)
+            agent = web.agents()["oracle"]()
+            agent.reset(tasks[i], observation, seed=0)
+            done = False
+            while not done:
+                action = agent.act(observation)
+                try:
+                    barrier.wait(timeout=60)  # step together while all three are still playing
+                except threading.BrokenBarrierError:
+                    pass
+                result = remote.step(action)
+                observation, done = result.observation, result.done
+                assert observation.error is None, observation.text[:300]
+            barrier.abort()  # the others go on alone
+            rewards[i] = remote.reward
+        finally:
+            remote.close()
+
+    with Running(max_sessions=3, idle_timeout_s=60, families=["web"]) as running:
+        server_url = running.url
+        with ThreadPoolExecutor(len(tasks)) as pool:
+            for future in [pool.submit(drive, i) for i in range(len(tasks))]:
+                future.result()
+    assert all(r.accepted and r.value == 1.0 for r in rewards.values()) and len(rewards) == 3, rewards

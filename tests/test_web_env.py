@@ -312,3 +312,22 @@ def test_closing_the_last_environment_stops_chromium_and_frees_the_thread():
     while _descendants() - before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _descendants() - before == set()
+
+
+def test_a_call_from_another_thread_than_the_browsers_is_an_infrastructure_failure(env):
+    """Playwright's sync API is bound to the thread that started the browser: a step or the end of an episode from
+    another thread cannot run, and must not read as the agent's error observation (a harness that did that scored
+    the agent 0; attacker 147, through the HTTP server)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gymsmith.core.errors import is_infrastructure
+    from gymsmith.families.web.browser import BrowserUnavailable
+
+    env.reset(FAMILY.generate(3, difficulty=0.2), seed=0)
+    with ThreadPoolExecutor(1) as other:
+        for call in (lambda: env.step(Action(tool="scroll", arguments={"direction": "down"})), env.settle):
+            with pytest.raises(BrowserUnavailable, match="belongs to thread") as raised:
+                other.submit(call).result()
+            assert is_infrastructure(raised.value)
+    result = env.step(Action(tool="scroll", arguments={"direction": "down"}))  # on its own thread it goes on
+    assert result.observation.error is None and not result.done

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -16,6 +17,7 @@ from mcp.server.stdio import stdio_server
 from gymsmith.core.types import Action, TaskSpec
 from gymsmith.registry import get_family
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
+from gymsmith.runner.lane import Lane
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.verifier.service import VerifierService
@@ -29,15 +31,16 @@ class TaskSession:
     def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
                  max_steps: int = DEFAULT_MAX_STEPS, time_limit_s: float = math.inf):
         self.task, self.policy = task, policy
-        self.env = get_family(task.family).make_env()
+        self.lane = Lane("gymsmith-mcp")  # every call of the environment on one thread, never the event loop's
+        self.env = self.lane.run(get_family(task.family).make_env)
         self.verifier = VerifierService()
         self.episode = Episode(env=self.env, task=task, verifier=self.verifier, policy=policy, max_steps=max_steps,
                                time_limit_s=time_limit_s)
-        self.first = self.episode.reset(episode_seed)
+        self.first = self.lane.run(self.episode.reset, episode_seed)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         ended_before = self.episode.outcome is not None
-        result, outcome = self.episode.play(Action(tool=name, arguments=arguments or {}))
+        result, outcome = self.lane.run(self.episode.play, Action(tool=name, arguments=arguments or {}))
         text = result.observation.text
         structured: dict[str, Any] = {"observation": result.observation.model_dump(mode="json")}
         if outcome is not None and not ended_before:
@@ -48,8 +51,11 @@ class TaskSession:
                                     is_error=result.observation.error is not None)
 
     def close(self) -> None:
-        self.env.close()
-        self.verifier.close()
+        try:
+            self.lane.run(self.env.close)
+        finally:
+            self.lane.close()
+            self.verifier.close()
 
 
 def build_server(session: TaskSession) -> Server:
@@ -59,7 +65,7 @@ def build_server(session: TaskSession) -> Server:
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return session.call(params.name, params.arguments)
+        return await anyio.to_thread.run_sync(session.call, params.name, params.arguments)  # the loop answers meanwhile
 
     return Server("gymsmith", version="1", instructions=session.task.goal + "\n\n" + session.first.text,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)

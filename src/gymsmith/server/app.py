@@ -13,6 +13,7 @@ route can answer is in the OpenAPI schema.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import math
 import secrets
@@ -31,6 +32,7 @@ from gymsmith.core.errors import GymsmithError
 from gymsmith.core.types import Action, EndReason, Observation, Reward, TaskSpec, ToolSpec
 from gymsmith.registry import get_family, list_families
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
+from gymsmith.runner.lane import Lane
 from gymsmith.server.schema import ErrorMessage, reset_body
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.store.sql import TrajectoryStore
@@ -96,18 +98,18 @@ class SessionState(BaseModel):
 
 
 class _Session:
-    def __init__(self, episode: Episode, key: str):
-        self.episode, self.task, self.env, self.key = episode, episode.task, episode.env, key
+    def __init__(self, episode: Episode, key: str, lane: Lane):
+        self.episode, self.task, self.env, self.key, self.lane = episode, episode.task, episode.env, key, lane
         self.last_used = time.monotonic()
         self.lock = threading.Lock()
 
 
 class SessionManager:
-    """Sessions by id. Thread-safe; every environment belongs to exactly one session."""
+    """Sessions by id. Thread-safe; every environment belongs to exactly one session, and runs on its thread."""
 
     def __init__(self, settings: ServerSettings):
         self.settings = settings
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, _Session | None] = {}  # None: a session being opened
         self.lock = threading.Lock()
         self.verifier = VerifierService(workers=2)
 
@@ -128,11 +130,24 @@ class SessionManager:
                 raise HTTPException(429, f"session limit reached ({self.settings.max_sessions} open); close one or retry later",
                                     headers={"Retry-After": str(max(1, int(self.settings.idle_timeout_s)))})
             sid = secrets.token_hex(8)
-            episode = Episode(env=family.make_env(), task=task, verifier=self.verifier, policy=self.settings.policy,
-                              max_steps=self.settings.max_steps, time_limit_s=self.settings.time_limit_s or math.inf)
-            session = _Session(episode, secrets.token_urlsafe(24))
+            self.sessions[sid] = None  # holds the place while the environment is made, outside the lock
+        lane, episode = Lane("gymsmith-session"), None
+        try:
+            episode = Episode(env=lane.run(family.make_env), task=task, verifier=self.verifier,
+                              policy=self.settings.policy, max_steps=self.settings.max_steps,
+                              time_limit_s=self.settings.time_limit_s or math.inf)
+            session = _Session(episode, secrets.token_urlsafe(24), lane)
+            observation = lane.run(episode.reset, req.episode_seed)
+        except BaseException:  # nothing of a session that did not open stays: its place, its environment, its thread
+            with self.lock:
+                self.sessions.pop(sid, None)
+            if episode is not None:
+                with contextlib.suppress(Exception):
+                    lane.run(episode.env.close)
+            lane.close()
+            raise
+        with self.lock:
             self.sessions[sid] = session
-        observation = episode.reset(req.episode_seed)
         return sid, session, observation
 
     @staticmethod
@@ -160,7 +175,7 @@ class SessionManager:
         return found
 
     def get(self, sid: str, key: str | None) -> _Session:
-        session = self.sessions.get(sid)
+        session = self.sessions.get(sid)  # None too while it opens: its id is not yet returned to anyone
         if session is None:
             raise HTTPException(404, f"no session {sid!r} (it may have expired after "
                                      f"{self.settings.idle_timeout_s:g} s idle)")
@@ -176,7 +191,7 @@ class SessionManager:
         with session.lock:
             episode = session.episode
             ended_before = episode.outcome is not None
-            result, outcome = episode.play(Action(tool=req.tool, arguments=req.arguments))
+            result, outcome = session.lane.run(episode.play, Action(tool=req.tool, arguments=req.arguments))
             return StepResponse(observation=result.observation, done=episode.over,
                                 reward=outcome.reward if outcome is not None and not ended_before else None,
                                 end_reason=episode.reason)
@@ -186,11 +201,18 @@ class SessionManager:
             session = self.sessions.pop(sid, None)
         if session is not None:
             with session.lock:  # after a step in progress, never under it
-                session.env.close()
+                try:
+                    session.lane.run(session.env.close)
+                finally:
+                    session.lane.close()
+
+    def state_hash(self, session: _Session) -> str:
+        return session.lane.run(session.env.state_hash)
 
     def expire(self) -> list[str]:
         now = time.monotonic()
-        stale = [sid for sid, s in list(self.sessions.items()) if now - s.last_used > self.settings.idle_timeout_s]
+        stale = [sid for sid, s in list(self.sessions.items())
+                 if s is not None and now - s.last_used > self.settings.idle_timeout_s]
         for sid in stale:
             self.close(sid)
         return stale
@@ -303,7 +325,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         s = manager.get(session_id, x_session_key)
         with s.lock:  # the environment is the session's step's while it runs (a state read beside it is not safe)
             return SessionState(session_id=session_id, task_id=s.task.id, steps=len(s.episode.steps),
-                                done=s.episode.over, state_hash=s.env.state_hash(), idle_s=0.0)
+                                done=s.episode.over, state_hash=manager.state_hash(s), idle_s=0.0)
 
     @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)], responses=errors(403, 404))
     def close(session_id: str, x_session_key: str | None = Header(default=None)) -> None:

@@ -10,7 +10,9 @@ Arguments are bounded by the schemas below and by the shared validation (docs/ep
 path on this site only: a scheme, a host, a backslash (which browsers read as a slash, so `/\\host` would
 leave the site) or a control character (which URL parsers drop) is refused before the browser sees it; the context
 blocks every request to another origin anyway. A dead browser or a crashed page is an infrastructure failure
-(`BrowserUnavailable`), never the agent's error observation.
+(`BrowserUnavailable`), never the agent's error observation; so is a call from another thread than the one that
+started the environment's browser (Playwright's sync API is bound to it: a harness that moves an environment between
+threads has failed, and the agent's step is not the one to score 0 for it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
@@ -69,17 +72,27 @@ class WebEnvironment(ToolEnvironment):
         self.shots = 0
         self.crashed = False
         self.in_flight, self.last_request = 0, time.monotonic()  # the page's requests (`settle` waits for quiet)
+        self.owner: int | None = None  # the thread whose browser this is (`acquire_browser` is per thread)
+
+    def _on_owner_thread(self) -> None:
+        """Raise BrowserUnavailable (an infrastructure failure) when called from another thread than the browser's."""
+        if self.owner is not None and self.owner != threading.get_ident():
+            raise BrowserUnavailable(f"the web environment was called from thread {threading.get_ident()}, but its browser "
+                                     f"belongs to thread {self.owner} (Playwright's sync API is bound to the thread "
+                                     "that started it): run each environment's calls on one thread")
 
     # -- lifecycle --------------------------------------------------------------------------------
     def _reset(self, task: TaskSpec, seed: int) -> Observation:
         image, digest = pristine_image(task.seed, task.knobs)
         StaleTaskError.check(task.id, task.start_state.digest, digest, "site")
+        self._on_owner_thread()
         if self.server is None:
             self.server = SiteServer()
         if self.browser is None or not self.browser.is_connected():
             if self.browser is not None:
                 release_browser()
             self.browser = acquire_browser()
+            self.owner = threading.get_ident()
         self._close_context()
         self.server.site.load(image, skin=skin_of(task.seed, task.knobs.get("variation", 0.0)))
         self.blocked = BlockedLog()
@@ -134,7 +147,7 @@ class WebEnvironment(ToolEnvironment):
         self._close_context()
         if self.browser is not None:
             release_browser()
-            self.browser = None
+            self.browser = self.owner = None
         if self.server is not None:
             self.server.close()
             self.server = None
@@ -186,6 +199,7 @@ class WebEnvironment(ToolEnvironment):
         """Run tool `name` (`TOOLS`); a refusal (`ToolRefusal`) or an action the page could not take is an error
         observation showing the page as it is."""
         assert self.page is not None, "reset() must be called before step()"
+        self._on_owner_thread()
         try:
             result = TOOLS.functions[name](self, **arguments)
             if isinstance(result, Observation):
@@ -214,6 +228,7 @@ class WebEnvironment(ToolEnvironment):
         later write is refused). The final snapshot then reads the state the site ends in. A key press returns before the form it
         submits is sent, so a write could land 20-65 ms after a snapshot taken at once: an independent attacker
         undid the goal that way after it was scored (accepted 12 of 12) and hid forbidden writes (5-6 of 8)."""
+        self._on_owner_thread()
         self._quiet()  # what the last action started is sent and answered, as it would be without the end
         self._close_context()
         if self.server is not None:

@@ -1,0 +1,29 @@
+"""A lane: the one thread an environment is made, reset, stepped, read and closed on.
+
+Servers answer requests from pools of threads (the HTTP server) or from an event loop (MCP), and an environment may
+be bound to the thread that started it: Playwright's sync API is (a web call from another thread fails, and it
+refuses to run inside an event loop at all). Every call of an environment served that way goes through its lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Lane:
+    """One thread of its own; `run` calls on it and waits. Raises what the call raised."""
+
+    def __init__(self, name: str = "gymsmith-env") -> None:
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    def run(self, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` on the lane's thread, after every call submitted before it; its result, or its exception."""
+        return self.thread.submit(call, *args).result()
+
+    def close(self) -> None:
+        """Stop the thread once the calls already submitted have run."""
+        self.thread.shutdown(wait=True)
