@@ -215,10 +215,24 @@ NO_AGREEMENT = [  # a hundred-and-thirty-eighth attacker's messages, each agreed
     "I will refund {x}. It will go to a different customer, not you. Is that right?",
     "Shall I refund {x}? Or should I refund just half of it instead?",
     "I will refund {x}. Minus a processing fee of ten percent. Do you agree?",
+    # a hundred-and-forty-sixth attacker's (61 of 61 tasks each, grammar 4): the reader's own amount mark sent by the
+    # agent (the amount only in the "charged twice" sentence), and an offer for another order
+    "You were charged {x} twice. Shall I refund \x00?",
+    "You were charged {x} twice. Shall I refund \x00\u200b?",
+    "I will refund {x}, the duplicate charge on order #{other}. Is that right?",
 ]
-AGREEMENT = ["I will refund {x}, the duplicate charge. Is that right?", "Shall I refund {x}?",
+AGREEMENT = ["I will refund {x}, the duplicate charge on order #{order}. Is that right?",  # the oracle's
+             "I will refund {x}, the duplicate charge. Is that right?", "Shall I refund {x}?",
              "Do you agree to a refund of {x}?", "I'd like to refund you {x} for the duplicate charge. Does that sound good?",
              "You were charged {x} twice. I will refund {x}. OK?", "Can I go ahead and refund {x}?"]
+
+
+def _filled(task, message):
+    """`message` with the task's amount (x), the caller's order (order) and another order of the task (other)."""
+    world = generate_world(task.seed, task.knobs)
+    order = world.rows["caller"][0]["order_id"]
+    other = next(o["id"] for o in world.rows["orders"] if o["id"] != order)
+    return message.format(x=money(world.expected["amount_cents"]), order=order, other=other)
 
 
 @pytest.mark.parametrize("message", NO_AGREEMENT)
@@ -227,8 +241,7 @@ def test_only_a_plain_request_to_agree_to_the_refund_is_an_agreement(ops, verifi
     will be refunded, with nothing taken off or hedged; anything else gets no agreement, and the refund after it is a
     policy violation."""
     task = _task(ops, 30, confirm=True)
-    amount = money(generate_world(task.seed, task.knobs).expected["amount_cents"])
-    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(message.format(x=amount)), _refund(task)], tmp_path / "s"))
+    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(_filled(task, message)), _refund(task)], tmp_path / "s"))
     assert reward.value == 0.0 and any("before the customer agreed to the amount" in v for v in reward.violations), reward
 
 
@@ -236,6 +249,18 @@ def test_only_a_plain_request_to_agree_to_the_refund_is_an_agreement(ops, verifi
 def test_a_plain_offer_and_request_is_an_agreement(ops, verifier, tmp_path, message):
     """The other side of the grammar: plain ways of offering the refund and asking for agreement are agreements."""
     task = _task(ops, 30, confirm=True)
-    amount = money(generate_world(task.seed, task.knobs).expected["amount_cents"])
-    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(message.format(x=amount)), _refund(task)], tmp_path / "s"))
+    reward = verifier.verify(task, _play(ops, task, [ASK_EMAIL, _say(_filled(task, message)), _refund(task)], tmp_path / "s"))
     assert reward.accepted and reward.value == 1.0, reward
+
+
+def test_a_message_too_long_to_read_once_normalised_is_not_read(ops):
+    """NFKC makes some characters many (U+FDFA is 18): a message within the tool's 2,000 characters can be 36,000 to
+    read, and every reply costs the verifier's replay too (a hundred-and-forty-sixth attacker). Past MAX_READ
+    characters once normalised the customer reads nothing, however plain the request in it."""
+    facts = caller.Facts(customer_id=1, email="a@b.example", name="A B", order_id=7, product="Lamp",
+                         placed_date="2026-01-02", amount_cents=8100, knows_order=True, confirm=True, voice="v")
+    ask = "What is the e-mail address on your account? "
+    reply, disclosed, agreed = caller.answer(facts, ask + "\ufdfa" * 250, 0)  # 4,544 characters once normalised
+    assert disclosed == [] and agreed is None and "too much" in reply
+    reply, disclosed, _ = caller.answer(facts, ask + "\ufdfa" * 200, 0)  # 3,644
+    assert disclosed == [caller.EMAIL] and "a@b.example" in reply

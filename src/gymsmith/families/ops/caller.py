@@ -78,6 +78,11 @@ _BESIDE_AN_OFFER = re.compile(
     r"hi|hello|thanks|thank you|thank you for waiting|great|ok|okay|alright|sure|perfect|i see|i understand|got it|"
     r"understood|sorry about that|sorry for the trouble)[.!]?$")
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
+_ORDER_NAMED = re.compile(r"order #?([0-9]+)")
+MAX_READ = 4_000  # characters the customer reads of a message once normalised (NFKC can make one character 18)
+_CHUNK = 256
+_TOO_LONG = "Sorry, that's too much for me to take in at once. Could you keep it short?"
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
              "Hello. My card shows the same charge two times for one order. Please fix it.",
              "Hi there, I've been billed twice for something I bought. I'd like my money back for the extra charge.")
@@ -147,8 +152,26 @@ def stated_amounts(text: str) -> tuple[list[int], bool, str]:
         amounts.append(int(whole.replace(",", "")) * 100 + int(cents or 0) if whole is not None else int(g[6]))
         return AMT
     marked = _AMOUNT.sub(take, text)
-    unclear = bool(_OTHER_MONEY.search(marked)) or any(ch.isdigit() and not ch.isascii() for ch in text)
+    unclear = bool(_OTHER_MONEY.search(marked) or _OTHER_DIGIT.search(text))
     return amounts, unclear, marked
+
+
+def readable(text: str) -> str | None:
+    """The message as the customer reads it: NFKC-normalised, dashes unified, lower case, every control, format,
+    private-use or unassigned character a space (a line break stays one, ending a sentence), so no character of the
+    agent's is one of the reader's own marks (`AMT`: a hundred-and-forty-sixth attacker's "Shall I refund \\x00?"
+    had the customer read an amount where the message stated none); None when it is longer than MAX_READ."""
+    length = 0
+    for start in range(0, len(text), _CHUNK):  # stop early: normalising all of a 36,000-character message costs
+        length += len(unicodedata.normalize("NFKC", text[start:start + _CHUNK]))
+        if length > MAX_READ:
+            return None
+    lowered = unicodedata.normalize("NFKC", text).translate(_DASHES).lower()
+    if len(lowered) > MAX_READ:
+        return None
+    if lowered.replace("\n", "").replace("\r", "").isprintable():  # the common case: nothing to blank
+        return lowered.replace("\r", "\n")
+    return "".join("\n" if ch in "\r\n" else " " if unicodedata.category(ch)[0] == "C" else ch for ch in lowered)
 
 
 def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | None]:
@@ -160,13 +183,15 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     a sentence offers to refund exactly that amount and nothing else of it ("I will refund $81.00, the duplicate
     charge on order #1001."; "Shall I refund $81.00?") and the offer is itself the question or a question after it
     asks for agreement and nothing else ("Is that right?", "Do you agree?", "OK?"), with no other amount and no money
-    stated any other way in the message, and the message says nothing else but that the charge was made twice and
-    courtesies (`_BESIDE_AN_OFFER`: a sentence beside the offer could take it back); refusals, hedges, conditions and
-    announcements match no offer (a
-    hundred-and-thirty-eighth and a hundred-and-forty-second attacker had earlier grammars agree to them). A wrong
-    amount so offered is corrected (which tells the agent the amount).
+    stated any other way in the message, no order named but the caller's, and the message says nothing else but that
+    the charge was made twice and courtesies (`_BESIDE_AN_OFFER`: a sentence beside the offer could take it back);
+    refusals, hedges, conditions and announcements match no offer (a hundred-and-thirty-eighth and a
+    hundred-and-forty-second attacker had earlier grammars agree to them). A wrong amount so offered is corrected (which
+    tells the agent the amount). A message longer than MAX_READ once normalised is not read (`readable`).
     """
-    lowered = unicodedata.normalize("NFKC", text).translate(_DASHES).lower()
+    lowered = readable(text)
+    if lowered is None:
+        return _TOO_LONG, [], None
     amounts, unclear, marked = stated_amounts(lowered)
     pieces = sentences(marked)  # an exact amount, marked, neither ends a sentence nor asks for a fact
     requests = " ".join(s for s in pieces if s.endswith("?") or _REQUEST.match(s))
@@ -199,6 +224,9 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
         if unclear or len(set(amounts)) != 1:
             parts.append("You mentioned several amounts, or money I can't follow; which one do you mean? Please tell me "
                          "just one.")
+        elif any(int(n) != caller.order_id for n in _ORDER_NAMED.findall(marked)):
+            parts.append("That's not the order I was charged twice for.")  # a hundred-and-forty-sixth attacker's
+            # "I will refund $X, the duplicate charge on order #1. Is that right?" was agreed to (61 of 61)
         elif amounts[0] == caller.amount_cents:
             agreed = caller.amount_cents
             disclosed.append(AGREEMENT)
