@@ -248,3 +248,158 @@ def test_every_file_pytest_reads_its_configuration_from_is_the_tasks(repo, tmp_p
     with VerifierService() as verifier:
         reward = verifier.verify(task, final)
     assert reward.value == 0.0 and any(f"test files tampered with: {name}" in v for v in reward.violations), reward
+
+
+def _final_after(task, commands, directory):
+    """The final state after `commands` (shell, in the workspace), each of which must succeed."""
+    Action = __import__("gymsmith.core.types", fromlist=["Action"]).Action
+    env = get_family("code").make_env()
+    try:
+        env.reset(task, seed=0)
+        for command in commands:
+            obs = env.step(Action(tool="run_command", arguments={"command": command})).observation
+            assert obs.error is None and obs.data["exit_code"] == 0, obs.text
+        return env.final_state(directory)
+    finally:
+        env.close()
+
+
+FIX = f"cat > shapes/util.py <<'PY'\n{FIXED}PY"
+LATIN = ("mkdir shapes/util && printf '# -*- coding: latin-1 -*-\\n# \\351\\ndef clamp(x, lo, hi):\\n"
+         "    return max(lo, min(x, hi + 1))\\n' > shapes/util/__init__.py")
+SHIM = ("cat > pprint.py <<'PY'\nimport importlib.util, sys, sysconfig\n_s = importlib.util.spec_from_file_location("
+        "'pprint', sysconfig.get_paths()['stdlib'] + '/pprint.py')\n_m = importlib.util.module_from_spec(_s)\n"
+        "_s.loader.exec_module(_m)\nsys.modules['pprint'] = _m\nglobals().update(vars(_m))\nPY")
+
+
+@pytest.mark.parametrize("commands,says", [
+    ([FIX, SHIM], "would be imported as 'pprint'"),  # a root module of a library's name, first on a pytest run's path
+    ([FIX, LATIN], "is not a regular UTF-8 text file"),
+    ([FIX, "printf '\\177ELF\\377' > shapes/fast.abi3.so"], "is not a regular UTF-8 text file"),  # an extension module
+    ([FIX, "printf '# coding: utf-7\\nX = 1\\n' > shapes/more.py"], "declares the source encoding"),
+], ids=["library-name-at-the-root", "latin-1-package-beside-the-module", "extension", "declared-encoding"])
+def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not_is_ungradable(repo, tmp_path, commands,
+                                                                                             says):
+    """A hundred-and-forty-fifth attacker kept the fix in the graded `shapes/util.py` and put the bug back where a
+    pytest run of the workspace runs it and the verifier's job does not: a root `pprint.py` (pytest imports `pprint`
+    with the root first on the path; the verifier's runner imported it before the job), accepted 0.905 on 4 of 4
+    repositories; a Latin-1 package `shapes/util/__init__.py` (imported in place of `shapes/util.py`, and left out of
+    the job as not text), accepted 1.0 on 4 of 4; pytest failed every FAIL_TO_PASS test on both. Each is now
+    ungradable, as is an extension module and a declared encoding (bytecode the final state drops); the fix with a
+    helper module and a root script of its own is accepted."""
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        reward = verifier.verify(task, _final_after(task, commands, tmp_path / "final"))
+        honest = verifier.verify(task, _final_after(task, [FIX, "echo 'X = 1' > shapes/helpers.py",
+                                                           "echo 'print(1)' > repro.py"], tmp_path / "honest"))
+    assert reward.value == 0.0 and not reward.accepted and any(says in f for f in reward.gate_failures), reward
+    assert honest.accepted and honest.value >= 0.95, honest  # a little economy off for the two extra files
+
+
+CASES_TEST = ("import json\nfrom pathlib import Path\n\nfrom shapes.util import clamp\n\nHERE = Path(__file__).parent\n\n\n"
+              "def test_upper_from_tests_data():\n    x, lo, hi, want = json.loads((HERE / 'data' / 'cases.json').read_text())\n"
+              "    assert clamp(x, lo, hi) == want\n\n\n"
+              "def test_upper_from_fixtures():\n    x, lo, hi, want = json.loads((HERE.parent / 'fixtures' / 'bounds.json')"
+              ".read_text())\n    assert clamp(x, lo, hi) == want\n\n\n"
+              "def test_inside():\n    assert clamp(5, 0, 10) == 5\n")
+
+
+@pytest.fixture(scope="module")
+def in_package_repo(tmp_path_factory) -> tuple[Path, str, str]:
+    """Tests inside the package (psutil's, pandas' layout) reading data beside them and in a fixtures directory."""
+    root = tmp_path_factory.mktemp("byo-in-package") / "repo"
+    (root / "shapes" / "tests" / "data").mkdir(parents=True)
+    (root / "shapes" / "fixtures").mkdir()
+    for path, text in (("shapes/__init__.py", ""), ("shapes/util.py", BUGGY), ("shapes/tests/__init__.py", ""),
+                       ("shapes/tests/test_cases.py", CASES_TEST), ("shapes/tests/data/cases.json", "[50, 0, 10, 10]\n"),
+                       ("shapes/fixtures/bounds.json", "[99, 0, 10, 10]\n"), ("pytest.ini", "[pytest]\npythonpath = .\n")):
+        (root / path).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "buggy")
+    buggy = git(root, "rev-parse", "HEAD")
+    (root / "shapes" / "util.py").write_text(FIXED)
+    git(root, "commit", "-qam", "fix clamp")
+    return root, buggy, git(root, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("test,data,extra", [
+    ("test_upper_from_tests_data", "shapes/tests/data/cases.json", {}),  # beside the tests: test-side by its directory
+    ("test_upper_from_fixtures", "shapes/fixtures/bounds.json", {"test_files": ["shapes/fixtures/*"]}),  # declared
+], ids=["under-a-tests-directory", "declared-in-test_files"])
+def test_the_data_the_tests_read_is_the_tasks(in_package_repo, tmp_path, test, data, extra):
+    """A hundred-and-forty-fifth attacker changed only the expected value in `shapes/tests/data/cases.json`, the bug
+    kept, and was accepted 1.0 on 3 of 3 repositories (the verifier restored test files by name only, so a test's
+    data was graded as the agent's). Everything under a `tests` or `test` directory, and what the task file's
+    `test_files` globs match, is now restored from the commit, and a change to it is tampering; the oracle is
+    accepted."""
+    root, buggy, fixed = in_package_repo
+    spec = {"repository": str(root), "commit": buggy, "solution_commit": fixed, "fail_to_pass": [f"shapes/tests/test_cases.py::{test}"],
+            "pass_to_pass": ["shapes/tests/test_cases.py::test_inside"], **extra}
+    task = load_task_file(task_file(tmp_path, **spec))
+    env = get_family("code").make_env()
+    try:
+        with VerifierService() as verifier:
+            oracle = run_rollout(env=env, agent=CodeOracle(), task=task, split=Split.TRAIN, seed=0, run_id="byo",
+                                 verifier=verifier, policy="shaped_gated", max_steps=20, time_limit_s=120)
+            reward = verifier.verify(task, _final_after(task, [f"sed -i 's/, 10]/, 11]/' {data}"], tmp_path / "final"))
+    finally:
+        env.close()
+    assert oracle.reward.accepted and oracle.reward.value == 1.0, oracle.reward
+    assert reward.value == 0.0 and any(f"test files tampered with: {data}" in v for v in reward.violations), reward
+
+
+def test_a_defeat_device_in_the_graded_code_is_a_violation(repo, tmp_path):
+    """A hundred-and-forty-fifth attacker's device: the fix where `os.getpid() == 1` (the verifier runs each test in
+    a fresh sandbox process), the bug everywhere else; accepted 0.94-0.97 on 4 of 4 repositories, pytest failing
+    every FAIL_TO_PASS test. A changed module that reads the process it runs in where the known fix does not is now a
+    violation, as in every other code task (`introspection`)."""
+    device = ("cat > shapes/util.py <<'PY'\nimport os\n\n\ndef clamp(x, lo, hi):\n"
+              "    return max(lo, min(x, hi if os.getpid() == 1 else hi + 1))\nPY")
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        reward = verifier.verify(task, _final_after(task, [device], tmp_path / "final"))
+    assert reward.value == 0.0 and any("observes the process" in v for v in reward.violations), reward
+
+
+@pytest.fixture(scope="module")
+def src_layout_repo(tmp_path_factory) -> tuple[Path, str, str]:
+    """A package under src/, configured in pyproject.toml only: its path and its warnings as errors."""
+    root = tmp_path_factory.mktemp("byo-src") / "repo"
+    (root / "src" / "shapes").mkdir(parents=True)
+    (root / "tests").mkdir()
+    for path, text in (("src/shapes/__init__.py", ""), ("src/shapes/util.py", BUGGY), ("tests/test_util.py", TESTS),
+                       ("pyproject.toml", "[project]\nname = 'shapes'\n\n[tool.pytest.ini_options]\n"
+                                          "pythonpath = ['src']\nfilterwarnings = ['error']\n")):
+        (root / path).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "buggy")
+    buggy = git(root, "rev-parse", "HEAD")
+    (root / "src" / "shapes" / "util.py").write_text(FIXED)
+    git(root, "commit", "-qam", "fix clamp")
+    return root, buggy, git(root, "rev-parse", "HEAD")
+
+
+def test_the_tests_run_with_the_repositorys_own_pytest_configuration(src_layout_repo, tmp_path):
+    """The verifier ran every repository's tests with a `pytest.ini` of its own when the repository had none, so a
+    configuration in `pyproject.toml` was ignored: a src/ layout could not be a task at all, and a hundred-and-
+    forty-fifth attacker's fix that raised a warning the repository makes an error was accepted (0.933 on 3 of 3)
+    where the repository's own `python -m pytest` failed every test. The tests now run with the file pytest's own
+    search finds: the src/ package imports, the oracle is accepted, and the warning fails the tests."""
+    root, buggy, fixed = src_layout_repo
+    task = load_task_file(task_file(tmp_path, repository=str(root), commit=buggy, solution_commit=fixed,
+                                    fail_to_pass=["tests/test_util.py::test_upper_bound"],
+                                    pass_to_pass=["tests/test_util.py::test_inside"]))
+    warns = ("cat > src/shapes/util.py <<'PY'\nimport warnings\n\n\ndef clamp(x, lo, hi):\n"
+             "    warnings.warn('clamp is deprecated', DeprecationWarning)\n    return max(lo, min(x, hi))\nPY")
+    env = get_family("code").make_env()
+    try:
+        with VerifierService() as verifier:
+            oracle = run_rollout(env=env, agent=CodeOracle(), task=task, split=Split.TRAIN, seed=0, run_id="byo",
+                                 verifier=verifier, policy="shaped_gated", max_steps=20, time_limit_s=120)
+            reward = verifier.verify(task, _final_after(task, [warns], tmp_path / "final"))
+    finally:
+        env.close()
+    assert oracle.reward.accepted and oracle.reward.value == 1.0, oracle.reward
+    assert not reward.accepted and any("test_upper_bound" in f for f in reward.gate_failures), reward

@@ -71,8 +71,9 @@ class TestRun(BaseModel):
         return self.outcomes.get(nodeid, TestOutcome.MISSING)
 
 
-def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = (), conftest: bool = False) -> list[str]:
-    return [*BASE_ARGS, *(() if conftest else ("--noconftest",)), "-c", f"{job_dir}/pytest.ini", "--rootdir", job_dir,
+def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = (), conftest: bool = False,
+          config: str = "pytest.ini") -> list[str]:
+    return [*BASE_ARGS, *(() if conftest else ("--noconftest",)), "-c", f"{job_dir}/{config}", "--rootdir", job_dir,
             *extra, *tests]
 
 
@@ -102,10 +103,13 @@ class WarmPytest(WarmServer):
         super().__init__(limits=limits, start_timeout_s=start_timeout_s)
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
-            extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False) -> TestRun:
+            extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False, config: str = "pytest.ini",
+            path_first: bool = False) -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files` with `pytest.main`; per-test outcomes.
 
         `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
+        `config`: the job's file pytest reads its configuration from (a default `pytest.ini` is written when the job
+        has none). `path_first`: the job's directory first on `sys.path`, as `python -m pytest` runs.
         `isolate`: `tests` are node ids, each run in its own process forked from the server before any code
         under test is imported; a process reports for its own test only, and a crash or hang costs that test
         (and, for a hang, the rest of `timeout`).
@@ -116,7 +120,8 @@ class WarmPytest(WarmServer):
             started = time.perf_counter()
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "timeout": timeout, "isolate": isolate, "tests": list(tests),
-                           "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest)}
+                           "path_first": path_first,
+                           "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest, config)}
                 reply = self.request(request, timeout + SERVER_GRACE_S)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it
                     return TestRun(status=RunStatus.CRASHED, outcomes={}, duration_s=time.perf_counter() - started)

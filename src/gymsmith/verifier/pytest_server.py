@@ -65,6 +65,8 @@ def run_child(job, write_fd):
     for fd in (0, 1):
         os.dup2(null, fd)
     os.chdir(there)
+    if job.get("path_first"):  # as `python -m pytest` runs: the directory it runs in first on the path
+        sys.path.insert(0, there)
     collector = Collector(write_fd)
     error = None
     try:

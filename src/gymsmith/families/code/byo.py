@@ -7,32 +7,39 @@
     pass_to_pass: [tests/test_x.py::test_other]
     goal: Fix the bug ...              # optional
     solution_commit: 9a8b7c6           # optional: a commit with the fix (the oracle replays it)
+    test_files: [shapes/fixtures/*]    # optional: more files the tests read (globs), restored like the tests
 
 Unknown keys are refused. Before a task is accepted its tests are run (`check_task_tests`): every
 FAIL_TO_PASS test must fail at `commit` and pass on `solution_commit`, every PASS_TO_PASS test pass on
 both, and the solution must change the source.
 
 The agent gets the files of `commit` as a fresh repository with one commit (no history: a later fix can
-never be read from it). The verifier takes the final non-test files, restores every test file and
-conftest.py of `commit`, and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox.
+never be read from it). The verifier takes the final non-test files, restores every test-side file of `commit`
+(`is_test_or_config`: test files, conftest.py, pytest's configuration files, everything under a directory named
+`tests` or `test`, and the task's `test_files`), and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox,
+once the final state is one the verifier can run as the workspace would (`workspace_runs_what_is_graded`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
+import tempfile
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from gymsmith.core.errors import GymsmithError
+from gymsmith.core.errors import GymsmithError, UngradableState
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
-from gymsmith.families.code.repo import PYTEST_CONFIGS, changed_lines, is_test_path, pristine_repo, read_tree
+from gymsmith.families.code.checks import (IMPORTABLE, LIBRARY_NAMES, changed_modules_process_reads, library_shadow,
+                                           module_name, read_as_the_interpreter_reads)
+from gymsmith.families.code.repo import MAX_TEXT_BYTES, PYTEST_CONFIGS, Tree, changed_lines, is_test_path, pristine_repo, scan_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
 from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
@@ -58,6 +65,8 @@ class RepositoryTask(BaseModel):
     pass_to_pass: list[str] = Field(default_factory=list, description="Tests that pass at `commit` and must keep passing.")
     goal: str | None = Field(default=None, description="The instruction; a default is written from the lists.")
     solution_commit: str | None = Field(default=None, description="A commit with the fix, for the oracle.")
+    test_files: list[str] = Field(default_factory=list, description="Globs of more files the tests read (data, "
+                                  "helpers), restored from `commit` like the tests.")
 
     @field_validator("test_command")
     @classmethod
@@ -159,6 +168,8 @@ def load_task_file(path: str | Path, *, run_tests: bool = True) -> TaskSpec:
     meta: dict[str, Any] = {"source": "repository", "repository": str(spec.repository), "commit": spec.commit,
                             "test_command": spec.test_command, "fail_to_pass": spec.fail_to_pass,
                             "pass_to_pass": spec.pass_to_pass, "solution_commit": spec.solution_commit}
+    if spec.test_files:  # only when given: the ids of tasks made before the key existed stay as they were
+        meta["test_files"] = spec.test_files
     return TaskSpec(family="code", family_version=_family_version(), seed=0, knobs={"difficulty": 0.5}, goal=goal,
                     start_state=StartStateRef(kind="git-repository", digest=digest), tools=TOOL_SPECS, metadata=meta)
 
@@ -170,10 +181,11 @@ def _problem(error: ErrorDetails) -> str:
     return f"{where}: {error['msg'].removeprefix('Value error, ')}"
 
 
-def verifier_view(start: dict[str, str], final: Mapping[str, str | None]) -> dict[str, str]:
-    """What the verifier runs: the final non-test files with the start's own tests and configuration."""
-    job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p)}
-    job.update({p: t for p, t in start.items() if is_test_or_config(p)})
+def verifier_view(start: dict[str, str], final: Mapping[str, str | None], test_files: Sequence[str] = ()
+                  ) -> dict[str, str]:
+    """What the verifier runs: the final non-test files with the start's own test-side files (`is_test_or_config`)."""
+    job = {p: t for p, t in final.items() if t is not None and not is_test_or_config(p, test_files)}
+    job.update({p: t for p, t in start.items() if is_test_or_config(p, test_files)})
     return job
 
 
@@ -188,11 +200,13 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
     tests = [*spec.fail_to_pass, *spec.pass_to_pass]
     states = [("commit", spec.commit, start, True)]
     if spec.solution_commit:
-        solution = verifier_view(start, files_at(spec.repository, spec.solution_commit))
+        solution = verifier_view(start, files_at(spec.repository, spec.solution_commit), spec.test_files)
         states.append(("solution_commit", spec.solution_commit, solution, False))
     out = []
+    config = pytest_config(start, tests)
     for name, ref, files, f2p_fails in states:
-        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, isolate=True)
+        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, isolate=True, config=config,
+                                  path_first=True)
         passed = lambda t: run.outcome(t) is TestOutcome.PASSED  # noqa: E731
         wrong = [t for t in spec.fail_to_pass if passed(t) == f2p_fails]
         if wrong:
@@ -204,6 +218,30 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
     return out
 
 
+def pytest_config(start: Mapping[str, str], tests: Sequence[str]) -> str:
+    """The file pytest reads its configuration from when the task's tests are run from the repository's root, found
+    by pytest's own search (`_pytest.config.findpaths.locate_config`: `pytest.toml`, `.pytest.toml`, `pytest.ini`,
+    `.pytest.ini`, a `pyproject.toml`, `tox.ini` or `setup.cfg` with a pytest section, from the tests' directory up);
+    "pytest.ini" when there is none (the runner's default, which puts the root on the path). The verifier runs the tests
+    with it, so a repository configured in `pyproject.toml` (`filterwarnings = error`, `pythonpath = src`, ...) is
+    tested as its own `python -m pytest` tests it (a hundred-and-forty-fifth attacker's fix raised a warning the
+    repository's configuration makes an error, and was accepted where pytest failed every test)."""
+    from _pytest.config.findpaths import locate_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for path, text in start.items():
+            if path.rsplit("/", 1)[-1] in PYTEST_CONFIGS:
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_text(text)
+        args = [root / t.split("::", 1)[0] for t in tests]
+        for arg in args:
+            arg.parent.mkdir(parents=True, exist_ok=True)
+            arg.touch()
+        _, found, _, _ = locate_config(root, args)
+        return found.relative_to(root).as_posix() if found is not None else "pytest.ini"
+
+
 def _family_version() -> str:
     return FAMILY_VERSION
 
@@ -212,11 +250,20 @@ def repository_files(task: TaskSpec) -> dict[str, str]:
     return files_at(Path(task.metadata["repository"]), task.metadata["commit"])
 
 
-def is_test_or_config(path: str) -> bool:
-    """A test file, or a file pytest reads its configuration from (any of them, anywhere: a hundred-and-thirty-seventh
-    attacker's new `.pytest.toml`, which pytest 9 reads first, put a buggy copy on the workspace's path while the
-    verifier restored the task's configuration: accepted on 3 of 3 repositories)."""
-    return is_test_path(path) or path.rsplit("/", 1)[-1] in PYTEST_CONFIGS
+TEST_DIRECTORIES = frozenset({"tests", "test"})
+
+
+def is_test_or_config(path: str, test_files: Sequence[str] = ()) -> bool:
+    """Test-side: a test file; a file pytest reads its configuration from (any of them, anywhere: a
+    hundred-and-thirty-seventh attacker's new `.pytest.toml`, which pytest 9 reads first, put a buggy copy on the
+    workspace's path while the verifier restored the task's configuration: accepted on 3 of 3 repositories); any file
+    under a directory named `tests` or `test`, at any depth (a test's data and helpers: a hundred-and-forty-fifth
+    attacker changed only the expected value in `shapes/tests/data/cases.json`, the bug kept, and was accepted 1.0 on
+    3 of 3 repositories); and any path matching one of the task's `test_files` globs. The verifier restores these
+    from the commit, and a change to one is tampering."""
+    parts = path.split("/")
+    return (is_test_path(path) or parts[-1] in PYTEST_CONFIGS or any(p in TEST_DIRECTORIES for p in parts[:-1])
+            or any(fnmatch.fnmatchcase(path, glob) for glob in test_files))
 
 
 # the test job's deadline, with the runner's 15 s grace, stays under the verifier service's: code that hangs fails
@@ -225,14 +272,23 @@ def is_test_or_config(path: str) -> bool:
 VERIFY_TIMEOUT_S = DEFAULT_TIMEOUT_S - 20
 
 
-_PREPARED: dict[str, tuple[dict[str, str], int | None]] = {}  # by task id: its start files and the known fix's size
+class Prepared(BaseModel):
+    """What verifying any final state of a repository task needs, none of it from the state."""
+
+    start: dict[str, str]  # the commit's files
+    config: str  # the file pytest reads the tests' configuration from (`pytest_config`)
+    needed: int | None  # lines the known fix changes (None: no known fix)
+    reference: dict[str, str]  # the source the fix may read the process as: the known fix's files, else the commit's
+
+
+_PREPARED: dict[str, Prepared] = {}  # by task id
 MAX_PREPARED = 8  # repositories held at once (thousands of files each)
 
 
-def prepare_repository_task(task: TaskSpec) -> tuple[dict[str, str], int | None]:
+def prepare_repository_task(task: TaskSpec) -> Prepared:
     """What verifying any final state of repository task `task` needs first, none of it from the state: the files of
-    its commit (checked against the task's digest) and the lines its known fix changes (None: no known fix). Kept per
-    process. The verifier service runs it before the state's verification (`checks.prepare`), outside the state's
+    its commit (checked against the task's digest), the lines its known fix changes, and the known fix's source (the
+    reference of the process-read rule). Kept per process. The verifier service runs it before the state's verification (`checks.prepare`), outside the state's
     limits: a hundred-and-twenty-sixth attacker's hanging code on a task of 3,600 files spent the task's own reads
     (one `git show` per file, twice) and its 40 s test deadline in one 60 s verification, which timed out into an
     infrastructure error (2 of 2; the null agent on the same task scored 0)."""
@@ -244,27 +300,73 @@ def prepare_repository_task(task: TaskSpec) -> tuple[dict[str, str], int | None]
         raise RuntimeError(f"repository {task.metadata['repository']} at {task.metadata['commit'][:12]} no longer "
                            f"matches the task (digest {digest}, task {task.start_state.digest})")
     solution = task.metadata.get("solution_commit")
-    needed = None
+    needed, reference = None, dict(start)
     if solution:  # what the known fix changes is what a fix needs
         after = files_at(Path(task.metadata["repository"]), solution)
-        needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in set(start) | set(after)
-                     if start.get(p) != after.get(p) and not is_test_or_config(p))
+        fixed = [p for p in set(start) | set(after)
+                 if start.get(p) != after.get(p) and not is_test_or_config(p, task.metadata.get("test_files") or ())]
+        needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in fixed)
+        reference.update({p: after.get(p) or "" for p in fixed})
     if len(_PREPARED) >= MAX_PREPARED:
         _PREPARED.pop(next(iter(_PREPARED)))
-    _PREPARED[task.id] = (start, needed)
-    return start, needed
+    tests = [*task.metadata["fail_to_pass"], *task.metadata["pass_to_pass"]]
+    _PREPARED[task.id] = prepared = Prepared(start=start, config=pytest_config(start, tests), needed=needed,
+                                             reference=reference)
+    return prepared
+
+
+def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_files: Sequence[str] = ()) -> None:
+    """Raise UngradableState where a pytest run of the workspace would run other code than the verifier's job holds.
+
+    The job holds the final state's non-test files that read as UTF-8 text and the commit's test-side files, and its
+    runner imported pytest (and with it much of the standard library) before the job existed. So: an importable file
+    (`.py`, `.pyw`, `.pyc`, an extension) the commit lacks or that changed must be a regular UTF-8 file the snapshot
+    reads whole, read by the interpreter as that text (a hundred-and-forty-fifth attacker's Latin-1
+    `shapes/util/__init__.py`, imported in place of the fixed `shapes/util.py`, was left out of the job: accepted 1.0
+    on 4 of 4 repositories); and no new root module or package may be named like a library module
+    (`checks.LIBRARY_NAMES`, less the repository's own top-level names: the same attacker's root `pprint.py`, which
+    pytest imports from the root first, put the bug back: accepted 0.905 on 4 of 4). Test-side files are restored
+    from the commit, and a change to one is tampering, so they are not looked at here."""
+    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
+    for path in sorted({*tree.files, *tree.symlinks, *tree.special}):
+        if is_test_or_config(path, test_files) or (path in start and tree.kind(path) == "file"
+                                                   and tree.files.get(path) == start[path]):
+            continue
+        library_shadow(tree, path, LIBRARY_NAMES - own)
+        if not path.endswith(IMPORTABLE):
+            continue
+        text = tree.files.get(path) if tree.kind(path) == "file" and path not in tree.digests else None
+        if text is None:
+            raise UngradableState(f"{path} can be imported, and is not a regular UTF-8 text file of at most "
+                                  f"{MAX_TEXT_BYTES:,} bytes: the verifier cannot run it as the workspace would")
+        if path.endswith((".py", ".pyw")):
+            read_as_the_interpreter_reads(path, text)
 
 
 def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
-    """Final non-test files + the commit's own tests and config, run with pytest on FAIL_TO_PASS and PASS_TO_PASS."""
-    start, needed = prepare_repository_task(task)
-    final = read_tree(Path(final_state_path))
-    job = verifier_view(start, final)
+    """Final non-test files + the commit's own test-side files, run with pytest on FAIL_TO_PASS and PASS_TO_PASS.
+    Raises UngradableState when the verifier cannot run the final state as the workspace would
+    (`workspace_runs_what_is_graded`)."""
+    prepared = prepare_repository_task(task)
+    start, needed = prepared.start, prepared.needed
+    test_files = task.metadata.get("test_files") or ()
+    tree = scan_tree(Path(final_state_path))
+    workspace_runs_what_is_graded(tree, start, test_files)
+    final = tree.as_text()
+    job = verifier_view(start, final, test_files)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
-    run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, isolate=True)
+    run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, isolate=True,
+                              config=prepared.config, path_first=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
-    source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if not is_test_or_config(p))
+    tests = [p for p in changed if is_test_or_config(p, test_files)]
+    source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)
     edits = EditFacts(source_lines_changed=source_changed,
                       lines_needed=needed if needed is not None else source_changed,  # no known fix: no basis for a penalty
-                      test_files_changed=[p for p in changed if is_test_or_config(p)], other_files_changed=[])
+                      test_files_changed=tests, other_files_changed=[])
+    # a changed or new module that reads the process it runs in (its pid, frames, environment...) where the known fix
+    # does not is a defeat device (`introspection`): a hundred-and-forty-fifth attacker's `os.getpid() == 1` (the
+    # verifier's per-test process) took the fix there only, accepted 0.94-0.97 on 4 of 4 repositories
+    sources = {p: t for p, t in job.items() if p.endswith(".py") and not is_test_or_config(p, test_files)}
+    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
+    edits.process_reads = changed_modules_process_reads(sources, dict(start), prepared.reference, own)
     return grade(run, f2p, p2p, [], edits)

@@ -75,7 +75,7 @@ def source_files(final: Tree, modules: list[str], imported: frozenset[str] = fro
             out[path] = text
     _imported_files(final, out, imported, start or {})
     for path, text in out.items():
-        _read_as_the_interpreter_reads(path, text)
+        read_as_the_interpreter_reads(path, text)
         _not_shadowed(final, path)
     return out
 
@@ -97,7 +97,7 @@ def _not_shadowed(final: Tree, path: str) -> None:
 
 
 # the files pytest reads its configuration from (rootdir and inifile, `pythonpath`, `addopts`, `--import-mode`)
-_IMPORTABLE = (".py", ".pyc", ".pyw", *importlib.machinery.EXTENSION_SUFFIXES)
+IMPORTABLE = (".py", ".pyc", ".pyw", *importlib.machinery.EXTENSION_SUFFIXES)
 # what a pytest run imports from the library, wherever its path has the workspace's root first: the standard library
 # (pytest itself imports `pdb` and `readline` once the task's `pythonpath = .` holds) and pytest's own packages. Not
 # `test`, the standard library's own test suite, which nothing imports and agents name scratch files after.
@@ -111,9 +111,9 @@ LIBRARY_NAMES = (frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "plu
                  | frozenset(importlib.metadata.packages_distributions())) - {"test"}
 
 
-def _module_name(entry: str) -> str:
+def module_name(entry: str) -> str:
     """The module a directory entry is imported as: its name without an importable suffix (a directory's as it is)."""
-    return next((entry[:-len(suffix)] for suffix in _IMPORTABLE if entry.endswith(suffix)), entry)
+    return next((entry[:-len(suffix)] for suffix in IMPORTABLE if entry.endswith(suffix)), entry)
 
 
 def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None], names: frozenset[str],
@@ -139,21 +139,28 @@ def _pytest_imports_what_is_graded(final: Tree, start: Mapping[str, str | None],
         if path in start and final.kind(path) == "file" and final.files.get(path) == start[path]:
             continue  # the start state's own files are the task's
         if not path.startswith("tests/"):
-            top = path.split("/", 1)[0]
-            stem = _module_name(top)
-            if stem in at_root and (stem != top or "/" in path or final.kind(path) == "symlink"):
-                raise UngradableState(f"{top} would be imported as {stem!r} by a pytest run of the tests, in place of "
-                                      "the library module the verifier runs")
+            library_shadow(final, path, at_root)
             continue
         parts = path.split("/")[1:]
         if parts[-1].split(".", 1)[0] == "__init__":
             raise UngradableState(f"{path} would be imported as the package of the hidden tests, which are the task's")
         for i, part in enumerate(parts):  # a package (its directory, at any depth of tests/) or a module file
-            stem = part if i < len(parts) - 1 else _module_name(part)
+            stem = part if i < len(parts) - 1 else module_name(part)
             if stem in names and (i < len(parts) - 1 or stem != part or final.kind(path) == "symlink"):
                 found = "/".join(["tests", *parts[:i + 1]])
                 raise UngradableState(f"{found} would be imported as {stem!r} by a pytest run of the tests, in place of "
                                       "what the verifier grades")
+
+
+def library_shadow(final: Tree, path: str, at_root: frozenset[str]) -> None:
+    """Raise UngradableState when `path` (an entry the start state lacks, or changed) is, or is inside, a root module
+    or package named like one of `at_root`: a pytest run puts the root first on `sys.path`, so the workspace would
+    import it where the verifier, whose runner imported the library before the job, runs the library's."""
+    top = path.split("/", 1)[0]
+    stem = module_name(top)
+    if stem in at_root and (stem != top or "/" in path or final.kind(path) == "symlink"):
+        raise UngradableState(f"{top} would be imported as {stem!r} by a pytest run of the tests, in place of "
+                              "the library module the verifier runs")
 
 
 # where the interpreter's tokenizer ends a line (a hundred-and-thirty-ninth attacker put `coding: utf-7` on a second
@@ -164,7 +171,7 @@ _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 _BLANK = re.compile(r"^[ \t\f]*(?:[#\r]|$)", re.ASCII)
 
 
-def _read_as_the_interpreter_reads(path: str, text: str) -> None:
+def read_as_the_interpreter_reads(path: str, text: str) -> None:
     """Raise UngradableState unless the interpreter decodes `path`'s bytes into `text` itself: UTF-8, with no
     byte-order mark and no declared encoding but UTF-8. Everything the verifier reads of a graded file (the rule of
     `introspection`, its imports) reads `text`; a byte-order mark made the rule's parse fail (so it read nothing)
@@ -452,7 +459,7 @@ def _start_passes(task: TaskSpec, ct: CodeTask) -> frozenset[str]:
     return _START_PASSES[key]
 
 
-def _process_reads(sources: dict[str, str], start: dict[str, str | None], reference: dict[str, str],
+def changed_modules_process_reads(sources: dict[str, str], start: dict[str, str | None], reference: dict[str, str],
                    own: frozenset[str]) -> list[str]:
     """`introspection.process_reads` of every changed or new module ("path phrase"). Raises UngradableState when
     reading them takes more than READ_BUDGET_S: the time is the agent's text's (bounded by check_code_budget, so
@@ -537,7 +544,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     # a module that can tell the verifier's process from others can be the fix only there (`introspection`); a new
     # module runs in the same process, so it is read as one whose reference is empty
-    edits.process_reads = _process_reads(sources, start, ct.reference, own)
+    edits.process_reads = changed_modules_process_reads(sources, start, ct.reference, own)
     no_progress = answered_tests(ct.files, suites) | _start_passes(task, ct)
     # only the hidden tests on inputs of this task's own earn progress (`CodeTask.pinned_tests`): every other test
     # of a template or a release is public (gymsmith and the package ship them) or passed by readable values

@@ -36,7 +36,8 @@ class CodeOracle(ScriptedAgent):
                 raise ValueError("this task file has no solution_commit, so there is no oracle for it")
             start = repository_files(self.task)
             after = files_at(Path(self.task.metadata["repository"]), solution)
-            changed = [p for p in set(start) | set(after) if start.get(p) != after.get(p) and not is_test_or_config(p)]
+            tests = self.task.metadata.get("test_files") or ()
+            changed = [p for p in set(start) | set(after) if start.get(p) != after.get(p) and not is_test_or_config(p, tests)]
             return {p: start.get(p, "") for p in changed}, {p: after.get(p, "") for p in changed}
         ct = code_task(self.task)
         return {m: ct.files[m] for m in ct.buggy_modules}, {m: ct.reference[m] for m in ct.buggy_modules}
