@@ -43,6 +43,8 @@ def repo(tmp_path_factory) -> tuple[Path, str, str]:
     (root / "tests" / "test_fixture.py").write_text(FIXTURE_TEST)
     (root / "tests" / "conftest.py").write_text(CONFTEST)
     (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    (root / "locale" / "fr").mkdir(parents=True)  # data under a library's name (translations)
+    (root / "locale" / "fr" / "shapes.po").write_text('msgid "clamp"\nmsgstr "borner"\n')
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "buggy")
@@ -273,11 +275,14 @@ SHIM = ("cat > pprint.py <<'PY'\nimport importlib.util, sys, sysconfig\n_s = imp
 
 
 @pytest.mark.parametrize("commands,says", [
-    ([FIX, SHIM], "would be imported as 'pprint'"),  # a root module of a library's name, first on a pytest run's path
+    ([FIX, SHIM], "would be imported as part of 'pprint'"),  # a library's name, first on a pytest run's path
+    ([FIX, "echo 'def normalize(name):\n    return name' > locale/__init__.py"],
+     "would be imported as part of 'locale'"),  # the commit's data directory of a library's name, made a package
     ([FIX, LATIN], "is not a regular UTF-8 text file"),
     ([FIX, "printf '\\177ELF\\377' > shapes/fast.abi3.so"], "is not a regular UTF-8 text file"),  # an extension module
     ([FIX, "printf '# coding: utf-7\\nX = 1\\n' > shapes/more.py"], "declares the source encoding"),
-], ids=["library-name-at-the-root", "latin-1-package-beside-the-module", "extension", "declared-encoding"])
+], ids=["library-name-at-the-root", "library-named-data-directory", "latin-1-package-beside-the-module", "extension",
+     "declared-encoding"])
 def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not_is_ungradable(repo, tmp_path, commands,
                                                                                              says):
     """A hundred-and-forty-fifth attacker kept the fix in the graded `shapes/util.py` and put the bug back where a
@@ -285,8 +290,9 @@ def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not
     with the root first on the path; the verifier's runner imported it before the job), accepted 0.905 on 4 of 4
     repositories; a Latin-1 package `shapes/util/__init__.py` (imported in place of `shapes/util.py`, and left out of
     the job as not text), accepted 1.0 on 4 of 4; pytest failed every FAIL_TO_PASS test on both. Each is now
-    ungradable, as is an extension module and a declared encoding (bytecode the final state drops); the fix with a
-    helper module and a root script of its own is accepted."""
+    ungradable, as is an extension module and a declared encoding (bytecode the final state drops), and a package
+    made of the commit's data directory of a library's name (`locale/`, a hundred-and-forty-eighth attacker: 0.957 on
+    3 of 3); the fix with a helper module and a root script of its own is accepted."""
     task = load_task_file(task_file(tmp_path, **good(repo)))
     with VerifierService() as verifier:
         reward = verifier.verify(task, _final_after(task, commands, tmp_path / "final"))
@@ -403,3 +409,19 @@ def test_the_tests_run_with_the_repositorys_own_pytest_configuration(src_layout_
         env.close()
     assert oracle.reward.accepted and oracle.reward.value == 1.0, oracle.reward
     assert not reward.accepted and any("test_upper_bound" in f for f in reward.gate_failures), reward
+
+
+def test_the_listed_tests_run_in_one_session_and_pytests_rootdir_is_the_tasks(repo, tmp_path):
+    """A hundred-and-forty-eighth attacker: a fix right only on its process's first call was accepted 0.967 on 4 of
+    4 repositories while each listed test ran in a process of its own (one pytest session fails every FAIL_TO_PASS
+    test after the first); and a new `setup.py` beside the tests moved a real pytest run's rootdir past the root
+    conftest the verifier still loaded (accepted 0.97-0.98). The tests now run in one session, as
+    `python -m pytest <ids>` runs them, and a `setup.py` is test-side: changing one is tampering."""
+    first_call = ("cat > shapes/util.py <<'PY'\n_calls = [0]\n\n\ndef clamp(x, lo, hi):\n    _calls[0] += 1\n"
+                  "    return max(lo, min(x, hi if _calls[0] <= 1 else hi + 1))\nPY")
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        counting = verifier.verify(task, _final_after(task, [first_call], tmp_path / "counting"))
+        rootdir = verifier.verify(task, _final_after(task, [FIX, "echo '# setup' > shapes/setup.py"], tmp_path / "setup"))
+    assert not counting.accepted and any("FAIL_TO_PASS failing" in f for f in counting.gate_failures), counting
+    assert rootdir.value == 0.0 and any("tampered with: shapes/setup.py" in v for v in rootdir.violations), rootdir

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from collections.abc import Mapping, Sequence
@@ -37,8 +38,8 @@ from gymsmith.core.errors import GymsmithError, UngradableState
 from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
-from gymsmith.families.code.checks import (IMPORTABLE, LIBRARY_NAMES, changed_modules_process_reads, library_shadow,
-                                           module_name, read_as_the_interpreter_reads)
+from gymsmith.families.code.checks import (IMPORTABLE, LIBRARY_NAMES, changed_modules_process_reads, module_name,
+                                           read_as_the_interpreter_reads)
 from gymsmith.families.code.repo import MAX_TEXT_BYTES, PYTEST_CONFIGS, Tree, changed_lines, is_test_path, pristine_repo, scan_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
@@ -205,8 +206,7 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
     out = []
     config = pytest_config(start, tests)
     for name, ref, files, f2p_fails in states:
-        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, isolate=True, config=config,
-                                  path_first=True)
+        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, config=config, path_first=True)
         passed = lambda t: run.outcome(t) is TestOutcome.PASSED  # noqa: E731
         wrong = [t for t in spec.fail_to_pass if passed(t) == f2p_fails]
         if wrong:
@@ -251,6 +251,10 @@ def repository_files(task: TaskSpec) -> dict[str, str]:
 
 
 TEST_DIRECTORIES = frozenset({"tests", "test"})
+# where pytest's configuration, and so its rootdir and the conftests it loads, come from: its configuration files, and
+# without one, the nearest `setup.py` above the tests (a hundred-and-forty-eighth attacker's new `testing/setup.py`
+# moved a real pytest run's rootdir past the root conftest, which the verifier still loaded: accepted 0.97-0.98)
+ROOTDIR_FILES = PYTEST_CONFIGS | {"setup.py"}
 
 
 def is_test_or_config(path: str, test_files: Sequence[str] = ()) -> bool:
@@ -262,7 +266,7 @@ def is_test_or_config(path: str, test_files: Sequence[str] = ()) -> bool:
     3 of 3 repositories); and any path matching one of the task's `test_files` globs. The verifier restores these
     from the commit, and a change to one is tampering."""
     parts = path.split("/")
-    return (is_test_path(path) or parts[-1] in PYTEST_CONFIGS or any(p in TEST_DIRECTORIES for p in parts[:-1])
+    return (is_test_path(path) or parts[-1] in ROOTDIR_FILES or any(p in TEST_DIRECTORIES for p in parts[:-1])
             or any(fnmatch.fnmatchcase(path, glob) for glob in test_files))
 
 
@@ -315,25 +319,45 @@ def prepare_repository_task(task: TaskSpec) -> Prepared:
     return prepared
 
 
+# names the warm runner holds before any job (the standard library's, pytest's and its dependencies'): a pytest run of
+# the workspace, root first on the path, imports the workspace's module of such a name where the runner has its own
+RUNNER_NAMES = (frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging",
+                                                       "pygments", "py"}) - {"test"}
+
+
+def own_modules(start: Mapping[str, str]) -> frozenset[str]:
+    """The root modules and regular packages of the commit (`x.py`, `x/__init__.py`): a data directory is none."""
+    return frozenset(module_name(p) if "/" not in p else p.split("/", 1)[0] for p in start
+                     if p.endswith(IMPORTABLE) and ("/" not in p or (p.count("/") == 1 and
+                                                                    module_name(p.split("/")[1]) == "__init__")))
+
+
 def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_files: Sequence[str] = ()) -> None:
     """Raise UngradableState where a pytest run of the workspace would run other code than the verifier's job holds.
 
     The job holds the final state's non-test files that read as UTF-8 text and the commit's test-side files, and its
-    runner imported pytest (and with it much of the standard library) before the job existed. So: an importable file
-    (`.py`, `.pyw`, `.pyc`, an extension) the commit lacks or that changed must be a regular UTF-8 file the snapshot
-    reads whole, read by the interpreter as that text (a hundred-and-forty-fifth attacker's Latin-1
-    `shapes/util/__init__.py`, imported in place of the fixed `shapes/util.py`, was left out of the job: accepted 1.0
-    on 4 of 4 repositories); and no new root module or package may be named like a library module
-    (`checks.LIBRARY_NAMES`, less the repository's own top-level names: the same attacker's root `pprint.py`, which
-    pytest imports from the root first, put the bug back: accepted 0.905 on 4 of 4). Test-side files are restored
-    from the commit, and a change to one is tampering, so they are not looked at here."""
-    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
+    runner imported pytest (and with it much of the standard library) before the job existed. So, for each importable
+    file (`.py`, `.pyw`, `.pyc`, an extension) or link the commit lacks or that changed:
+    - it must be a regular UTF-8 file the snapshot reads whole, read by the interpreter as that text (a
+      hundred-and-forty-fifth attacker's Latin-1 `shapes/util/__init__.py`, imported in place of the fixed
+      `shapes/util.py`, was left out of the job: accepted 1.0 on 4 of 4 repositories);
+    - it must not be under a root name the runner holds before the job (`RUNNER_NAMES`), whatever the commit has there
+      (the same attacker's root `pprint.py`, which pytest imports from the root first, put the bug back: 0.905 on 4 of
+      4; a hundred-and-forty-eighth added `locale/__init__.py` beside the commit's `locale/` translations: 0.957 on
+      3 of 3), nor under another installed library's name (`checks.LIBRARY_NAMES`) that is not a root module or
+      regular package of the commit's own (`own_modules`).
+    Test-side files are restored from the commit, and a change to one is tampering, so they are not looked at here."""
+    shadowed = RUNNER_NAMES | (LIBRARY_NAMES - own_modules(start))
     for path in sorted({*tree.files, *tree.symlinks, *tree.special}):
         if is_test_or_config(path, test_files) or (path in start and tree.kind(path) == "file"
                                                    and tree.files.get(path) == start[path]):
             continue
-        library_shadow(tree, path, LIBRARY_NAMES - own)
-        if not path.endswith(IMPORTABLE):
+        importable = path.endswith(IMPORTABLE)
+        top = path.split("/", 1)[0]
+        if module_name(top) in shadowed and (importable or tree.kind(path) == "symlink"):
+            raise UngradableState(f"{path} would be imported as part of {module_name(top)!r} by a pytest run of the "
+                                  "tests, in place of the library module the verifier runs")
+        if not importable:
             continue
         text = tree.files.get(path) if tree.kind(path) == "file" and path not in tree.digests else None
         if text is None:
@@ -355,8 +379,11 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     final = tree.as_text()
     job = verifier_view(start, final, test_files)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
-    run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, isolate=True,
-                              config=prepared.config, path_first=True)
+    # one pytest session, as `python -m pytest <ids>` runs them: what the code keeps between calls carries from test
+    # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
+    # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
+    run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
+                              path_first=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)
