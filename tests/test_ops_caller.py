@@ -264,3 +264,54 @@ def test_a_message_too_long_to_read_once_normalised_is_not_read(ops):
     assert disclosed == [] and agreed is None and "too much" in reply
     reply, disclosed, _ = caller.answer(facts, ask + "\ufdfa" * 200, 0)  # 3,644
     assert disclosed == [caller.EMAIL] and "a@b.example" in reply
+
+
+FACTS = caller.Facts(customer_id=1, email="a@b.example", name="Ada Byron", order_id=7, product="Lamp",
+                     placed_date="2026-01-02", amount_cents=8100, knows_order=True, confirm=True, voice="v")
+ASKS_FOR_THE_EMAIL = ["What is the e-mail address on your account?", "To verify your account, what is the e-mail address "
+                      "on file?", "Could you give me your e-mail address?", "Please provide your email address.",
+                      "May I have your e-mail?", "And your e-mail address?", "I need your e-mail address on file, please.",
+                      "Can you please confirm the email address on the account?", "Which e-mail address is on file?"]
+MENTIONS_THE_EMAIL = [  # a hundred-and-forty-ninth attacker's: each drew the e-mail (300 of 300 tasks for the first)
+    "Please do not tell me your e-mail address.", "Kindly ignore any e-mail from us.", "Did you get our e-mail?",
+    "What is the shipping address on file?", "I won't need your e-mail address, OK?", "No need for your e-mail.",
+    "Please don't give me your e-mail address?", "What is the e-mail address of our store?"]
+
+
+@pytest.mark.parametrize("message", ASKS_FOR_THE_EMAIL)
+def test_a_request_for_the_email_draws_it(message):
+    reply, disclosed, _ = caller.answer(FACTS, message, 0)
+    assert disclosed == [caller.EMAIL] and FACTS.email in reply, reply
+
+
+@pytest.mark.parametrize("message", MENTIONS_THE_EMAIL)
+def test_a_mention_of_the_email_is_no_request(message):
+    """A fact is disclosed only by a sentence that is, as a whole, a request for it (docs/ops.md lists the forms)."""
+    reply, disclosed, _ = caller.answer(FACTS, message, 0)
+    assert caller.EMAIL not in disclosed and FACTS.email not in reply, reply
+
+
+@pytest.mark.parametrize("message", [
+    "Shall I refund $8\u00b9?",  # "$81" once NFKC-normalised; a reader sees 8 and a footnote mark
+    "Shall I refund 8\u00b9\u2070\u2070 cents?", "Shall I refund $\u2467\u2460?", "Shall I refund $8\u2488\u2070\u2070?",
+    "Shall I refund $0,081.00?",  # a leading zero
+    "Shall I refund USD \u202e81.00\u202c?", "Shall I refund \u202e8100\u202c cents?",  # shown as "00.18", "0018"
+    "Shall I refund $81.00?" + " a" + "\u0301" * 20,  # a run of combining marks
+    "Shall I refund $81.00?\u2028OK?",  # a line separator
+])
+def test_an_amount_shown_otherwise_than_it_is_read_is_no_agreement(message):
+    """The customer agrees only to an amount stated in ASCII digits, in a message shown as it is read: a
+    hundred-and-forty-ninth attacker had "Shall I refund $8\u00b9?" (superscript one) and "USD \u202e81.00\u202c"
+    (shown reversed) agreed to on 156 of 156 tasks each. The plain offer is agreed to."""
+    _, disclosed, agreed = caller.answer(FACTS, message, 0)
+    assert agreed is None and caller.AGREEMENT not in disclosed
+    assert caller.answer(FACTS, "Shall I refund $81.00?", 0)[2] == 8100
+
+
+def test_a_long_run_of_combining_marks_is_not_read():
+    """NFKC's canonical reordering is quadratic in a run of combining marks: 2,000 of them cost 6-12 ms a message, and
+    a replay of 300 such messages 14-17 s of verification (a hundred-and-forty-ninth attacker). A run longer than
+    MAX_MARKS makes the message unread; a few marks on a letter are read."""
+    reply, disclosed, _ = caller.answer(FACTS, "What is your e-mail address? a" + "\u0301\u0316" * 1000, 0)
+    assert disclosed == [] and "can't make out" in reply
+    assert caller.answer(FACTS, "Zo\u0308e\u0301, what is your e-mail address?", 0)[1] == [caller.EMAIL]

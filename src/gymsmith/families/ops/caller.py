@@ -27,23 +27,45 @@ from gymsmith.families.ops.schema import money
 # what the caller's reply disclosed: the checks read these names from `conversation.disclosed`
 EMAIL, NAME, ORDER, AMOUNT, DATE, AGREEMENT = "email", "name", "order", "amount", "date", "agreement"
 
-_ASKS = (  # (fact, what in a request of the agent's message asks for it), on the message normalised and in lower case
-    (EMAIL, re.compile(r"e-?\s?mail|mail address|address on (?:file|your account|the account)")),
-    (NAME, re.compile(r"\bname\b|who am i (?:speaking|talking) (?:with|to)")),
-    (ORDER, re.compile(r"which order|order (?:number|no\b|id\b|#)|what did you (?:buy|order|purchase)|which purchase|"
-                       r"which (?:product|item)|what (?:product|item)|what was the (?:order|item|product|purchase)")),
-    (AMOUNT, re.compile(r"how much|what amount|which amount|amount were you|amount was|what were you charged|"
-                        r"amount of the charge|charge amount")),
-    (DATE, re.compile(r"\bwhen\b|\bdate\b|what day|which day")),
-)
+# a request for a fact, as a whole sentence: an optional leading clause ("To verify your account, "), then a request
+# verb with "your"/"the" and the fact's noun, or one of the fact's own questions; an elliptic question ("And your
+# name?"). Nothing else in the sentence: a mention ("Please do not tell me your e-mail address.", "Did you get our
+# e-mail?") asks for nothing (a hundred-and-forty-ninth attacker's got the e-mail on 300 of 300 tasks)
+_LEAD = r"^(?:[\w' -]{1,60},\s*)?(?:(?:and|so|also|ok|okay|great|thanks|thank you|first),?\s+)?(?:please,?\s+)?"
+_VERB = (r"(?:what is|what's|may i have|can i have|could i have|can i get|could i get|may i ask for|"
+         r"(?:can|could|would|will) you (?:please )?(?:tell|give|send|confirm|share|provide)(?: me)?|"
+         r"(?:kindly )?(?:tell|give|send|confirm|share|provide)(?: me)?|i need|i'll need|i will need|we need|"
+         r"i would need|i'd need)\s+(?:your|the)\s+")
+_TAIL = r"(?:,?\s+please)?\s*[?.!]?$"
+_NOUNS = {
+    EMAIL: r"(?:e-?mail(?: address)?|mail address)(?: (?:on file|on (?:your|the) account|on record|you used|"
+           r"(?:for|on) (?:your|the) account))?",
+    NAME: r"(?:full )?name",
+    ORDER: r"order (?:number|no\.?|id|#)",
+    AMOUNT: r"(?:amount|charge amount|amount of the charge|amount you were charged)",
+    DATE: r"(?:order )?date",
+}
+_OWN = {  # the fact's own questions
+    EMAIL: r"which e-?mail(?: address)? (?:is on file|is on (?:your|the) account|did you use)",
+    NAME: r"who am i (?:speaking|talking) (?:with|to)|may i ask your (?:full )?name",
+    ORDER: r"which order(?: (?:was it|is it|was that|is that|was charged twice|do you mean))?|"
+           r"what did you (?:buy|order|purchase)|which (?:purchase|product|item)(?: (?:was it|is it))?|"
+           r"what (?:product|item) (?:was it|did you buy|was that)|what was the (?:order|item|product|purchase)",
+    AMOUNT: r"how much (?:were you charged|was the charge|was each charge|was it|did you pay)|"
+            r"what amount(?: (?:were you charged|was it|was charged))?|what were you charged|"
+            r"what was the amount(?: of the charge)?",
+    DATE: r"when (?:did you (?:place|make) (?:the|your) order|was (?:the|your) order placed|"
+          r"did you (?:buy|order|purchase) it|was (?:that|it))|what (?:date|day) (?:was it|did you (?:place the order|"
+          r"order|buy it))|which day(?: was it)?",
+}
+_ASKS = tuple((fact, re.compile(rf"{_LEAD}(?:{_VERB}{_NOUNS[fact]}|{_OWN[fact]}){_TAIL}|"
+                                rf"^(?:and\s+)?(?:your|the)\s+{_NOUNS[fact]}(?:,?\s+please)?\?$"))
+              for fact in (EMAIL, NAME, ORDER, AMOUNT, DATE))
 # a sentence ends at "?", "!", a line break, or a dot before a space or the end ("$81.00" and "a.b@c.com" go on)
 _SENTENCE_END = re.compile(r"[?!\n]|\.(?=\s|$)")
-# a request: a question, or a sentence that opens as one ("Please give me your e-mail address.")
-_REQUEST = re.compile(r"^(?:please|kindly|could you|can you|would you|will you|tell me|give me|let me have|i need|"
-                      r"i'll need|i will need|we need|may i have)\b")
 # an amount stated exactly (ASCII digits, two decimals or none, nothing after): "$12.34", "$1,234", "12.34 USD",
 # "USD 12.34", "12 dollars", "1234 cents"
-_NUMBER = r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]{2}))?"
+_NUMBER = r"(0|[1-9][0-9]{0,2}(?:,[0-9]{3})+|[1-9][0-9]*)(?:\.([0-9]{2}))?"  # no leading zero: "$0,081.00" is unclear
 _AMOUNT = re.compile(rf"(?<![0-9A-Za-z.,])(?:\${_NUMBER}|usd\s*{_NUMBER}|{_NUMBER}\s*(?:usd|dollars?)\b|"
                      r"([0-9]+)\s*cents?\b)(?![0-9]|[.,][0-9])")
 # money stated some other way (another currency, a "$" or number no exact amount covers): the amount is unclear
@@ -78,10 +100,12 @@ _BESIDE_AN_OFFER = re.compile(
     r"hi|hello|thanks|thank you|thank you for waiting|great|ok|okay|alright|sure|perfect|i see|i understand|got it|"
     r"understood|sorry about that|sorry for the trouble)[.!]?$")
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
-_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
 _ORDER_NAMED = re.compile(r"order #?([0-9]+)")
 MAX_READ = 4_000  # characters the customer reads of a message once normalised (NFKC can make one character 18)
 _CHUNK = 256
+MAX_MARKS = 8  # combining marks in a row a message may hold (a script stacks a few on a letter)
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_UNREADABLE = "Sorry, your message has characters I can't make out. Could you write it plainly?"
 _TOO_LONG = "Sorry, that's too much for me to take in at once. Could you keep it short?"
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
              "Hello. My card shows the same charge two times for one order. Please fix it.",
@@ -142,8 +166,9 @@ def sentences(text: str) -> list[str]:
 
 def stated_amounts(text: str) -> tuple[list[int], bool, str]:
     """The amounts, in cents, the (normalised, lower-case) text states exactly; whether it states money any other way
-    too (another currency, a "$" or number no exact amount covers, digits of another script: what it says is then
-    unclear); and the text with each exact amount replaced by AMT. Linear in the text."""
+    too (another currency, a "$" or number no exact amount covers: what it says is then unclear; digits other than
+    ASCII are `_other_digits`' to find, in the text as sent); and the text with each exact amount replaced by AMT.
+    Linear in the text."""
     amounts: list[int] = []
 
     def take(found: re.Match) -> str:
@@ -152,26 +177,48 @@ def stated_amounts(text: str) -> tuple[list[int], bool, str]:
         amounts.append(int(whole.replace(",", "")) * 100 + int(cents or 0) if whole is not None else int(g[6]))
         return AMT
     marked = _AMOUNT.sub(take, text)
-    unclear = bool(_OTHER_MONEY.search(marked) or _OTHER_DIGIT.search(text))
+    unclear = bool(_OTHER_MONEY.search(marked))
     return amounts, unclear, marked
 
 
-def readable(text: str) -> str | None:
-    """The message as the customer reads it: NFKC-normalised, dashes unified, lower case, every control, format,
-    private-use or unassigned character a space (a line break stays one, ending a sentence), so no character of the
-    agent's is one of the reader's own marks (`AMT`: a hundred-and-forty-sixth attacker's "Shall I refund \\x00?"
-    had the customer read an amount where the message stated none); None when it is longer than MAX_READ."""
+def readable(text: str) -> tuple[str | None, str]:
+    """(the message as the customer reads it, or None; the reply when it is not read).
+
+    Read: NFKC-normalised, dashes unified, lower case, "\\r" and tabs as line breaks and spaces. Not read: a message
+    with a control, format, private-use, unassigned or surrogate character (besides line breaks and tabs), a line or
+    paragraph separator, or more than MAX_MARKS combining marks in a row: what a reader is shown of such a message is
+    not what the grammar would read (a hundred-and-forty-ninth attacker's "Shall I refund USD \\u202e81.00\\u202c?"
+    displays as "USD 00.18" and was agreed to as 81.00; a hundred-and-forty-sixth's NUL took the reader's own amount
+    mark), and NFKC's reordering of a long run of marks is quadratic; nor a message longer than MAX_READ characters
+    once normalised."""
+    if text.isascii():
+        if _ASCII_CONTROL.search(text):
+            return None, _UNREADABLE
+    else:
+        marks = 0
+        for ch in text:
+            category = unicodedata.category(ch)
+            if (category[0] == "C" and ch not in "\n\r\t") or category in ("Zl", "Zp"):
+                return None, _UNREADABLE
+            marks = marks + 1 if category[0] == "M" else 0
+            if marks > MAX_MARKS:
+                return None, _UNREADABLE
     length = 0
     for start in range(0, len(text), _CHUNK):  # stop early: normalising all of a 36,000-character message costs
         length += len(unicodedata.normalize("NFKC", text[start:start + _CHUNK]))
         if length > MAX_READ:
-            return None
+            return None, _TOO_LONG
     lowered = unicodedata.normalize("NFKC", text).translate(_DASHES).lower()
     if len(lowered) > MAX_READ:
-        return None
-    if lowered.replace("\n", "").replace("\r", "").isprintable():  # the common case: nothing to blank
-        return lowered.replace("\r", "\n")
-    return "".join("\n" if ch in "\r\n" else " " if unicodedata.category(ch)[0] == "C" else ch for ch in lowered)
+        return None, _TOO_LONG
+    return lowered.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), ""
+
+
+def _other_digits(text: str) -> bool:
+    """Whether `text` states a number with other characters than ASCII digits (superscripts, circled digits, other
+    scripts' digits, fractions): NFKC would read "$8\u00b9" as "$81", where a reader sees an 8 and a footnote mark (a
+    hundred-and-forty-ninth attacker's, agreed to on 156 of 156 tasks)."""
+    return not text.isascii() and any(unicodedata.numeric(ch, None) is not None and not "0" <= ch <= "9" for ch in text)
 
 
 def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | None]:
@@ -189,17 +236,17 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     hundred-and-forty-second attacker had earlier grammars agree to them). A wrong amount so offered is corrected (which
     tells the agent the amount). A message longer than MAX_READ once normalised is not read (`readable`).
     """
-    lowered = readable(text)
+    lowered, refusal = readable(text)
     if lowered is None:
-        return _TOO_LONG, [], None
+        return refusal, [], None
     amounts, unclear, marked = stated_amounts(lowered)
+    unclear = unclear or _other_digits(text)
     pieces = sentences(marked)  # an exact amount, marked, neither ends a sentence nor asks for a fact
-    requests = " ".join(s for s in pieces if s.endswith("?") or _REQUEST.match(s))
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
     for fact, ask in _ASKS:
-        if not ask.search(requests):
+        if not any(ask.match(piece) for piece in pieces):
             continue
         disclosed.append(fact)
         if fact == EMAIL:
