@@ -104,3 +104,33 @@ def test_a_web_task_through_mcp_runs_its_browser_off_the_event_loop(tmp_path):
     path.write_text(task.model_dump_json())
     reward = anyio.run(_play, ["web", "--task", str(path)], task, web.agents()["oracle"]())
     assert reward["accepted"] is True and reward["value"] == 1.0
+
+
+async def _submit_together(args, calls, n):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            for name, arguments in calls:
+                await session.call_tool(name, arguments)
+            results = []
+
+            async def submit():
+                results.append(await session.call_tool("submit", {}))
+            async with anyio.create_task_group() as group:
+                for _ in range(n):
+                    group.start_soon(submit)
+            return results
+
+
+def test_calls_in_flight_together_are_paid_once(tmp_path):
+    """A hundred-and-fiftieth attacker sent 5 submits at once over one MCP session after the witness: each result
+    carried the reward (25 of 25 over 5 episodes; one at a time, 5 of 25). Whether the episode had ended is now read
+    with the play, on the environment's lane: one result carries the reward, the others are `episode_over`."""
+    task = get_family("ops").generate(9, difficulty=0.3, fidelity=0.0)
+    path = tmp_path / "task.json"
+    path.write_text(task.model_dump_json())
+    witness = [(a["tool"], a["arguments"]) for a in generate_world(task.seed, task.knobs).witness]
+    results = anyio.run(_submit_together, ["ops", "--task", str(path)], witness, 5)
+    paid = [r for r in results if "reward" in (r.structured_content or {})]
+    assert len(results) == 5 and len(paid) == 1 and paid[0].structured_content["reward"]["accepted"] is True

@@ -51,7 +51,7 @@ def test_same_reward_over_http_as_locally(server):
 
 def test_sessions_belong_to_their_client(server):
     a, b = RemoteEnvironment(server.url, family="ops"), RemoteEnvironment(server.url, family="ops")
-    a.reset(seed=1)
+    a.reset(seed=1, knobs={"fidelity": 0.0})  # no simulated outage in the way of the step below, whatever the task id
     b.reset(seed=2)
     own = b.session_id
     b.session_id = a.session_id  # b tries to drive a's session with its own key
@@ -132,7 +132,7 @@ def test_openapi_matches_the_responses(server):
 def test_websocket_steps(server):
     from websockets.sync.client import connect
 
-    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 4}).json()
+    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 4, "knobs": {"fidelity": 0.0}}).json()
     url = server.url.replace("http://", "ws://") + f"/sessions/{created['session_id']}/ws"
     with connect(url, additional_headers={"X-Session-Key": created["session_key"]}) as ws:
         ws.send(json.dumps({"tool": "get_status", "arguments": {}}))
@@ -228,3 +228,93 @@ def test_concurrent_web_sessions_each_drive_their_own_browser():
             for future in [pool.submit(drive, i) for i in range(len(tasks))]:
                 future.result()
     assert all(r.accepted and r.value == 1.0 for r in rewards.values()) and len(rewards) == 3, rewards
+
+
+def _code_session(url):
+    """A code session (real sandbox) whose `run_command` can hold the session's call for as long as it sleeps."""
+    remote = RemoteEnvironment(url, family="code")
+    remote.reset(seed=3, knobs={"difficulty": 0.0})
+    return remote
+
+
+def test_a_sessions_calls_are_one_at_a_time_and_hold_no_other_clients_up():
+    """A hundred-and-fiftieth attacker sent 45 concurrent slow steps to its own session: each waited on the session's
+    lock holding one of the server's 40 worker threads, and other clients' steps and opens got no answer (0 of 7);
+    6 WebSockets did the same to every WebSocket. A session's call in progress now makes another call of it a 409 at
+    once, calls are awaited on the session's own thread, and another client's steps are answered meanwhile."""
+    with Running(max_sessions=4, idle_timeout_s=60) as s:
+        slow, other = _code_session(s.url), RemoteEnvironment(s.url, family="ops")
+        other.reset(seed=1, knobs={"fidelity": 0.0})
+        headers = {"X-Session-Key": slow._key}
+        url = f"{s.url}/sessions/{slow.session_id}"
+        with ThreadPoolExecutor(1) as pool:
+            sleeping = pool.submit(httpx.post, f"{url}/step", json={"tool": "run_command", "arguments": {
+                "command": "sleep 4"}}, headers=headers, timeout=60)
+            time.sleep(1.0)  # the sleep is in progress
+            replies = [httpx.post(f"{url}/step", json={"tool": "run_command", "arguments": {"command": "true"}},
+                                  headers=headers, timeout=10) for _ in range(45)]
+            assert {r.status_code for r in replies} == {409} and "in progress" in replies[0].json()["detail"]
+            assert httpx.get(url, headers=headers, timeout=10).status_code == 409
+            assert other.step(Action(tool="get_status")).observation.error is None  # answered meanwhile
+            assert not sleeping.done()
+            assert sleeping.result().status_code == 200
+        assert httpx.get(url, headers=headers, timeout=10).status_code == 200  # then the session goes on
+        slow.close()
+        other.close()
+
+
+def test_a_session_busy_past_the_idle_timeout_holds_no_other_expiry_up():
+    """The reaper closed stale sessions one by one, each after its call in progress: one 50 s step kept 5 idle
+    sessions from expiring (the same attacker; 0 of 5 after 20 s). A session with a call in progress is not idle,
+    and the others expire on time."""
+    with Running(max_sessions=4, idle_timeout_s=1.0) as s:
+        slow = _code_session(s.url)
+        idle = [RemoteEnvironment(s.url, family="ops") for _ in range(2)]
+        for remote in idle:
+            remote.reset(seed=1)
+        manager = s.app.state.manager
+        with ThreadPoolExecutor(1) as pool:
+            sleeping = pool.submit(httpx.post, f"{s.url}/sessions/{slow.session_id}/step", json={
+                "tool": "run_command", "arguments": {"command": "sleep 12"}},
+                headers={"X-Session-Key": slow._key}, timeout=60)
+            deadline = time.time() + 9
+            while len(manager.sessions) > 1 and time.time() < deadline:
+                time.sleep(0.2)
+            assert list(manager.sessions) == [slow.session_id] and not sleeping.done()
+            assert sleeping.result().status_code == 200
+
+
+def test_the_session_limit_is_checked_before_a_task_is_made(monkeypatch):
+    """Opening a session made its task first (a cold code task takes 10-70 s) and checked the limit after: at the limit,
+    40 opens of fresh code seeds held the server's threads for 900 s before any 429 (the same attacker). The place
+    is now taken first: at the limit, a 429 comes without a task being made."""
+    from gymsmith.families.code import CodeFamily
+
+    with Running(max_sessions=1, idle_timeout_s=60) as s:
+        first = RemoteEnvironment(s.url, family="ops")
+        first.reset(seed=1)
+        made = []
+        original = CodeFamily.generate
+        monkeypatch.setattr(CodeFamily, "generate", lambda self, *a, **k: made.append(a) or original(self, *a, **k))
+        reply = httpx.post(f"{s.url}/sessions", json={"family": "code", "seed": 12345}, timeout=30)
+        assert reply.status_code == 429 and made == []
+        first.close()
+
+
+def test_a_websocket_step_on_a_closed_session_is_answered_not_dropped(server):
+    """A session closed (DELETE, or the idle reaper) under an open WebSocket: its next step raised on the server
+    ("cannot schedule new futures after shutdown") and the connection dropped without a word (the same attacker).
+    It is answered with the 404, then closed with code 4404."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 4}).json()
+    url = server.url.replace("http://", "ws://") + f"/sessions/{created['session_id']}/ws"
+    with connect(url, additional_headers={"X-Session-Key": created["session_key"]}) as ws:
+        httpx.delete(f"{server.url}/sessions/{created['session_id']}", headers={"X-Session-Key": created["session_key"]})
+        ws.send(json.dumps({"tool": "get_status", "arguments": {}}))
+        reply = json.loads(ws.recv(timeout=10))
+        assert reply["status"] == 404 and "closed" in reply["error"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 4404

@@ -39,8 +39,14 @@ class TaskSession:
         self.first = self.lane.run(self.episode.reset, episode_seed)
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        ended_before = self.episode.outcome is not None
-        result, outcome = self.lane.run(self.episode.play, Action(tool=name, arguments=arguments or {}))
+        """One tool call, after every call made before it (the lane's order); the reward in the result of the call
+        that ended the episode only. Whether the episode had ended is read on the lane with the play, so calls in
+        flight together cannot each take the reward (a hundred-and-fiftieth attacker's 5 concurrent submits were each
+        paid, 25 of 25)."""
+        def play() -> tuple[bool, Any, Any]:
+            ended_before = self.episode.outcome is not None
+            return (ended_before, *self.episode.play(Action(tool=name, arguments=arguments or {})))
+        ended_before, result, outcome = self.lane.run(play)
         text = result.observation.text
         structured: dict[str, Any] = {"observation": result.observation.model_dump(mode="json")}
         if outcome is not None and not ended_before:

@@ -8,7 +8,7 @@ refuses to run inside an event loop at all). Every call of an environment served
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,9 +20,13 @@ class Lane:
     def __init__(self, name: str = "gymsmith-env") -> None:
         self.thread = ThreadPoolExecutor(1, thread_name_prefix=name)
 
+    def submit(self, call: Callable[..., T], *args: Any) -> Future[T]:
+        """`call(*args)` on the lane's thread, after every call submitted before it. Raises RuntimeError once closed."""
+        return self.thread.submit(call, *args)
+
     def run(self, call: Callable[..., T], *args: Any) -> T:
-        """`call(*args)` on the lane's thread, after every call submitted before it; its result, or its exception."""
-        return self.thread.submit(call, *args).result()
+        """`submit`, and wait: its result, or its exception."""
+        return self.submit(call, *args).result()
 
     def close(self) -> None:
         """Stop the thread once the calls already submitted have run."""

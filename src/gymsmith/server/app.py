@@ -19,16 +19,16 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from gymsmith.core.errors import GymsmithError
+from gymsmith.core.errors import GymsmithError, is_infrastructure
 from gymsmith.core.types import Action, EndReason, Observation, Reward, TaskSpec, ToolSpec
 from gymsmith.registry import get_family, list_families
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
@@ -97,11 +97,14 @@ class SessionState(BaseModel):
     idle_s: float
 
 
+T = TypeVar("T")
+
+
 class _Session:
     def __init__(self, episode: Episode, key: str, lane: Lane):
         self.episode, self.task, self.env, self.key, self.lane = episode, episode.task, episode.env, key, lane
         self.last_used = time.monotonic()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held by the one call of the session in progress (a step, a state read, a close)
 
 
 class SessionManager:
@@ -117,22 +120,24 @@ class SessionManager:
         """Open a session for a body of `schema.reset_body`. Raises HTTPException 404 (task id not in the store),
         409 (a task the family does not generate), 429 (session limit), GymsmithError (the generator refused)."""
         family = get_family(req.family)
-        if req.task is not None:
-            task = self._served(family, req.task)
-        elif req.task_id:
-            task = self._lookup(req.task_id)
-        else:
-            task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
-        if task.family != family.name:
-            raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
-        with self.lock:
+        with self.lock:  # the place first: making a task can take a minute (a cold code task), and must not queue
+            # past the limit (a hundred-and-fiftieth attacker's 40 opens of fresh code seeds at the limit waited 900 s
+            # for their 429 and held the server's threads meanwhile)
             if len(self.sessions) >= self.settings.max_sessions:
                 raise HTTPException(429, f"session limit reached ({self.settings.max_sessions} open); close one or retry later",
                                     headers={"Retry-After": str(max(1, int(self.settings.idle_timeout_s)))})
             sid = secrets.token_hex(8)
-            self.sessions[sid] = None  # holds the place while the environment is made, outside the lock
+            self.sessions[sid] = None  # holds the place while the task and its environment are made
         lane, episode = Lane("gymsmith-session"), None
         try:
+            if req.task is not None:
+                task = self._served(family, req.task)
+            elif req.task_id:
+                task = self._lookup(req.task_id)
+            else:
+                task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
+            if task.family != family.name:
+                raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
             episode = Episode(env=lane.run(family.make_env), task=task, verifier=self.verifier,
                               policy=self.settings.policy, max_steps=self.settings.max_steps,
                               time_limit_s=self.settings.time_limit_s or math.inf)
@@ -184,35 +189,69 @@ class SessionManager:
         session.last_used = time.monotonic()
         return session
 
-    def step(self, session: _Session, req: StepRequest) -> StepResponse:
+    async def call(self, sid: str, session: _Session, work: Callable[[], T]) -> T:
+        """Run `work` on the session's lane, one call of a session at a time, awaited without holding any of the
+        server's threads. Raises HTTPException 409 while another call of the session is in progress (a client sends
+        its next call after the last one's response: a hundred-and-fiftieth attacker's 45 concurrent steps on one
+        session held every worker thread, and 6 WebSockets every WebSocket, so other clients got no answer), 404 once
+        the session is closed, and 503 (closing the session) when its environment fails: an infrastructure failure,
+        no reward, as `gymsmith run` records it."""
+        if not session.lock.acquire(blocking=False):
+            raise HTTPException(409, f"session {sid!r} has a call in progress; send the next one after its response")
+        try:
+            if self.sessions.get(sid) is not session:
+                raise HTTPException(404, f"no session {sid!r} (it was closed)")
+            try:
+                future = session.lane.submit(work)
+            except RuntimeError:  # its lane was shut down: closed meanwhile
+                raise HTTPException(404, f"no session {sid!r} (it was closed)") from None
+            try:
+                return await asyncio.wrap_future(future)
+            except Exception as exc:  # noqa: BLE001 - sorted below: only an infrastructure failure is ours to answer
+                if not is_infrastructure(exc):
+                    raise
+                failure = exc
+        finally:
+            session.last_used = time.monotonic()
+            session.lock.release()
+        self.close(sid)
+        raise HTTPException(503, "the environment failed (an infrastructure error, no reward): "
+                                 f"{(str(failure).splitlines() or [type(failure).__name__])[0][:300]}; the session is "
+                                 "closed")
+
+    async def step(self, sid: str, session: _Session, req: StepRequest) -> StepResponse:
         """One call of the session's episode (`runner.episode`: limited, ended and verified as `gymsmith run` does
         it). The reward is in the response of the call that ended the episode, once; later calls are refused as
-        `episode_over`."""
-        with session.lock:
+        `episode_over`. Raises as `call` does."""
+        def play() -> StepResponse:
             episode = session.episode
             ended_before = episode.outcome is not None
-            result, outcome = session.lane.run(episode.play, Action(tool=req.tool, arguments=req.arguments))
+            result, outcome = episode.play(Action(tool=req.tool, arguments=req.arguments))
             return StepResponse(observation=result.observation, done=episode.over,
                                 reward=outcome.reward if outcome is not None and not ended_before else None,
                                 end_reason=episode.reason)
+        return await self.call(sid, session, play)
+
+    async def state(self, sid: str, session: _Session) -> SessionState:
+        def read() -> SessionState:
+            return SessionState(session_id=sid, task_id=session.task.id, steps=len(session.episode.steps),
+                                done=session.episode.over, state_hash=session.env.state_hash(), idle_s=0.0)
+        return await self.call(sid, session, read)
 
     def close(self, sid: str) -> None:
+        """Forget the session at once (later calls: 404), and close its environment after its call in progress; returns
+        once it is closed."""
         with self.lock:
             session = self.sessions.pop(sid, None)
         if session is not None:
-            with session.lock:  # after a step in progress, never under it
-                try:
-                    session.lane.run(session.env.close)
-                finally:
-                    session.lane.close()
-
-    def state_hash(self, session: _Session) -> str:
-        return session.lane.run(session.env.state_hash)
+            session.lane.submit(session.env.close)  # queued behind the call in progress, on the environment's thread
+            session.lane.close()  # and waited for
 
     def expire(self) -> list[str]:
+        """Close the sessions idle for longer than the idle timeout (a session with a call in progress is not idle)."""
         now = time.monotonic()
         stale = [sid for sid, s in list(self.sessions.items())
-                 if s is not None and now - s.last_used > self.settings.idle_timeout_s]
+                 if s is not None and not s.lock.locked() and now - s.last_used > self.settings.idle_timeout_s]
         for sid in stale:
             self.close(sid)
         return stale
@@ -227,7 +266,9 @@ ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (whe
           403: "The X-Session-Key does not open this session.", 404: "No such session (or expired), or task id not in "
           "the server's store.", 409: "The task given is not one this server's family generates.",
           422: "The request does not match the schema, or the generator refused the knobs.",
-          429: "Session limit reached; close one or retry later (see Retry-After)."}
+          429: "Session limit reached; close one or retry later (see Retry-After).",
+          503: "The session's environment failed (an infrastructure error, no reward); the session is closed."}
+BUSY = "Another call of this session is in progress; send the next call after its response."
 
 
 # how a client goes on from a new session (and how a stateful fuzzer finds real sessions to drive)
@@ -299,8 +340,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def invalid_request(request: Request, exc: RequestValidationError):
         return JSONResponse(status_code=422, content={"detail": validation_line(list(exc.errors()))})
 
-    def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-        return {code: {"model": ErrorMessage, "description": ERRORS[code]} for code in (*codes, 401, 422)}
+    def errors(*codes: int, busy: bool = False) -> dict[int | str, dict[str, Any]]:
+        described: dict[int | str, dict[str, Any]] = {code: {"model": ErrorMessage, "description": ERRORS[code]}
+                                                       for code in (*codes, 401, 422)}
+        if busy:  # a session's calls are one at a time
+            described[409] = {"model": ErrorMessage, "description": BUSY}
+        return described
 
     def open_session(req) -> SessionCreated:
         """Reset: open a session on a task (given, or generated from seed and knobs)."""
@@ -314,18 +359,15 @@ def create_app(settings: ServerSettings) -> FastAPI:
              responses={**errors(400, 404, 409, 429), 201: {"links": SESSION_LINKS}})(open_session)
 
     @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)],
-              responses=errors(400, 403, 404))
-    def step(session_id: str, req: StepRequest, x_session_key: str | None = Header(default=None)) -> StepResponse:
+              responses=errors(400, 403, 404, 503, busy=True))
+    async def step(session_id: str, req: StepRequest, x_session_key: str | None = Header(default=None)) -> StepResponse:
         """One tool call. Bad calls come back as error observations; the reward comes with the submit."""
-        return manager.step(manager.get(session_id, x_session_key), req)
+        return await manager.step(session_id, manager.get(session_id, x_session_key), req)
 
     @app.get("/sessions/{session_id}", response_model=SessionState, dependencies=[Depends(authorise)],
-             responses=errors(403, 404))
-    def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
-        s = manager.get(session_id, x_session_key)
-        with s.lock:  # the environment is the session's step's while it runs (a state read beside it is not safe)
-            return SessionState(session_id=session_id, task_id=s.task.id, steps=len(s.episode.steps),
-                                done=s.episode.over, state_hash=manager.state_hash(s), idle_s=0.0)
+             responses=errors(403, 404, 503, busy=True))
+    async def state(session_id: str, x_session_key: str | None = Header(default=None)) -> SessionState:
+        return await manager.state(session_id, manager.get(session_id, x_session_key))
 
     @app.delete("/sessions/{session_id}", status_code=204, dependencies=[Depends(authorise)], responses=errors(403, 404))
     def close(session_id: str, x_session_key: str | None = Header(default=None)) -> None:
@@ -351,7 +393,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     await websocket.send_json({"error": f"invalid step message: {exc.errors()[0]['msg']}"})
                     continue
                 session.last_used = time.monotonic()
-                response = await asyncio.to_thread(manager.step, session, req)
+                try:
+                    response = await manager.step(session_id, session, req)
+                except HTTPException as exc:
+                    await websocket.send_json({"error": str(exc.detail), "status": exc.status_code})
+                    if exc.status_code in (404, 503):
+                        await websocket.close(code=4000 + exc.status_code, reason=str(exc.detail)[:120])
+                        return
+                    continue
                 await websocket.send_text(response.model_dump_json())
         except WebSocketDisconnect:
             pass
