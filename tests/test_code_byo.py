@@ -278,11 +278,13 @@ SHIM = ("cat > pprint.py <<'PY'\nimport importlib.util, sys, sysconfig\n_s = imp
     ([FIX, SHIM], "would be imported as part of 'pprint'"),  # a library's name, first on a pytest run's path
     ([FIX, "echo 'def normalize(name):\n    return name' > locale/__init__.py"],
      "would be imported as part of 'locale'"),  # the commit's data directory of a library's name, made a package
+    ([FIX, "mkdir -p org/python && echo 'PyStringMap = dict' > org/python/core.py"],
+     "would be imported as part of 'org'"),  # Python 3.11's `copy` asks for Jython's `org.python.core`
     ([FIX, LATIN], "is not a regular UTF-8 text file"),
     ([FIX, "printf '\\177ELF\\377' > shapes/fast.abi3.so"], "is not a regular UTF-8 text file"),  # an extension module
     ([FIX, "printf '# coding: utf-7\\nX = 1\\n' > shapes/more.py"], "declares the source encoding"),
-], ids=["library-name-at-the-root", "library-named-data-directory", "latin-1-package-beside-the-module", "extension",
-     "declared-encoding"])
+], ids=["library-name-at-the-root", "library-named-data-directory", "a-name-the-library-asks-for",
+     "latin-1-package-beside-the-module", "extension", "declared-encoding"])
 def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not_is_ungradable(repo, tmp_path, commands,
                                                                                              says):
     """A hundred-and-forty-fifth attacker kept the fix in the graded `shapes/util.py` and put the bug back where a
@@ -292,7 +294,9 @@ def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not
     the job as not text), accepted 1.0 on 4 of 4; pytest failed every FAIL_TO_PASS test on both. Each is now
     ungradable, as is an extension module and a declared encoding (bytecode the final state drops), and a package
     made of the commit's data directory of a library's name (`locale/`, a hundred-and-forty-eighth attacker: 0.957 on
-    3 of 3); the fix with a helper module and a root script of its own is accepted."""
+    3 of 3), and a root package of a name a pytest run asks for though nothing installs it (`org`, which Python 3.11's
+    `copy` asks for: a hundred-and-fifty-first attacker's, 0.959 on 4 of 4; `checks.requested_names`); the fix with
+    a helper module and a root script of its own is accepted."""
     task = load_task_file(task_file(tmp_path, **good(repo)))
     with VerifierService() as verifier:
         reward = verifier.verify(task, _final_after(task, commands, tmp_path / "final"))
@@ -425,3 +429,18 @@ def test_the_listed_tests_run_in_one_session_and_pytests_rootdir_is_the_tasks(re
         rootdir = verifier.verify(task, _final_after(task, [FIX, "echo '# setup' > shapes/setup.py"], tmp_path / "setup"))
     assert not counting.accepted and any("FAIL_TO_PASS failing" in f for f in counting.gate_failures), counting
     assert rootdir.value == 0.0 and any("tampered with: shapes/setup.py" in v for v in rootdir.violations), rootdir
+
+
+def test_a_directory_the_workspace_imports_is_in_the_verifiers_job(repo, tmp_path):
+    """An empty directory is a namespace package to the interpreter: a hundred-and-fifty-first attacker's fix took the
+    bug wherever `import shapes._m` succeeded and added an empty `shapes/_m/`, which the verifier's job (files only)
+    lacked: accepted 0.961 on 5 of 5 repositories, pytest failing every FAIL_TO_PASS test. The job now has every
+    directory of the state, so the verifier runs the bug where pytest does."""
+    device = ("cat > shapes/util.py <<'PY'\ntry:\n    import shapes._m\n    _D = 1\nexcept ImportError:\n    _D = 0\n\n\n"
+              "def clamp(x, lo, hi):\n    return max(lo, min(x, hi + _D))\nPY")
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        alone = verifier.verify(task, _final_after(task, [device], tmp_path / "alone"))
+        with_directory = verifier.verify(task, _final_after(task, [device, "mkdir shapes/_m"], tmp_path / "directory"))
+    assert alone.accepted  # without the directory the import fails and the fix runs, in pytest too
+    assert not with_directory.accepted and any("test_upper_bound" in f for f in with_directory.gate_failures)

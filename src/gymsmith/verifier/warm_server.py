@@ -15,7 +15,7 @@ import os
 import queue
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -46,23 +46,28 @@ class JobFiles:
         self.root = sharedfs.scratch(f"jobs-{os.getpid()}-")
         self.ids = itertools.count(1)
 
-    def write(self, files: Mapping[str, bytes | str], defaults: Mapping[str, str] | None = None) -> tuple[int, Path]:
-        """A new job folder holding `files` (paths relative to it; `defaults` for the paths `files` lacks). Raises
+    def write(self, files: Mapping[str, bytes | str], defaults: Mapping[str, str] | None = None,
+              directories: Sequence[str] = ()) -> tuple[int, Path]:
+        """A new job folder holding `files` (paths relative to it; `defaults` for the paths `files` lacks) and
+        `directories` (made even when empty: the interpreter imports a directory as a namespace package). Raises
         ValueError for a path that leaves the job, and JobLayoutError (an UngradableState) when one path is another's
         directory (`tests` a file and `tests/test_x.py`): the files come from the state an agent left, and a tree
         that cannot be laid out is that state's failure, never the verifier's. Checked before anything is written."""
         job = {**(defaults or {}), **files}
-        for rel in job:
+        for rel in [*job, *directories]:
             if os.path.isabs(rel) or ".." in Path(rel).parts or "\0" in rel:
                 raise ValueError(f"job file path {rel!r} must be relative and stay inside the job")
-        clashes = sorted(f"{'/'.join(parts[:i])} (a file) and {rel}" for rel in job for parts in [Path(rel).parts]
-                         for i in range(1, len(parts)) if "/".join(parts[:i]) in job)
+        clashes = sorted(f"{'/'.join(parts[:i])} (a file) and {rel}" for rel in [*job, *directories]
+                         for parts in [Path(rel).parts] for i in range(1, len(parts) + (rel in directories))
+                         if "/".join(parts[:i]) in job)
         if clashes:
             raise JobLayoutError(f"the files cannot be laid out: a path is both a file and a directory: "
                                  f"{'; '.join(clashes[:3])}")
         n = next(self.ids)
         d = self.root / str(n)
         d.mkdir()
+        for rel in directories:
+            (d / rel).mkdir(parents=True, exist_ok=True)
         for rel, data in job.items():
             p = d / rel
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ once the final state is one the verifier can run as the workspace would (`worksp
 from __future__ import annotations
 
 import fnmatch
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,9 +37,10 @@ from pydantic_core import ErrorDetails
 
 from gymsmith.core.errors import GymsmithError, UngradableState
 from gymsmith.core.types import StartStateRef, TaskSpec
+from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
-from gymsmith.families.code.checks import (IMPORTABLE, LIBRARY_NAMES, changed_modules_process_reads, module_name,
+from gymsmith.families.code.checks import (IMPORTABLE, changed_modules_process_reads, library_names, module_name,
                                            read_as_the_interpreter_reads)
 from gymsmith.families.code.repo import MAX_TEXT_BYTES, PYTEST_CONFIGS, Tree, changed_lines, is_test_path, pristine_repo, scan_tree
 from gymsmith.families.code.tools import TOOL_SPECS
@@ -344,10 +346,10 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
     - it must not be under a root name the runner holds before the job (`RUNNER_NAMES`), whatever the commit has there
       (the same attacker's root `pprint.py`, which pytest imports from the root first, put the bug back: 0.905 on 4 of
       4; a hundred-and-forty-eighth added `locale/__init__.py` beside the commit's `locale/` translations: 0.957 on
-      3 of 3), nor under another installed library's name (`checks.LIBRARY_NAMES`) that is not a root module or
+      3 of 3), nor under another library's name or one a pytest run asks for (`checks.library_names`) that is not a root module or
       regular package of the commit's own (`own_modules`).
     Test-side files are restored from the commit, and a change to one is tampering, so they are not looked at here."""
-    shadowed = RUNNER_NAMES | (LIBRARY_NAMES - own_modules(start))
+    shadowed = RUNNER_NAMES | (library_names() - own_modules(start))
     for path in sorted({*tree.files, *tree.symlinks, *tree.special}):
         if is_test_or_config(path, test_files) or (path in start and tree.kind(path) == "file"
                                                    and tree.files.get(path) == start[path]):
@@ -367,6 +369,20 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
             read_as_the_interpreter_reads(path, text)
 
 
+def state_directories(root: Path) -> list[str]:
+    """Every directory of the final state the snapshot reads (not `.git`, not caches, not links), so
+    the job has each even when no file of it is in the job: the interpreter imports a directory as a namespace package,
+    so an empty one (or one of files the job leaves out) changes what `import x.y` does (a hundred-and-fifty-first
+    attacker's fix took the bug where `import shapes._m` found an empty `shapes/_m/`: accepted 0.961 on 5 of 5
+    repositories, pytest failing every FAIL_TO_PASS test)."""
+    out = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and d not in CACHE_DIRS
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        out += [os.path.relpath(os.path.join(dirpath, d), root).replace(os.sep, "/") for d in dirnames]
+    return out
+
+
 def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
     """Final non-test files + the commit's own test-side files, run with pytest on FAIL_TO_PASS and PASS_TO_PASS.
     Raises UngradableState when the verifier cannot run the final state as the workspace would
@@ -383,7 +399,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
     # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
-                              path_first=True)
+                              path_first=True, directories=state_directories(Path(final_state_path)))
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)

@@ -17,8 +17,12 @@ import codecs
 import hashlib
 import importlib.machinery
 import importlib.metadata
+import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import Iterable, Mapping
@@ -109,6 +113,45 @@ IMPORTABLE = (".py", ".pyc", ".pyw", *importlib.machinery.EXTENSION_SUFFIXES)
 LIBRARY_NAMES = (frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging",
                                                         "pygments", "py"}
                  | frozenset(importlib.metadata.packages_distributions())) - {"test"}
+
+# what a cold pytest run asks the import system for, found or not, by top-level name: the standard library's and the
+# plugins' optional imports look for names no distribution installs (`copy` asks for `org.python.core`, Jython's; the
+# anyio plugin for `sniffio`, `trio`), and a root module of such a name is imported by the workspace's run while the
+# verifier's runner asked before the job and settled it (a hundred-and-fifty-first attacker's root
+# `org/python/core.py` put the bug back: accepted 0.959 on 4 of 4 repositories; `sniffio.py`, `trio.py` with plugins
+# autoloaded)
+_PROBE = """
+import importlib.abc, json, os, sys
+asked = set()
+class Log(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        asked.add(name.partition(".")[0])
+sys.meta_path.insert(0, Log())
+import pytest
+os.chdir(sys.argv[1])
+pytest.main(["-q", "-p", "no:cacheprovider", "test_gs_probe.py"])
+print("\\n" + json.dumps(sorted(asked)))
+"""
+
+
+@lru_cache(maxsize=1)
+def requested_names() -> frozenset[str]:
+    """The top-level names a cold `python -m pytest` run of one test asks for here, plugins autoloaded (`_PROBE`, run
+    once per process in a subprocess, about a second); empty if the probe cannot run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "test_gs_probe.py").write_text("def test_probe():\n    assert 1 + 1 == 2\n")
+        try:
+            done = subprocess.run([sys.executable, "-c", _PROBE, tmp], capture_output=True, text=True, timeout=120,
+                                  env=env, cwd=tmp)
+            return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return frozenset()
+
+
+def library_names() -> frozenset[str]:
+    """LIBRARY_NAMES and what a cold pytest run asks for (`requested_names`), but the probe's own and `test`."""
+    return LIBRARY_NAMES | (requested_names() - {"test_gs_probe", "conftest", "__main__", "test"})
 
 
 def module_name(entry: str) -> str:
@@ -520,7 +563,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     graded = frozenset(p.split("/", 1)[0].removesuffix(".py") for p in sources)
     # a conftest.py is pytest's own hook file: a changed test file (a violation), not a shadow
     _pytest_imports_what_is_graded(tree, start, (graded | own | imported | SHADOWED) - {"conftest"},
-                                   at_root=(LIBRARY_NAMES | imported) - graded)
+                                   at_root=(library_names() | imported) - graded)
     check_code_budget(sources, ct.reference)
     _check_data_files(task, tree)
     run, suites = _hidden_run(task, ct, sources, graded=True)
