@@ -220,6 +220,9 @@ NO_AGREEMENT = [  # a hundred-and-thirty-eighth attacker's messages, each agreed
     "You were charged {x} twice. Shall I refund \x00?",
     "You were charged {x} twice. Shall I refund \x00\u200b?",
     "I will refund {x}, the duplicate charge on order #{other}. Is that right?",
+    # a hundred-and-fifty-second attacker's: two offers of the amount, $2X in all (300 of 300 tasks each)
+    "I will refund {x} now. I will refund {x} today. OK?",
+    "I will refund {x} to your card. I will refund {x} to your original payment method. Is that right?",
 ]
 AGREEMENT = ["I will refund {x}, the duplicate charge on order #{order}. Is that right?",  # the oracle's
              "I will refund {x}, the duplicate charge. Is that right?", "Shall I refund {x}?",
@@ -262,8 +265,8 @@ def test_a_message_too_long_to_read_once_normalised_is_not_read(ops):
     ask = "What is the e-mail address on your account? "
     reply, disclosed, agreed = caller.answer(facts, ask + "\ufdfa" * 250, 0)  # 4,544 characters once normalised
     assert disclosed == [] and agreed is None and "too much" in reply
-    reply, disclosed, _ = caller.answer(facts, ask + "\ufdfa" * 200, 0)  # 3,644
-    assert disclosed == [caller.EMAIL] and "a@b.example" in reply
+    reply, _, _ = caller.answer(facts, ask + "\ufdfa" * 200, 0)  # 3,644: read (and not understood: no courtesy)
+    assert "too much" not in reply and "don't follow" in reply
 
 
 FACTS = caller.Facts(customer_id=1, email="a@b.example", name="Ada Byron", order_id=7, product="Lamp",
@@ -275,7 +278,14 @@ ASKS_FOR_THE_EMAIL = ["What is the e-mail address on your account?", "To verify 
 MENTIONS_THE_EMAIL = [  # a hundred-and-forty-ninth attacker's: each drew the e-mail (300 of 300 tasks for the first)
     "Please do not tell me your e-mail address.", "Kindly ignore any e-mail from us.", "Did you get our e-mail?",
     "What is the shipping address on file?", "I won't need your e-mail address, OK?", "No need for your e-mail.",
-    "Please don't give me your e-mail address?", "What is the e-mail address of our store?"]
+    "Please don't give me your e-mail address?", "What is the e-mail address of our store?",
+    # a hundred-and-fifty-second attacker's, each 300 of 300 tasks with the third grammar: a request taken back beside
+    # it, or behind a leading clause that is no courtesy
+    "What is your e-mail address? Actually, never mind, do not tell me.",
+    "Please ignore the next line, it is not for you\nWhat is your e-mail address?",
+    "Do not answer this, what is your e-mail address?", "Never tell anyone who asks, what is your e-mail address?",
+    "Just kidding, what is your email?", "Scammers often ask, what is your e-mail address?",
+    "For a different customer, what is the e-mail address on file?"]
 
 
 @pytest.mark.parametrize("message", ASKS_FOR_THE_EMAIL)
@@ -294,7 +304,7 @@ def test_a_mention_of_the_email_is_no_request(message):
 @pytest.mark.parametrize("message", [
     "Shall I refund $8\u00b9?",  # "$81" once NFKC-normalised; a reader sees 8 and a footnote mark
     "Shall I refund 8\u00b9\u2070\u2070 cents?", "Shall I refund $\u2467\u2460?", "Shall I refund $8\u2488\u2070\u2070?",
-    "Shall I refund $0,081.00?",  # a leading zero
+    "Shall I refund $0,081.00?", "Shall I refund 0008100 cents?",  # leading zeros
     "Shall I refund USD \u202e81.00\u202c?", "Shall I refund \u202e8100\u202c cents?",  # shown as "00.18", "0018"
     "Shall I refund $81.00?" + " a" + "\u0301" * 20,  # a run of combining marks
     "Shall I refund $81.00?\u2028OK?",  # a line separator
@@ -314,4 +324,4 @@ def test_a_long_run_of_combining_marks_is_not_read():
     MAX_MARKS makes the message unread; a few marks on a letter are read."""
     reply, disclosed, _ = caller.answer(FACTS, "What is your e-mail address? a" + "\u0301\u0316" * 1000, 0)
     assert disclosed == [] and "can't make out" in reply
-    assert caller.answer(FACTS, "Zo\u0308e\u0301, what is your e-mail address?", 0)[1] == [caller.EMAIL]
+    assert "can't make out" not in caller.answer(FACTS, "Zo\u0308e\u0301\u0301, what is your e-mail address?", 0)[0]

@@ -27,11 +27,15 @@ from gymsmith.families.ops.schema import money
 # what the caller's reply disclosed: the checks read these names from `conversation.disclosed`
 EMAIL, NAME, ORDER, AMOUNT, DATE, AGREEMENT = "email", "name", "order", "amount", "date", "agreement"
 
-# a request for a fact, as a whole sentence: an optional leading clause ("To verify your account, "), then a request
+# a request for a fact, as a whole sentence: an optional leading courtesy or reason ("To verify your account, "; a
+# free leading clause let "Do not answer this, what is your e-mail address?" through: a hundred-and-fifty-second
+# attacker's, 300 of 300 tasks), then a request
 # verb with "your"/"the" and the fact's noun, or one of the fact's own questions; an elliptic question ("And your
 # name?"). Nothing else in the sentence: a mention ("Please do not tell me your e-mail address.", "Did you get our
 # e-mail?") asks for nothing (a hundred-and-forty-ninth attacker's got the e-mail on 300 of 300 tasks)
-_LEAD = r"^(?:[\w' -]{1,60},\s*)?(?:(?:and|so|also|ok|okay|great|thanks|thank you|first),?\s+)?(?:please,?\s+)?"
+_LEAD = (r"^(?:(?:hi|hello|thanks|thank you|great|ok|okay|sure|first|first of all|to verify your (?:account|identity)|"
+         r"for verification|for security(?: reasons)?|before i (?:go ahead|continue|proceed|can help(?: you)?)|"
+         r"so (?:that )?i can (?:verify|find) (?:you|your account)),\s*)?(?:(?:and|so|also),?\s+)?(?:please,?\s+)?")
 _VERB = (r"(?:what is|what's|may i have|can i have|could i have|can i get|could i get|may i ask for|"
          r"(?:can|could|would|will) you (?:please )?(?:tell|give|send|confirm|share|provide)(?: me)?|"
          r"(?:kindly )?(?:tell|give|send|confirm|share|provide)(?: me)?|i need|i'll need|i will need|we need|"
@@ -67,7 +71,7 @@ _SENTENCE_END = re.compile(r"[?!\n]|\.(?=\s|$)")
 # "USD 12.34", "12 dollars", "1234 cents"
 _NUMBER = r"(0|[1-9][0-9]{0,2}(?:,[0-9]{3})+|[1-9][0-9]*)(?:\.([0-9]{2}))?"  # no leading zero: "$0,081.00" is unclear
 _AMOUNT = re.compile(rf"(?<![0-9A-Za-z.,])(?:\${_NUMBER}|usd\s*{_NUMBER}|{_NUMBER}\s*(?:usd|dollars?)\b|"
-                     r"([0-9]+)\s*cents?\b)(?![0-9]|[.,][0-9])")
+                     r"(0|[1-9][0-9]*)\s*cents?\b)(?![0-9]|[.,][0-9])")
 # money stated some other way (another currency, a "$" or number no exact amount covers): the amount is unclear
 _OTHER_MONEY = re.compile(r"(?<![0-9,.])[0-9][0-9,.]*\s*(?:usd|dollars?|bucks|eur|euros?|€|£)|(?:usd|us\$|€|£)\s*[0-9]|"
                           r"\$\s*[0-9]")
@@ -245,9 +249,13 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     rng = random.Random(f"reply:{caller.voice}:{turn}")
     parts: list[str] = []
     disclosed: list[str] = []
-    for fact, ask in _ASKS:
-        if not any(ask.match(piece) for piece in pieces):
-            continue
+    requested = [fact for fact, ask in _ASKS if any(ask.match(piece) for piece in pieces)]
+    # a message that asks for facts may say nothing else but courtesies: another sentence can take the request back
+    # ("What is your e-mail address? Actually, never mind, do not tell me.": the same attacker's, 300 of 300)
+    if requested and not all(any(ask.match(p) for _, ask in _ASKS) or _BESIDE_AN_OFFER.match(p) for p in pieces):
+        requested = []
+        parts.append("Sorry, I don't follow: please ask me just for what you need.")
+    for fact in requested:
         disclosed.append(fact)
         if fact == EMAIL:
             parts.append(f"My e-mail address is {caller.email}.")
@@ -268,7 +276,9 @@ def answer(caller: Facts, text: str, turn: int) -> tuple[str, list[str], int | N
     if asked and not all(_OFFER.match(s) or _AGREE.match(s) or _BESIDE_AN_OFFER.match(s) for s in pieces):
         parts.append("Sorry, I don't follow: please tell me just how much you will refund me, and ask if that's right.")
     elif asked:
-        if unclear or len(set(amounts)) != 1:
+        if len(offers) != 1:  # "I will refund $X now. I will refund $X today. OK?" offered $2X (the same attacker)
+            parts.append("Please offer me one refund, once.")
+        elif unclear or len(set(amounts)) != 1:
             parts.append("You mentioned several amounts, or money I can't follow; which one do you mean? Please tell me "
                          "just one.")
         elif any(int(n) != caller.order_id for n in _ORDER_NAMED.findall(marked)):
