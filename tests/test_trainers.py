@@ -73,3 +73,25 @@ def test_multi_turn_worked_example(dataset):
     reward = rollout.reward()
     assert reward.accepted and reward.value == 1.0
     assert messages[-1]["role"] == "tool"
+
+
+def test_the_trainer_hooks_take_a_time_limit_as_gymsmith_run_does():
+    """A hundred-and-fiftieth attacker's completion slept 4 x 20 s in a code sandbox before the fix: `run_rollout`
+    with a 30 s limit paid 0 (`time_limit`), `grpo_reward`, which took no limit, paid 1.0 after 95 s. The hooks now
+    take `time_limit_s` (none by default, as `serve`): past it the episode ends at `time_limit` with reward 0."""
+    from gymsmith.core.types import EndReason
+    from gymsmith.registry import get_family
+
+    task = get_family("code").generate(3, difficulty=0.0)
+    rollout = MultiTurnRollout(task, time_limit_s=1.0)
+    try:
+        rollout.act(json.dumps({"tool": "run_command", "arguments": {"command": "sleep 2"}}))
+        rollout.act(json.dumps({"tool": "submit", "arguments": {}}))
+        assert rollout.reward().value == 0.0 and rollout.end_reason is EndReason.TIME_LIMIT
+    finally:
+        rollout.close()
+    reward = grpo_reward(time_limit_s=1.0)
+    completion = "\n".join(json.dumps({"tool": "run_command", "arguments": {"command": "sleep 2"}}) for _ in range(2))
+    assert reward(["p"], [completion], task=[task.model_dump_json()]) == [0.0]
+    assert reward.last_details[0]["end_reason"] == "time_limit"
+    reward.close()

@@ -41,6 +41,8 @@ step after the end changes nothing and earns 0 (`info["error"]` is "episode_over
 
 from __future__ import annotations
 
+import math
+
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -99,8 +101,10 @@ class GymsmithEnv(gymnasium.Env[str, str]):
     def __init__(self, family: str = "ops", *, difficulty: float | None = None, knobs: dict[str, Any] | None = None,
                  tasks: Sequence[TaskSpec | dict[str, Any]] | None = None, policy: str = DEFAULT_POLICY,
                  max_steps: int = 300, render_mode: str | None = None, step_rewards: bool = False,
-                 gamma: float | None = None, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION):
+                 gamma: float | None = None, heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+                 time_limit_s: float | None = None):
         self.gamma = required_discount(step_rewards, gamma)
+        self.time_limit_s = time_limit_s or math.inf  # seconds an episode may last (none by default)
         self.family = get_family(family)
         if not 0.0 <= heldout_fraction < 1.0:
             raise ValueError(f"heldout_fraction: expected a number in [0, 1), got {heldout_fraction!r}")
@@ -138,7 +142,8 @@ class GymsmithEnv(gymnasium.Env[str, str]):
                 if split_of(task.id, heldout_fraction=self.heldout_fraction) is Split.TRAIN:
                     break
         self._episode = Episode(env=self._env, task=task, verifier=self._service(), policy=self.policy,
-                                max_steps=self.max_steps, step_rewards=self.step_rewards, gamma=self.gamma)
+                                max_steps=self.max_steps, step_rewards=self.step_rewards, gamma=self.gamma,
+                                time_limit_s=self.time_limit_s)
         observation = self._episode.reset(int(self.np_random.integers(0, 2**31 - 1)))
         self._last = _clean(observation.text, MAX_OBSERVATION)
         info = {"task_id": task.id, "goal": task.goal, "tools": [t.to_openai() for t in task.tools],

@@ -20,6 +20,8 @@ or sandbox that cannot run) still raise: they must never pass for a reward of 0.
 
 from __future__ import annotations
 
+import math
+
 import json
 from pathlib import Path
 from typing import Any
@@ -174,14 +176,14 @@ class MultiTurnRollout:
 
     def __init__(self, task: TaskSpec, *, episode_seed: int = 0, policy: str = DEFAULT_POLICY,
                  verifier: VerifierService | None = None, max_steps: int = DEFAULT_MAX_STEPS, step_rewards: bool = False,
-                 gamma: float | None = None):
+                 gamma: float | None = None, time_limit_s: float | None = None):
         self.gamma = required_discount(step_rewards, gamma)
         self.task, self.policy, self.max_steps = task, policy, max_steps
         self.env = get_family(task.family).make_env()
         self._own_verifier = verifier is None
         self.verifier = verifier or VerifierService()
         self.episode = Episode(env=self.env, task=task, verifier=self.verifier, policy=policy, max_steps=max_steps,
-                               step_rewards=step_rewards, gamma=self.gamma)
+                               step_rewards=step_rewards, gamma=self.gamma, time_limit_s=time_limit_s or math.inf)
         try:
             self.first = self.episode.reset(episode_seed)
         except BaseException:
@@ -258,14 +260,16 @@ class MultiTurnRollout:
             self.verifier.close()
 
 
-def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = DEFAULT_MAX_STEPS, workers: int = 1):
+def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = DEFAULT_MAX_STEPS, workers: int = 1,
+                time_limit_s: float | None = None):
     """A reward function for GRPO-style trainers: `f(prompts, completions, task, **kwargs) -> list[float]`.
 
     `task` is the dataset's `task` column (TaskSpec JSON per row). Invalid tool calls are executed as such
     (and penalised only through the reward); a completion that cannot be executed at all scores 0. It never
     raises on a bad completion; it raises on a bad `task` column (the caller's data) and on infrastructure
     failures (a verifier error must not pass for a 0 reward). After each call, `reward.last_details` holds one
-    dict per sample: task_id, value, end_reason and (for a failure) detail.
+    dict per sample: task_id, value, end_reason and (for a failure) detail. `time_limit_s`: seconds each sample's
+    episode may last (none by default), as `gymsmith run --time-limit`.
     """
     verifier = VerifierService(workers=workers)
 
@@ -276,7 +280,8 @@ def grpo_reward(*, policy: str = DEFAULT_POLICY, max_steps: int = DEFAULT_MAX_ST
         specs = [TaskSpec.model_validate_json(t) for t in task]  # the caller's data: a bad row raises
         scores, details = [], []
         for completion, spec in zip(completions, specs):
-            rollout = MultiTurnRollout(spec, policy=policy, verifier=verifier, max_steps=max_steps)
+            rollout = MultiTurnRollout(spec, policy=policy, verifier=verifier, max_steps=max_steps,
+                                       time_limit_s=time_limit_s)
             detail: dict[str, Any] = {"task_id": spec.id}
             try:
                 rollout.act(completion)
