@@ -295,7 +295,7 @@ def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not
     ungradable, as is an extension module and a declared encoding (bytecode the final state drops), and a package
     made of the commit's data directory of a library's name (`locale/`, a hundred-and-forty-eighth attacker: 0.957 on
     3 of 3), and a root package of a name a pytest run asks for though nothing installs it (`org`, which Python 3.11's
-    `copy` asks for: a hundred-and-fifty-first attacker's, 0.959 on 4 of 4; `checks.requested_names`); the fix with
+    `copy` asks for: a hundred-and-fifty-first attacker's, 0.959 on 4 of 4; `workspace_rules.requested_names`); the fix with
     a helper module and a root script of its own is accepted."""
     task = load_task_file(task_file(tmp_path, **good(repo)))
     with VerifierService() as verifier:

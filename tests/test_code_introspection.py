@@ -17,7 +17,7 @@ import pytest
 
 from gymsmith.core.errors import UngradableState
 from gymsmith.core.types import Action
-from gymsmith.families.code import checks
+from gymsmith.families.code import checks, workspace_rules
 from gymsmith.families.code.env import code_task
 from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import Tree
@@ -287,7 +287,7 @@ def test_a_defeat_device_is_a_violation_and_would_be_accepted_without_the_rule(m
         judged = checks.verify(task, state)
         assert not judged.accepted and any("observes the process" in v and "imports sys" in v
                                            for v in judged.violations), judged.violations
-        monkeypatch.setattr(checks, "process_reads", lambda *args, **kwargs: [])
+        monkeypatch.setattr(workspace_rules, "process_reads", lambda *args, **kwargs: [])
         assert checks.verify(task, state).accepted
 
 
@@ -367,7 +367,7 @@ def test_a_file_only_the_workspace_has_is_no_tell_every_file_the_code_imports_go
                 env.step(Action(tool="write_file", arguments={"path": path, "content": device}))
             def without_the_fix():  # nor the rule's reading of own imports, which also reads it now (`_through_own`)
                 monkeypatch.setattr(checks, "_imported_files", lambda *args: None)
-                monkeypatch.setattr(checks, "process_reads", lambda source, reference, own, **kwargs:
+                monkeypatch.setattr(workspace_rules, "process_reads", lambda source, reference, own, **kwargs:
                                     process_reads(source, reference, own))
 
             _bug_runs_and_runs_no_more_with(task, _final(env, d), without_the_fix)

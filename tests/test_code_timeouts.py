@@ -100,7 +100,9 @@ def test_code_too_costly_to_read_is_the_agents_failure_not_the_verifiers_timeout
             env.step(Action(tool="run_command", arguments={"command": f"rm pad{i}.py"}))
         for path in ct.buggy_modules:  # the honest fix, read on a machine too slow to read it in time
             env.step(Action(tool="write_file", arguments={"path": path, "content": ct.reference[path] + "\n"}))
-        monkeypatch.setattr(checks, "READ_BUDGET_S", -1.0)
+        from gymsmith.families.code import workspace_rules
+
+        monkeypatch.setattr(workspace_rules, "READ_BUDGET_S", -1.0)
         with tempfile.TemporaryDirectory() as d, pytest.raises(UngradableState, match="to read"):
             checks.verify(task, Path(env.final_state(Path(d)).path))
     finally:

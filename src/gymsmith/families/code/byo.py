@@ -40,8 +40,8 @@ from gymsmith.core.types import StartStateRef, TaskSpec
 from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
-from gymsmith.families.code.checks import (IMPORTABLE, changed_modules_process_reads, library_names, module_name,
-                                           read_as_the_interpreter_reads)
+from gymsmith.families.code.workspace_rules import (IMPORTABLE, changed_modules_process_reads, library_names,
+                                                    module_name, read_as_the_interpreter_reads)
 from gymsmith.families.code.repo import MAX_TEXT_BYTES, PYTEST_CONFIGS, Tree, changed_lines, is_test_path, pristine_repo, scan_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
@@ -346,7 +346,7 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
     - it must not be under a root name the runner holds before the job (`RUNNER_NAMES`), whatever the commit has there
       (the same attacker's root `pprint.py`, which pytest imports from the root first, put the bug back: 0.905 on 4 of
       4; a hundred-and-forty-eighth added `locale/__init__.py` beside the commit's `locale/` translations: 0.957 on
-      3 of 3), nor under another library's name or one a pytest run asks for (`checks.library_names`) that is not a root module or
+      3 of 3), nor under another library's name or one a pytest run asks for (`workspace_rules.library_names`) that is not a root module or
       regular package of the commit's own (`own_modules`).
     Test-side files are restored from the commit, and a change to one is tampering, so they are not looked at here."""
     shadowed = RUNNER_NAMES | (library_names() - own_modules(start))
