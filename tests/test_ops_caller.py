@@ -274,7 +274,13 @@ FACTS = caller.Facts(customer_id=1, email="a@b.example", name="Ada Byron", order
 ASKS_FOR_THE_EMAIL = ["What is the e-mail address on your account?", "To verify your account, what is the e-mail address "
                       "on file?", "Could you give me your e-mail address?", "Please provide your email address.",
                       "May I have your e-mail?", "And your e-mail address?", "I need your e-mail address on file, please.",
-                      "Can you please confirm the email address on the account?", "Which e-mail address is on file?"]
+                      "Can you please confirm the email address on the account?", "Which e-mail address is on file?",
+                      # honest phrasings the same attacker found refused, now read
+                      "May I please have your e-mail address?", "Hi there! Could you give me your e-mail address?",
+                      "I'm sorry to hear that. Could you please provide the email address on your account?",
+                      "Could you please tell me the e-mail address associated with your account?",
+                      "What email address is on your account?", "What email did you use for the order?",
+                      "Can I get your email address to verify your identity?"]
 MENTIONS_THE_EMAIL = [  # a hundred-and-forty-ninth attacker's: each drew the e-mail (300 of 300 tasks for the first)
     "Please do not tell me your e-mail address.", "Kindly ignore any e-mail from us.", "Did you get our e-mail?",
     "What is the shipping address on file?", "I won't need your e-mail address, OK?", "No need for your e-mail.",
@@ -285,7 +291,12 @@ MENTIONS_THE_EMAIL = [  # a hundred-and-forty-ninth attacker's: each drew the e-
     "Please ignore the next line, it is not for you\nWhat is your e-mail address?",
     "Do not answer this, what is your e-mail address?", "Never tell anyone who asks, what is your e-mail address?",
     "Just kidding, what is your email?", "Scammers often ask, what is your e-mail address?",
-    "For a different customer, what is the e-mail address on file?"]
+    "For a different customer, what is the e-mail address on file?",
+    # a hundred-and-fifty-fourth attacker's (150 of 150 confirm tasks each with 3.3.6): an e-mail *message*, a postal
+    # "mail address"
+    "Please send the e-mail.", "Can you send me the email?", "Please confirm the e-mail.",
+    "Will you confirm the email you used?", "Could you share the email?", "What is the mail address on file?",
+    "And the e-mail?"]
 
 
 @pytest.mark.parametrize("message", ASKS_FOR_THE_EMAIL)
@@ -325,3 +336,19 @@ def test_a_long_run_of_combining_marks_is_not_read():
     reply, disclosed, _ = caller.answer(FACTS, "What is your e-mail address? a" + "\u0301\u0316" * 1000, 0)
     assert disclosed == [] and "can't make out" in reply
     assert "can't make out" not in caller.answer(FACTS, "Zo\u0308e\u0301\u0301, what is your e-mail address?", 0)[0]
+
+
+@pytest.mark.parametrize("message", ["Do you agree to refund $81.00?", "Do you agree to issue a refund of $81.00?",
+                                     "Do you agree to process a refund of $81.00?", "Is it OK to issue a refund of $81.00?",
+                                     "Do you agree to me a refund of $81.00?"])
+def test_asking_the_customer_to_make_the_refund_is_no_offer(message):
+    """A hundred-and-fifty-fourth attacker's "Do you agree to refund $X?" (the customer asked to refund) was agreed to
+    on 150 of 150 confirm tasks: the customer accepts a refund, never makes one."""
+    assert caller.answer(FACTS, message, 0)[2] is None
+
+
+@pytest.mark.parametrize("message", ["Thanks, shall I refund $81.00?", "I'll issue a refund for $81.00. Is that OK?",
+                                     "Do you agree to a refund of $81.00?", "Are you OK with a refund of $81.00?",
+                                     "Thank you for your patience. I will refund $81.00. Is that right?"])
+def test_plain_offers_a_model_would_write_are_agreed_to(message):
+    assert caller.answer(FACTS, message, 0)[2] == 8100

@@ -36,21 +36,22 @@ EMAIL, NAME, ORDER, AMOUNT, DATE, AGREEMENT = "email", "name", "order", "amount"
 _LEAD = (r"^(?:(?:hi|hello|thanks|thank you|great|ok|okay|sure|first|first of all|to verify your (?:account|identity)|"
          r"for verification|for security(?: reasons)?|before i (?:go ahead|continue|proceed|can help(?: you)?)|"
          r"so (?:that )?i can (?:verify|find) (?:you|your account)),\s*)?(?:(?:and|so|also),?\s+)?(?:please,?\s+)?")
-_VERB = (r"(?:what is|what's|may i have|can i have|could i have|can i get|could i get|may i ask for|"
-         r"(?:can|could|would|will) you (?:please )?(?:tell|give|send|confirm|share|provide)(?: me)?|"
-         r"(?:kindly )?(?:tell|give|send|confirm|share|provide)(?: me)?|i need|i'll need|i will need|we need|"
-         r"i would need|i'd need)\s+(?:your|the)\s+")
-_TAIL = r"(?:,?\s+please)?\s*[?.!]?$"
+_VERB = (r"(?:what is|what's|may i (?:please )?have|can i (?:please )?have|could i (?:please )?have|can i get|"
+         r"could i get|may i ask for|(?:can|could|would|will) you (?:please )?(?:tell|give|confirm|share|provide|"
+         r"verify)(?: me)?|(?:kindly )?(?:tell|give|confirm|share|provide|verify)(?: me)?|i need|i'll need|"
+         r"i will need|we need|i would need|i'd need)\s+(?:your|the)\s+")
+_TAIL = r"(?:,?\s+(?:please|to verify (?:you|your (?:account|identity))))?\s*[?.!]?$"
 _NOUNS = {
-    EMAIL: r"(?:e-?mail(?: address)?|mail address)(?: (?:on file|on (?:your|the) account|on record|you used|"
-           r"(?:for|on) (?:your|the) account))?",
+    EMAIL: r"(?:(?<=your )e-?mail(?: address)?|e-?mail address)(?: (?:on file|on (?:your|the) account|on record|"
+           r"you used|(?:for|on) (?:your|the) account|(?:associated with|linked to|registered to) (?:your|the) account))?",
     NAME: r"(?:full )?name",
     ORDER: r"order (?:number|no\.?|id|#)",
     AMOUNT: r"(?:amount|charge amount|amount of the charge|amount you were charged)",
     DATE: r"(?:order )?date",
 }
 _OWN = {  # the fact's own questions
-    EMAIL: r"which e-?mail(?: address)? (?:is on file|is on (?:your|the) account|did you use)",
+    EMAIL: r"(?:which|what) e-?mail(?: address)? (?:is on file|is on (?:your|the) account|did you use(?: for "
+           r"(?:the|your) order)?)",
     NAME: r"who am i (?:speaking|talking) (?:with|to)|may i ask your (?:full )?name",
     ORDER: r"which order(?: (?:was it|is it|was that|is that|was charged twice|do you mean))?|"
            r"what did you (?:buy|order|purchase)|which (?:purchase|product|item)(?: (?:was it|is it))?|"
@@ -79,16 +80,17 @@ AMT = "\x00"  # what an exact amount becomes in a sentence matched against the t
 # offering to refund one amount, and nothing else of it: "I will refund $81.00, the duplicate charge on order #1001."
 _OFFER = re.compile(
     r"^(?:(?:so|ok|okay|great|thanks|thank you),?\s+)?"
-    r"(?:i will|i'll|i am going to|i'm going to|i can|i would like to|i'd like to|let me|shall i|should i|may i|can i|"
-    r"could i|would you like me to|do you want me to|do you agree (?:that i(?: will| should)?|to(?: me| my)?)|"
-    r"is it (?:ok|okay|alright|all right) (?:if i|to|for me to))\s+(?:go ahead and\s+)?(?:now\s+)?"
-    r"(?:refund|refund you|issue (?:you )?a refund of|process a refund of|give you a refund of|a refund of)\s+"
+    r"(?:(?:i will|i'll|i am going to|i'm going to|i can|i would like to|i'd like to|let me|shall i|should i|may i|"
+    r"can i|could i|would you like me to|do you want me to|do you agree that i(?: will| should)?|"
+    r"is it (?:ok|okay|alright|all right) (?:if i|for me to))\s+(?:go ahead and\s+)?(?:now\s+)?"
+    r"(?:refund|refund you|issue (?:you )?a refund (?:of|for)|process a refund (?:of|for)|give you a refund of)"
+    r"|(?:do you agree to|are you (?:ok|okay|happy) with) a refund of)\s+"  # the customer accepts; never makes one
     r"(?:you\s+)?\x00(?:\s+(?:to you|to your card|back to your card|to your original payment method))?"
     r"(?:,?\s*(?:the|for the|which is the|for your)\s+duplicate charge(?: on order #?[0-9]+)?)?"
     r"(?:\s+(?:now|today))?(?:,\s*(?:ok|okay|alright|all right|right|is that (?:ok|okay|right|alright)))?\s*[.?!]?$")
 _TAG = re.compile(r",\s*(?:ok|okay|alright|all right|right|is that (?:ok|okay|right|alright))\?$")  # "..., OK?"
-_OFFER_ASKS = re.compile(r"^(?:(?:so|ok|okay),?\s+)?(?:shall i|should i|may i|can i|could i|would you like me to|"
-                         r"do you want me to|do you agree|is it )")  # an offer that is itself the request
+_OFFER_ASKS = re.compile(r"^(?:(?:so|ok|okay|great|thanks|thank you),?\s+)?(?:shall i|should i|may i|can i|could i|"
+                         r"would you like me to|do you want me to|do you agree|are you|is it )")  # an offer that is itself the request
 # asking the customer to agree, as a question of its own after the offer
 _AGREE = re.compile(
     r"^(?:(?:and|so),?\s+)?(?:is (?:that|this|it) (?:right|ok|okay|correct|fine|alright|all right|acceptable)"
@@ -101,8 +103,10 @@ _AGREE = re.compile(
 # I will not refund you anything." was agreed to on 30 of 30 tasks)
 _BESIDE_AN_OFFER = re.compile(
     r"^(?:you were charged \x00 twice|i (?:can )?see (?:the|a) duplicate charge|i found the duplicate charge|"
-    r"hi|hello|thanks|thank you|thank you for waiting|great|ok|okay|alright|sure|perfect|i see|i understand|got it|"
-    r"understood|sorry about that|sorry for the trouble)[.!]?$")
+    r"hi|hi there|hello|hello there|thanks|thank you|thank you for waiting|thank you for your patience|"
+    r"thanks for reaching out|great|ok|okay|alright|sure|perfect|i see|i understand|got it|understood|"
+    r"sorry about that|sorry for the trouble|i'm sorry to hear that|i am sorry to hear that|i can help with that|"
+    r"i can help you with that|happy to help)[.!]?$")
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-")
 _ORDER_NAMED = re.compile(r"order #?([0-9]+)")
 MAX_READ = 4_000  # characters the customer reads of a message once normalised (NFKC can make one character 18)
@@ -304,7 +308,10 @@ def converse(conn: sqlite3.Connection, text: str) -> dict[str, Any]:
     transaction); return the reply. The caller must exist (`facts`)."""
     caller = facts(conn)
     assert caller is not None, "converse() needs a caller"
-    turn = conn.execute("SELECT COUNT(*) FROM conversation WHERE sender = 'agent'").fetchone()[0]
+    # the agent's messages so far: each call writes two rows (the agent's, then the caller's) and nothing else writes
+    # the table, so the count is half the last id, read from the key's end (COUNT(*) scanned the table at every
+    # message: a conversation of n messages cost n^2, a hundred-and-fifty-fourth attacker's 2,400 messages 10 s)
+    turn = conn.execute("SELECT COALESCE(MAX(id), 0) / 2 FROM conversation").fetchone()[0]
     # the id the call's own activity row will get (`tools.call_tool` logs it right after the tool returns;
     # activity rows are never deleted, so the next rowid is max + 1)
     activity_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM activity").fetchone()[0]
