@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 
 import anyio
 from mcp.client.session import ClientSession
@@ -134,3 +135,21 @@ def test_calls_in_flight_together_are_paid_once(tmp_path):
     results = anyio.run(_submit_together, ["ops", "--task", str(path)], witness, 5)
     paid = [r for r in results if "reward" in (r.structured_content or {})]
     assert len(results) == 5 and len(paid) == 1 and paid[0].structured_content["reward"]["accepted"] is True
+
+
+def test_calls_queued_when_the_session_ends_are_dropped():
+    """A hundred-and-fifty-fifth attacker queued 50 `sleep 2` commands and closed its stdin: the process ran every one
+    (98 s) before it exited. Ending the session now drops the calls not yet started; the one running finishes (a real
+    code sandbox)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gymsmith.mcp_server import TaskSession
+
+    session = TaskSession(get_family("code").generate(3, difficulty=0.0))
+    with ThreadPoolExecutor(8) as pool:
+        calls = [pool.submit(session.call, "run_command", {"command": "sleep 1"}) for _ in range(8)]
+        while not session.episode.steps and not any(c.done() for c in calls):
+            time.sleep(0.05)  # the first call is running
+        session.close()
+        outcomes = [c.exception(timeout=30) for c in calls]
+    assert 1 <= len(session.episode.steps) <= 2 and sum(e is not None for e in outcomes) >= 6, outcomes

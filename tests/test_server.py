@@ -318,3 +318,31 @@ def test_a_websocket_step_on_a_closed_session_is_answered_not_dropped(server):
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd.code == 4404
+
+
+def _raw(url: str, head: str) -> str:
+    """The first bytes of the server's answer to a request head sent alone (its body never follows)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        return sock.recv(4096).decode("latin-1")
+
+
+def test_a_body_is_read_only_from_an_authorised_client_and_only_so_long():
+    """A hundred-and-fifty-fifth attacker's unauthenticated 100 MB bodies were read and parsed before the token was
+    checked: 3 GB of the server's memory, the authorised client's steps 28 s late. A session route now answers a
+    request without the token with a 401, and one declaring a body over MAX_BODY_BYTES with a 413, before reading any
+    of it (the body here never arrives: the answer comes anyway)."""
+    from gymsmith.server.app import MAX_BODY_BYTES
+
+    with Running(token="s3cret", max_sessions=2) as s:
+        big = MAX_BODY_BYTES * 25
+        head = f"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {big}\r\n"
+        assert _raw(s.url, head + "\r\n").startswith("HTTP/1.1 401")
+        assert _raw(s.url, head + "Authorization: Bearer s3cret\r\n\r\n").startswith("HTTP/1.1 413")
+        ok = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 1},
+                        headers={"Authorization": "Bearer s3cret"}, timeout=30)
+        assert ok.status_code == 201, ok.text

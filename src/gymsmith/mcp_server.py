@@ -57,6 +57,10 @@ class TaskSession:
                                     is_error=result.observation.error is not None)
 
     def close(self) -> None:
+        """End the session: calls not yet started are dropped (a client gone leaves nothing to run: a
+        hundred-and-fifty-fifth attacker's 50 queued 2 s commands ran for 98 s after its stdin closed), the one running
+        finishes, then the environment is closed."""
+        self.lane.cancel_pending()
         try:
             self.lane.run(self.env.close)
         finally:
@@ -71,7 +75,8 @@ def build_server(session: TaskSession) -> Server:
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await anyio.to_thread.run_sync(session.call, params.name, params.arguments)  # the loop answers meanwhile
+        # the loop answers meanwhile; a call cancelled with the session (its client gone) is not waited for
+        return await anyio.to_thread.run_sync(session.call, params.name, params.arguments, abandon_on_cancel=True)
 
     return Server("gymsmith", version="1", instructions=session.task.goal + "\n\n" + session.first.text,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)

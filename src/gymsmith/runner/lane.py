@@ -19,10 +19,18 @@ class Lane:
 
     def __init__(self, name: str = "gymsmith-env") -> None:
         self.thread = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.pending: set[Future[Any]] = set()
 
     def submit(self, call: Callable[..., T], *args: Any) -> Future[T]:
         """`call(*args)` on the lane's thread, after every call submitted before it. Raises RuntimeError once closed."""
-        return self.thread.submit(call, *args)
+        future = self.thread.submit(call, *args)
+        self.pending.add(future)
+        future.add_done_callback(self.pending.discard)
+        return future
+
+    def cancel_pending(self) -> int:
+        """Cancel the calls not yet started (the one running goes on); how many were cancelled."""
+        return sum(future.cancel() for future in list(self.pending))
 
     def run(self, call: Callable[..., T], *args: Any) -> T:
         """`submit`, and wait: its result, or its exception."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import json
 import math
 import secrets
 import threading
@@ -37,6 +38,9 @@ from gymsmith.server.schema import ErrorMessage, reset_body
 from gymsmith.verifier.policies import DEFAULT_POLICY
 from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
+
+
+MAX_BODY_BYTES = 4 << 20  # a request body: a step's arguments are bounded far below this (docs/episodes.md)
 
 
 class ServerSettings(BaseModel):
@@ -267,6 +271,7 @@ ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (whe
           "the server's store.", 409: "The task given is not one this server's family generates.",
           422: "The request does not match the schema, or the generator refused the knobs.",
           429: "Session limit reached; close one or retry later (see Retry-After).",
+          413: f"The body is longer than {MAX_BODY_BYTES:,} bytes.",
           503: "The session's environment failed (an infrastructure error, no reward); the session is closed."}
 BUSY = "Another call of this session is in progress; send the next call after its response."
 
@@ -276,6 +281,60 @@ _SESSION = {"session_id": "$response.body#/session_id", "header.x-session-key": 
 SESSION_LINKS = {"Step": {"operationId": "step_sessions__session_id__step_post", "parameters": _SESSION},
                  "State": {"operationId": "state_sessions__session_id__get", "parameters": _SESSION},
                  "Close": {"operationId": "close_sessions__session_id__delete", "parameters": _SESSION}}
+
+
+class BodyGuard:
+    """Before any body is read: a request to a session route without the bearer token the server requires is a 401,
+    and a body longer than MAX_BODY_BYTES a 413 (declared, or counted as it arrives). A hundred-and-fifty-fifth
+    attacker's unauthenticated 100 MB bodies were read and parsed before the token check: 3 GB of the server's memory,
+    and the authorised client's steps waited 28 s."""
+
+    def __init__(self, app: Any, settings: ServerSettings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/sessions"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.settings.requires_token() and not _bearer_ok(headers.get("authorization"), self.settings.token):
+            await _refuse(send, 401, "missing or wrong bearer token (Authorization: Bearer ...)",
+                          [(b"www-authenticate", b"Bearer")])
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            await _refuse(send, 413, f"the body has {int(declared):,} bytes; at most {MAX_BODY_BYTES:,} are read")
+            return
+        seen = 0
+
+        async def bounded() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                raise _TooLarge()
+            return message
+        try:
+            await self.app(scope, bounded, send)
+        except _TooLarge:
+            await _refuse(send, 413, f"the body has more than {MAX_BODY_BYTES:,} bytes")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _bearer_ok(authorization: str | None, token: str | None) -> bool:
+    return bool(authorization and authorization.startswith("Bearer ")
+                and secrets.compare_digest(authorization[7:], token or ""))
+
+
+async def _refuse(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def validation_line(errors: Sequence[dict[str, Any]]) -> str:
@@ -315,12 +374,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app = FastAPI(title="gymsmith", version="1", lifespan=lifespan,
                   description="gymsmith environments as sessions. Rewards come from the server-side verifier.")
     app.state.manager = manager
+    app.add_middleware(BodyGuard, settings=settings)
 
     def authorise(authorization: str | None = Header(default=None)) -> None:
         if not settings.requires_token():
             return
-        if not authorization or not authorization.startswith("Bearer ") or \
-                not secrets.compare_digest(authorization[7:], settings.token or ""):
+        if not _bearer_ok(authorization, settings.token):
             raise HTTPException(401, "missing or wrong bearer token (Authorization: Bearer ...)",
                                 headers={"WWW-Authenticate": "Bearer"})
 
@@ -342,7 +401,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     def errors(*codes: int, busy: bool = False) -> dict[int | str, dict[str, Any]]:
         described: dict[int | str, dict[str, Any]] = {code: {"model": ErrorMessage, "description": ERRORS[code]}
-                                                       for code in (*codes, 401, 422)}
+                                                       for code in (*codes, 401, 413, 422)}
         if busy:  # a session's calls are one at a time
             described[409] = {"model": ErrorMessage, "description": BUSY}
         return described
