@@ -346,3 +346,24 @@ def test_a_body_is_read_only_from_an_authorised_client_and_only_so_long():
         ok = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 1},
                         headers={"Authorization": "Bearer s3cret"}, timeout=30)
         assert ok.status_code == 201, ok.text
+
+
+def test_an_infrastructure_failure_is_a_503_that_closes_the_session(monkeypatch):
+    """An infrastructure failure under a step was a 422 (an InfrastructureError is a GymsmithError) and the session
+    stayed open. It is now a 503 naming it, the session is closed, and no reward is paid (the environment's failure
+    is simulated: nothing here makes a real one on demand)."""
+    from gymsmith.core.errors import InfrastructureError
+    from gymsmith.families.ops.env import OpsEnvironment
+
+    with Running(max_sessions=2) as s:
+        remote = RemoteEnvironment(s.url, family="ops")
+        remote.reset(seed=1, knobs={"fidelity": 0.0})
+
+        def broken(self, name, arguments):
+            raise InfrastructureError("the database file vanished")
+        monkeypatch.setattr(OpsEnvironment, "_call", broken)
+        with pytest.raises(RemoteError, match="HTTP 503: the environment failed .*database file vanished"):
+            remote.step(Action(tool="get_status"))
+        assert s.app.state.manager.sessions == {}
+        with pytest.raises(RemoteError, match="HTTP 404"):
+            remote.step(Action(tool="get_status"))

@@ -218,7 +218,7 @@ class SessionManager:
         finally:
             session.last_used = time.monotonic()
             session.lock.release()
-        self.close(sid)
+        await asyncio.to_thread(self.close, sid)  # waits for the environment's close, off the event loop
         raise HTTPException(503, "the environment failed (an infrastructure error, no reward): "
                                  f"{(str(failure).splitlines() or [type(failure).__name__])[0][:300]}; the session is "
                                  "closed")
