@@ -444,3 +444,28 @@ def test_a_directory_the_workspace_imports_is_in_the_verifiers_job(repo, tmp_pat
         with_directory = verifier.verify(task, _final_after(task, [device, "mkdir shapes/_m"], tmp_path / "directory"))
     assert alone.accepted  # without the directory the import fails and the fix runs, in pytest too
     assert not with_directory.accepted and any("test_upper_bound" in f for f in with_directory.gate_failures)
+
+
+def test_importing_a_cache_directory_is_a_read_and_the_read_of_imports_is_linear(repo, tmp_path, monkeypatch):
+    """A hundred-and-fifty-third attacker: `import shapes.__pycache__` succeeds where the interpreter writes bytecode (a
+    user's pytest run) and fails in the verifier's processes, which write none; its fix took the bug where it imported
+    (accepted on 8 of 9 package and repository tasks). It is now a process read. And its 2,000 circular `from`
+    imports made the rule walk the other module again at each (19.5 s, quadratic: after a 40 s test run, a verifier
+    timeout, an infrastructure error); each module's imports are now walked once."""
+    from gymsmith.families.code import introspection
+
+    device = ("cat > shapes/util.py <<'PY'\ntry:\n    import shapes.__pycache__\n    _D = 1\nexcept ImportError:\n"
+              "    _D = 0\n\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi + _D))\nPY")
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        reward = verifier.verify(task, _final_after(task, [device], tmp_path / "final"))
+    assert not reward.accepted and any("uses __pycache__" in v for v in reward.violations), reward
+    n = 2_000
+    sources = {"shapes/__init__.py": "", "shapes/gsa.py": "".join(f"from shapes.gsb import f{i}\n" for i in range(n)),
+               "shapes/gsb.py": "".join(f"from shapes.gsa import g{i}\n" for i in range(n))}
+    walks = []
+    original = introspection._imported_own
+    monkeypatch.setattr(introspection, "_imported_own", lambda *a: walks.append(1) or original(*a))
+    reads = introspection.process_reads(sources["shapes/gsa.py"], "", frozenset({"shapes"}), path="shapes/gsa.py",
+                                        sources=sources, references={})
+    assert any("circularly" in r for r in reads) and len(walks) < 10 * n  # quadratic: millions

@@ -395,6 +395,13 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     final = tree.as_text()
     job = verifier_view(start, final, test_files)
     f2p, p2p = task.metadata["fail_to_pass"], task.metadata["pass_to_pass"]
+    # a changed or new module that reads the process it runs in (its pid, frames, environment...) where the known fix
+    # does not is a defeat device (`introspection`): a hundred-and-forty-fifth attacker's `os.getpid() == 1` (the
+    # verifier's per-test process) took the fix there only, accepted 0.94-0.97 on 4 of 4 repositories. Read before the
+    # tests run, so its bounded time (READ_BUDGET_S) and the tests' deadline stay inside the service's wall-clock limit
+    sources = {p: t for p, t in job.items() if p.endswith(".py") and not is_test_or_config(p, test_files)}
+    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
+    reads = changed_modules_process_reads(sources, dict(start), prepared.reference, own)
     # one pytest session, as `python -m pytest <ids>` runs them: what the code keeps between calls carries from test
     # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
     # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
@@ -406,10 +413,5 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     edits = EditFacts(source_lines_changed=source_changed,
                       lines_needed=needed if needed is not None else source_changed,  # no known fix: no basis for a penalty
                       test_files_changed=tests, other_files_changed=[])
-    # a changed or new module that reads the process it runs in (its pid, frames, environment...) where the known fix
-    # does not is a defeat device (`introspection`): a hundred-and-forty-fifth attacker's `os.getpid() == 1` (the
-    # verifier's per-test process) took the fix there only, accepted 0.94-0.97 on 4 of 4 repositories
-    sources = {p: t for p, t in job.items() if p.endswith(".py") and not is_test_or_config(p, test_files)}
-    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
-    edits.process_reads = changed_modules_process_reads(sources, dict(start), prepared.reference, own)
+    edits.process_reads = reads
     return grade(run, f2p, p2p, [], edits)

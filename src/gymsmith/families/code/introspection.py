@@ -189,6 +189,15 @@ def _reads(tree: ast.AST, own_modules: frozenset[str]) -> set[str]:
     found |= _module_claims(nodes)
     found |= _lookup_hooks(nodes)
     for node in nodes:
+        # a cache directory is no module of the task: whether `pkg.__pycache__` imports tells whether the interpreter
+        # writes bytecode, which the verifier's processes do not (a hundred-and-fifty-third attacker took the bug
+        # where it imported: accepted on 8 of 9 package and repository tasks, pytest failing FAIL_TO_PASS)
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+                "__pycache__" in (name or "").split(".")
+                for name in [getattr(node, "module", None), *(a.name for a in node.names)]) \
+                or isinstance(node, ast.Attribute) and node.attr == "__pycache__" \
+                or isinstance(node, ast.Constant) and isinstance(node.value, str) and "__pycache__" in node.value:
+            found.add("uses __pycache__")
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in impure:
             # what a module that observes the process offers is read attribute by attribute: only the reference's own
             # (`sys.maxsize` where it uses it, never `sys.modules`: an eighty-seventh attacker's `'pytest' in
@@ -379,24 +388,32 @@ def _through_own(tree: ast.Module, path: str, sources: Mapping[str, str]) -> set
             read[name] = _top_bindings(other, own) if other is not None else ({}, set())
         return read[name]
 
+    # each module's imports and each start's answer, once: walked again per `from` import, 2,000 of them cost 19.5 s
+    # (quadratic), and after a 40 s test run a repository task's verification passed the service's wall-clock limit,
+    # an infrastructure error (a hundred-and-fifty-third attacker, 2 of 2)
+    edges: dict[str, set[str]] = {}
+    reached: dict[str, bool] = {}
+
     def imports_of(name: str) -> set[str]:
-        other = tree_of(name)
-        if other is None or name == here:
-            return set()
-        package = modules.get(name, "").endswith("__init__.py")
-        return {alias_module or target for n in ast.walk(other) if isinstance(n, ast.Import | ast.ImportFrom)
+        if name not in edges:
+            other = tree_of(name)
+            package = modules.get(name, "").endswith("__init__.py")
+            edges[name] = set() if other is None or name == here else {
+                alias_module or target for n in ast.walk(other) if isinstance(n, ast.Import | ast.ImportFrom)
                 for target, _, _, alias_module in _imported_own(n, name, package, own)}
+        return edges[name]
 
     def reaches(start: str) -> bool:
-        seen, todo = set(), [start]
-        while todo:
-            name = todo.pop()
-            if name == here:
-                return True
-            if name not in seen:
-                seen.add(name)
-                todo += sorted(imports_of(name) - seen)
-        return False
+        if start not in reached:
+            seen, todo, found_here = set(), [start], False
+            while todo and not found_here:
+                name = todo.pop()
+                found_here = name == here
+                if name not in seen:
+                    seen.add(name)
+                    todo += sorted(imports_of(name) - seen)
+            reached[start] = found_here
+        return reached[start]
 
     found: set[str] = set()
     aliases: dict[str, str] = {}  # names bound here to an own module
