@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import hashlib
 import importlib.machinery
 import importlib.metadata
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from gymsmith.core.errors import UngradableState
 from gymsmith.families.code.introspection import process_reads
 from gymsmith.families.code.repo import Tree
+from gymsmith.sandbox.runtime import cache_root
 
 READ_BUDGET_S = 10.0  # the static read of the changed modules (introspection), well inside the service's 60 s
 
@@ -62,8 +64,26 @@ print("\\n" + json.dumps(sorted(asked)))
 
 @lru_cache(maxsize=1)
 def requested_names() -> frozenset[str]:
-    """The top-level names a cold `python -m pytest` run of one test asks for here, plugins autoloaded (`_PROBE`, run
-    once per process in a subprocess, about a second); empty if the probe cannot run."""
+    """The top-level names a cold `python -m pytest` run of one test asks for here, plugins autoloaded (`_PROBE`, about
+    a second in a subprocess), kept per interpreter and set of installed distributions in the cache directory, so each
+    verifier process does not pay it again; empty if the probe cannot run."""
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                       if d.metadata["Name"])
+    key = hashlib.sha256("\n".join([sys.executable, sys.version, *installed]).encode()).hexdigest()[:16]
+    kept = cache_root() / f"pytest-requested-names-{key}.json"
+    try:
+        return frozenset(json.loads(kept.read_text()))
+    except (OSError, ValueError):
+        pass
+    names = _probe()
+    if names:
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(sorted(names)))
+        os.replace(partial, kept)  # whole or not at all, whichever process writes last
+    return names
+
+
+def _probe() -> frozenset[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "test_gs_probe.py").write_text("def test_probe():\n    assert 1 + 1 == 2\n")
