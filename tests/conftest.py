@@ -16,6 +16,7 @@ import uvicorn
 from gymsmith.core.errors import VerifierError
 from gymsmith.registry import get_family, reload_families
 from gymsmith.server import ServerSettings, create_app
+from gymsmith.server.app import UVICORN_LIMITS
 from gymsmith.verifier.service import VerifierService
 
 # One verifier key for the whole suite (and the commands it starts), so the hidden variants a test meets, and which
@@ -227,13 +228,16 @@ class CountingVerifier(VerifierService):
 class Running:
     """`gymsmith serve` on a free loopback port: a real uvicorn server in a thread (a context manager)."""
 
-    def __init__(self, **settings):
+    def __init__(self, uvicorn_limits: bool = True, **settings):
+        """uvicorn_limits: start uvicorn with the limits `gymsmith serve` gives it (UVICORN_LIMITS); without them the
+        app's own bounds are the only ones."""
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.settings = ServerSettings(port=port, **settings)
         self.app = create_app(self.settings)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=self.settings.host, port=port, log_level="warning",
+                                                    **(UVICORN_LIMITS if uvicorn_limits else {})))
         self.url = f"http://127.0.0.1:{port}"
 
     def __enter__(self):

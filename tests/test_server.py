@@ -348,6 +348,74 @@ def test_a_body_is_read_only_from_an_authorised_client_and_only_so_long():
         assert ok.status_code == 201, ok.text
 
 
+def test_a_chunked_body_over_the_bound_is_a_413():
+    """A body sent in chunks (no length declared) is counted as it arrives; past MAX_BODY_BYTES the read stops. A
+    hundred-and-fifty-seventh attacker's got a 400 ("error parsing the body": FastAPI caught the refusal inside its
+    body read and answered its own way) where the docs promise a 413."""
+    from gymsmith.server.app import MAX_BODY_BYTES
+
+    def chunks():
+        for _ in range(MAX_BODY_BYTES // (1 << 20) + 2):
+            yield b" " * (1 << 20)
+    with Running(max_sessions=1) as s:
+        reply = httpx.post(f"{s.url}/sessions", content=chunks(), headers={"Content-Type": "application/json"})
+        assert reply.status_code == 413 and "more than" in reply.json()["detail"]
+        assert httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 1}).status_code == 201
+
+
+@pytest.mark.parametrize("uvicorn_limits", [True, False], ids=["as-served", "app-alone"])
+def test_a_websocket_message_over_the_bound_is_refused_unparsed(uvicorn_limits):
+    """WebSocket messages skipped the body bound (uvicorn's own is 16 MiB): the same attacker's 10 MB message was
+    parsed, then answered as a bad step. `gymsmith serve` starts uvicorn with the bound (the protocol refuses the
+    message as it arrives, close 1009), and the app refuses one over it before parsing it, where it runs without
+    that limit (a 413, close 1009). The session goes on through another socket."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    from gymsmith.server.app import MAX_BODY_BYTES
+
+    with Running(uvicorn_limits=uvicorn_limits, max_sessions=1) as s:
+        created = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 4}).json()
+        url = s.url.replace("http://", "ws://") + f"/sessions/{created['session_id']}/ws"
+        headers = {"X-Session-Key": created["session_key"]}
+        big = json.dumps({"tool": "get_status", "arguments": {"x": "a" * (MAX_BODY_BYTES + 10)}})
+        with connect(url, additional_headers=headers, max_size=None) as ws:
+            ws.send(big)
+            if not uvicorn_limits:
+                assert json.loads(ws.recv(timeout=20))["status"] == 413  # the app's answer, before its close
+            with pytest.raises(ConnectionClosed) as closed:  # served: the protocol closes before the app sees it
+                ws.recv(timeout=20)
+        assert closed.value.rcvd.code == 1009
+        with connect(url, additional_headers=headers) as ws:
+            ws.send(json.dumps({"tool": "get_status", "arguments": {}}))
+            assert "observation" in json.loads(ws.recv(timeout=20))
+
+
+def test_a_session_has_one_websocket_at_a_time(server):
+    """The same attacker opened 6 WebSockets on one session and flooded them: each message was read on the event
+    loop though the session plays one call at a time. A second socket on a session is answered 409 and closed with 4409 while
+    the first is open; once it closes, another may open."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    created = httpx.post(f"{server.url}/sessions", json={"family": "ops", "seed": 4}).json()
+    url = server.url.replace("http://", "ws://") + f"/sessions/{created['session_id']}/ws"
+    headers = {"X-Session-Key": created["session_key"]}
+    try:
+        with connect(url, additional_headers=headers) as first:
+            with connect(url, additional_headers=headers) as second, pytest.raises(ConnectionClosed) as closed:
+                assert json.loads(second.recv(timeout=10))["status"] == 409
+                second.recv(timeout=10)
+            assert closed.value.rcvd.code == 4409
+            first.send(json.dumps({"tool": "get_status", "arguments": {}}))
+            assert "observation" in json.loads(first.recv(timeout=10))
+        with connect(url, additional_headers=headers) as again:
+            again.send(json.dumps({"tool": "get_status", "arguments": {}}))
+            assert "observation" in json.loads(again.recv(timeout=10))
+    finally:
+        httpx.delete(f"{server.url}/sessions/{created['session_id']}", headers=headers)
+
+
 def test_an_infrastructure_failure_is_a_503_that_closes_the_session(monkeypatch):
     """An infrastructure failure under a step was a 422 (an InfrastructureError is a GymsmithError) and the session
     stayed open. It is now a 503 naming it, the session is closed, and no reward is paid (the environment's failure

@@ -753,7 +753,7 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
 
     import uvicorn
 
-    from gymsmith.server.app import ServerSettings, create_app
+    from gymsmith.server.app import UVICORN_LIMITS, ServerSettings, create_app
 
     _positive(max_steps=max_steps, time_limit=time_limit)
     if store:
@@ -761,7 +761,7 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
                               idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None,
                               max_steps=max_steps, time_limit_s=time_limit)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", **UVICORN_LIMITS)
 
 
 @app.command("mcp")

@@ -40,7 +40,9 @@ from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 
-MAX_BODY_BYTES = 4 << 20  # a request body: a step's arguments are bounded far below this (docs/episodes.md)
+MAX_BODY_BYTES = 4 << 20  # a request body or WebSocket message: a step's arguments are far below this (docs/episodes.md)
+# for uvicorn.run / uvicorn.Config: the WebSocket protocol refuses a longer message as it arrives (its default is 16 MiB)
+UVICORN_LIMITS: dict[str, Any] = {"ws_max_size": MAX_BODY_BYTES}
 
 
 class ServerSettings(BaseModel):
@@ -109,6 +111,7 @@ class _Session:
         self.episode, self.task, self.env, self.key, self.lane = episode, episode.task, episode.env, key, lane
         self.last_used = time.monotonic()
         self.lock = threading.Lock()  # held by the one call of the session in progress (a step, a state read, a close)
+        self.websocket = False  # one WebSocket per session at a time (SessionManager.attach)
 
 
 class SessionManager:
@@ -242,6 +245,18 @@ class SessionManager:
                                 done=session.episode.over, state_hash=session.env.state_hash(), idle_s=0.0)
         return await self.call(sid, session, read)
 
+    def attach(self, session: _Session) -> bool:
+        """Take the session's one WebSocket place; False if another WebSocket holds it (a session's calls are one at a
+        time, so a second socket only adds messages to read: a hundred-and-fifty-seventh attacker's 6 sockets on one
+        session, each sending 15 MB messages, slowed another client's steps 23 times)."""
+        with self.lock:
+            taken, session.websocket = session.websocket, True
+        return not taken
+
+    def detach(self, session: _Session) -> None:
+        with self.lock:
+            session.websocket = False
+
     def close(self, sid: str) -> None:
         """Forget the session at once (later calls: 404), and close its environment after its call in progress; returns
         once it is closed."""
@@ -305,19 +320,38 @@ class BodyGuard:
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             await _refuse(send, 413, f"the body has {int(declared):,} bytes; at most {MAX_BODY_BYTES:,} are read")
             return
-        seen = 0
+        seen, refused, started = 0, False, False
 
         async def bounded() -> Any:
-            nonlocal seen
+            nonlocal seen, refused
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > MAX_BODY_BYTES:
+                refused = True
                 raise _TooLarge()
             return message
+
+        async def answer(message: Any) -> None:
+            nonlocal started
+            if not refused:
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+        # the app may catch the _TooLarge raised inside its body read and answer its own way (FastAPI answers 400,
+        # "error parsing the body"; a hundred-and-fifty-seventh attacker's chunked body met that): once refused, its
+        # answer is dropped and the 413 is the one sent
         try:
-            await self.app(scope, bounded, send)
+            await self.app(scope, bounded, answer)
         except _TooLarge:
+            pass
+        if refused and not started:
             await _refuse(send, 413, f"the body has more than {MAX_BODY_BYTES:,} bytes")
+
+
+def _message_bytes(raw: str | bytes) -> int:
+    if isinstance(raw, bytes):
+        return len(raw)
+    # a character is at most 4 bytes in UTF-8: the encoding is paid only for text that may be over the bound
+    return len(raw) if len(raw) * 4 <= MAX_BODY_BYTES else len(raw.encode("utf-8", "surrogatepass"))
 
 
 class _TooLarge(Exception):
@@ -435,7 +469,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.websocket("/sessions/{session_id}/ws")
     async def ws(websocket: WebSocket, session_id: str):
-        """Send StepRequest JSON messages, receive StepResponse JSON. Auth: the same headers as HTTP."""
+        """Send StepRequest JSON messages, receive StepResponse JSON. Auth: the same headers as HTTP. One WebSocket per
+        session (another is answered 409 and closed with 4409); a message longer than MAX_BODY_BYTES is answered 413 and the socket
+        closed with 1009, before it is parsed."""
         try:
             authorise(websocket.headers.get("authorization"))
             session = manager.get(session_id, websocket.headers.get("x-session-key"))
@@ -443,9 +479,25 @@ def create_app(settings: ServerSettings) -> FastAPI:
             await websocket.close(code=4000 + exc.status_code, reason=str(exc.detail)[:120])
             return
         await websocket.accept()
+        if not manager.attach(session):  # said in a message, since a refused handshake carries no reason
+            detail = f"session {session_id!r} already has a WebSocket open; one per session"
+            await websocket.send_json({"error": detail, "status": 409})
+            await websocket.close(code=4409, reason=detail[:120])
+            return
         try:
             while True:
-                raw = await websocket.receive_text()
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text, data = message.get("text"), message.get("bytes")
+                raw: str | bytes = text if isinstance(text, str) else data if isinstance(data, bytes) else b""
+                if _message_bytes(raw) > MAX_BODY_BYTES:  # checked before parsing (uvicorn's own bound is 16 MiB)
+                    await websocket.send_json({"error": f"message longer than {MAX_BODY_BYTES:,} bytes", "status": 413})
+                    await websocket.close(code=1009, reason="message too big")
+                    return
+                if session.lock.locked():  # an HTTP call of the session in progress: no parse to answer it
+                    await websocket.send_json({"error": BUSY, "status": 409})
+                    continue
                 try:
                     req = StepRequest.model_validate_json(raw)
                 except ValidationError as exc:
@@ -463,5 +515,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 await websocket.send_text(response.model_dump_json())
         except WebSocketDisconnect:
             pass
+        finally:
+            manager.detach(session)
 
     return app
