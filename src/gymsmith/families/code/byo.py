@@ -23,7 +23,6 @@ once the final state is one the verifier can run as the workspace would (`worksp
 from __future__ import annotations
 
 import fnmatch
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,6 @@ from pydantic_core import ErrorDetails
 
 from gymsmith.core.errors import GymsmithError, UngradableState
 from gymsmith.core.types import StartStateRef, TaskSpec
-from gymsmith.sandbox.base import CACHE_DIRS
 from gymsmith.families.code.grading import EditFacts, grade
 from gymsmith.families.code.task import FAMILY_VERSION
 from gymsmith.families.code.workspace_rules import (IMPORTABLE, changed_modules_process_reads, library_names,
@@ -369,20 +367,6 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
             read_as_the_interpreter_reads(path, text)
 
 
-def state_directories(root: Path) -> list[str]:
-    """Every directory of the final state the snapshot reads (not `.git`, not caches, not links), so
-    the job has each even when no file of it is in the job: the interpreter imports a directory as a namespace package,
-    so an empty one (or one of files the job leaves out) changes what `import x.y` does (a hundred-and-fifty-first
-    attacker's fix took the bug where `import shapes._m` found an empty `shapes/_m/`: accepted 0.961 on 5 of 5
-    repositories, pytest failing every FAIL_TO_PASS test)."""
-    out = []
-    for dirpath, dirnames, _ in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git" and d not in CACHE_DIRS
-                             and not os.path.islink(os.path.join(dirpath, d)))
-        out += [os.path.relpath(os.path.join(dirpath, d), root).replace(os.sep, "/") for d in dirnames]
-    return out
-
-
 def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
     """Final non-test files + the commit's own test-side files, run with pytest on FAIL_TO_PASS and PASS_TO_PASS.
     Raises UngradableState when the verifier cannot run the final state as the workspace would
@@ -406,7 +390,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
     # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
-                              path_first=True, directories=state_directories(Path(final_state_path)))
+                              path_first=True, directories=tree.directories)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)

@@ -77,6 +77,7 @@ class Tree:
     symlinks: dict[str, str] = field(default_factory=dict)       # path -> link target (never followed)
     special: dict[str, str] = field(default_factory=dict)        # path -> 'fifo' | 'socket' | 'device' | ...
     digests: dict[str, str] = field(default_factory=dict)        # files too large to read: a content hash
+    directories: list[str] = field(default_factory=list)         # every directory walked (not links), parents first
 
     def kind(self, path: str) -> str | None:
         """'file', 'symlink', a special kind, or None if absent."""
@@ -111,7 +112,9 @@ def scan_tree(root: Path, ignore: tuple[str, ...] = (".git",), max_text_bytes: i
     root = Path(root)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ignore and d not in CACHE_DIRS)
-        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        tree.directories += [os.path.relpath(os.path.join(dirpath, d), root) for d in dirnames if d not in links]
+        for name in sorted(filenames) + links:
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, root)
             try:
