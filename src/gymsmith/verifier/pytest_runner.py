@@ -104,19 +104,20 @@ class WarmPytest(WarmServer):
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
             extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False, config: str = "pytest.ini",
-            path_first: bool = False, directories: Sequence[str] = ()) -> TestRun:
+            path_first: bool = False, directories: Sequence[str] = (), hash_seed: int = 0) -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files` with `pytest.main`; per-test outcomes.
 
         `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
         `config`: the job's file pytest reads its configuration from (a default `pytest.ini` is written when the job
         has none). `path_first`: the job's directory first on `sys.path`, as `python -m pytest` runs. `directories`:
-        made in the job even when no file of `files` is in them.
+        made in the job even when no file of `files` is in them. `hash_seed`: the PYTHONHASHSEED the tests run under
+        (the server is started again when it changes; graded code runs under `drawkey.graded_hash_seed()`'s).
         `isolate`: `tests` are node ids, each run in its own process forked from the server before any code
         under test is imported; a process reports for its own test only, and a crash or hang costs that test
         (and, for a hang, the rest of `timeout`).
         """
         with self.lock:
-            self.ensure_started()
+            self.ensure_started(hash_seed)
             n, job_dir = self.jobs.write(files, {"pytest.ini": PYTEST_INI}, directories)
             started = time.perf_counter()
             try:

@@ -103,14 +103,17 @@ class WarmServer:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.runs = 0
         self.hello: dict[str, Any] = {}  # the server's ready line, as it said it (what it could prepare)
+        self.hash_seed = 0  # the PYTHONHASHSEED of the running server
 
     # -- lifetime (callers hold self.lock) ---------------------------------------------------------
-    def ensure_started(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            self._start()
+    def ensure_started(self, hash_seed: int = 0) -> None:
+        """A live server whose interpreter runs under PYTHONHASHSEED `hash_seed` (one under another is replaced)."""
+        if self._proc is None or self._proc.poll() is not None or self.hash_seed != hash_seed:
+            self._start(hash_seed)
 
-    def _start(self) -> None:
+    def _start(self, hash_seed: int = 0) -> None:
         self._stop()
+        self.hash_seed = hash_seed
         empty = sharedfs.scratch("runner-ws-")
         inside = f"{SERVER_DIR}/{self.script.name}"
         try:
@@ -122,7 +125,8 @@ class WarmServer:
         except SandboxError as exc:
             raise VerifierError(f"cannot start the test runner's sandbox: {exc}") from None
         # -P -s: no script directory on sys.path, no user site (the sandbox sets the whole environment)
-        self._proc = self._sandbox.spawn([self._sandbox.runtime.interpreter, "-P", "-s", inside])
+        self._proc = self._sandbox.spawn([self._sandbox.runtime.interpreter, "-P", "-s", inside],
+                                         env={"PYTHONHASHSEED": str(hash_seed)})
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, args=(self._proc.stdout, self._lines), daemon=True).start()
         hello = self._read(self.start_timeout_s)

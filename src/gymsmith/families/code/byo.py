@@ -16,13 +16,14 @@ both, and the solution must change the source.
 The agent gets the files of `commit` as a fresh repository with one commit (no history: a later fix can
 never be read from it). The verifier takes the final non-test files, restores every test-side file of `commit`
 (`is_test_or_config`: test files, conftest.py, pytest's configuration files, everything under a directory named
-`tests` or `test`, and the task's `test_files`), and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox,
+`tests` or `test`, the files the tests' node ids name and the task's `test_files`), and runs FAIL_TO_PASS and PASS_TO_PASS with pytest in its sandbox,
 once the final state is one the verifier can run as the workspace would (`workspace_runs_what_is_graded`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import glob
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,7 @@ from gymsmith.families.code.workspace_rules import (IMPORTABLE, changed_modules_
 from gymsmith.families.code.repo import MAX_TEXT_BYTES, PYTEST_CONFIGS, Tree, changed_lines, is_test_path, pristine_repo, scan_tree
 from gymsmith.families.code.tools import TOOL_SPECS
 from gymsmith.verifier.protocol import CheckResult
+from gymsmith.verifier.drawkey import graded_hash_seed, keyed_hash
 from gymsmith.verifier.pytest_runner import TestOutcome, shared_runner
 from gymsmith.verifier.service import DEFAULT_TIMEOUT_S
 
@@ -201,7 +203,8 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
     tests = [*spec.fail_to_pass, *spec.pass_to_pass]
     states = [("commit", spec.commit, start, True)]
     if spec.solution_commit:
-        solution = verifier_view(start, files_at(spec.repository, spec.solution_commit), spec.test_files)
+        solution = verifier_view(start, files_at(spec.repository, spec.solution_commit),
+                                 test_side_globs(spec.test_files, tests))
         states.append(("solution_commit", spec.solution_commit, solution, False))
     out = []
     config = pytest_config(start, tests)
@@ -257,17 +260,31 @@ TEST_DIRECTORIES = frozenset({"tests", "test"})
 ROOTDIR_FILES = PYTEST_CONFIGS | {"setup.py"}
 
 
+def test_side_globs(test_files: Sequence[str], tests: Sequence[str]) -> tuple[str, ...]:
+    """The globs of a task's test-side files beyond the conventional ones: its `test_files`, and each file its tests'
+    node ids name (`shapes/tests.py` of `shapes/tests.py::test_x`, under a `python_files` the configuration sets): a
+    hundred-and-fifty-eighth attacker changed only the expected value in such a file, the bug kept, and was accepted
+    1.0 on 3 of 3 layouts (`shapes/tests.py`, `checks/util_tests.py`, `spec/clamp_spec.py`)."""
+    return (*test_files, *sorted({glob.escape(t.split("::", 1)[0]) for t in tests}))
+
+
+def task_test_globs(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """`test_side_globs` of a repository task's metadata."""
+    return test_side_globs(metadata.get("test_files") or (), [*metadata["fail_to_pass"], *metadata["pass_to_pass"]])
+
+
 def is_test_or_config(path: str, test_files: Sequence[str] = ()) -> bool:
     """Test-side: a test file; a file pytest reads its configuration from (any of them, anywhere: a
     hundred-and-thirty-seventh attacker's new `.pytest.toml`, which pytest 9 reads first, put a buggy copy on the
     workspace's path while the verifier restored the task's configuration: accepted on 3 of 3 repositories); any file
     under a directory named `tests` or `test`, at any depth (a test's data and helpers: a hundred-and-forty-fifth
     attacker changed only the expected value in `shapes/tests/data/cases.json`, the bug kept, and was accepted 1.0 on
-    3 of 3 repositories); and any path matching one of the task's `test_files` globs. The verifier restores these
-    from the commit, and a change to one is tampering."""
+    3 of 3 repositories); and any path matching one of the globs `test_files` (a task's: `test_side_globs`, its own
+    and the files its tests' node ids name). The verifier restores these from the commit, and a change to one is
+    tampering."""
     parts = path.split("/")
     return (is_test_path(path) or parts[-1] in ROOTDIR_FILES or any(p in TEST_DIRECTORIES for p in parts[:-1])
-            or any(fnmatch.fnmatchcase(path, glob) for glob in test_files))
+            or any(fnmatch.fnmatchcase(path, pattern) for pattern in test_files))
 
 
 # the test job's deadline, with the runner's 15 s grace, stays under the verifier service's: code that hangs fails
@@ -308,7 +325,7 @@ def prepare_repository_task(task: TaskSpec) -> Prepared:
     if solution:  # what the known fix changes is what a fix needs
         after = files_at(Path(task.metadata["repository"]), solution)
         fixed = [p for p in set(start) | set(after)
-                 if start.get(p) != after.get(p) and not is_test_or_config(p, task.metadata.get("test_files") or ())]
+                 if start.get(p) != after.get(p) and not is_test_or_config(p, task_test_globs(task.metadata))]
         needed = sum(changed_lines(start.get(p) or "", after.get(p) or "") for p in fixed)
         reference.update({p: after.get(p) or "" for p in fixed})
     if len(_PREPARED) >= MAX_PREPARED:
@@ -373,7 +390,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     (`workspace_runs_what_is_graded`)."""
     prepared = prepare_repository_task(task)
     start, needed = prepared.start, prepared.needed
-    test_files = task.metadata.get("test_files") or ()
+    test_files = task_test_globs(task.metadata)
     tree = scan_tree(Path(final_state_path))
     workspace_runs_what_is_graded(tree, start, test_files)
     final = tree.as_text()
@@ -389,8 +406,13 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     # one pytest session, as `python -m pytest <ids>` runs them: what the code keeps between calls carries from test
     # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
     # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
+    # under the key's hash seed, as generated tasks' graded code runs (`drawkey.keyed_hash`): every sandbox's is 0, which
+    # the agent reads in its own (`hash('x') == <its value there>`: a hundred-and-fifty-eighth attacker took the fix
+    # only there, accepted 0.97 on 3 of 3 layouts, pytest under a random seed failing FAIL_TO_PASS)
+    with keyed_hash():
+        seed = graded_hash_seed()
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
-                              path_first=True, directories=tree.directories)
+                              path_first=True, directories=tree.directories, hash_seed=seed)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)

@@ -29,14 +29,14 @@ class CodeOracle(ScriptedAgent):
     def _fix(self) -> tuple[dict[str, str], dict[str, str]]:
         """(the changed files at the start, the same files fixed)."""
         if self.task.metadata.get("source") == "repository":
-            from gymsmith.families.code.byo import files_at, is_test_or_config, repository_files
+            from gymsmith.families.code.byo import files_at, is_test_or_config, repository_files, task_test_globs
 
             solution = self.task.metadata.get("solution_commit")
             if not solution:
                 raise ValueError("this task file has no solution_commit, so there is no oracle for it")
             start = repository_files(self.task)
             after = files_at(Path(self.task.metadata["repository"]), solution)
-            tests = self.task.metadata.get("test_files") or ()
+            tests = task_test_globs(self.task.metadata)
             changed = [p for p in set(start) | set(after) if start.get(p) != after.get(p) and not is_test_or_config(p, tests)]
             return {p: start.get(p, "") for p in changed}, {p: after.get(p, "") for p in changed}
         ct = code_task(self.task)
