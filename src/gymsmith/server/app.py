@@ -17,6 +17,7 @@ import contextlib
 import ipaddress
 import json
 import math
+import re
 import secrets
 import threading
 import time
@@ -29,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from gymsmith.envs.base import MAX_ARGUMENTS_CHARS
 from gymsmith.core.errors import GymsmithError, is_infrastructure
 from gymsmith.core.types import Action, EndReason, Observation, Reward, TaskSpec, ToolSpec
 from gymsmith.registry import get_family, list_families
@@ -40,9 +42,18 @@ from gymsmith.store.sql import TrajectoryStore
 from gymsmith.verifier.service import VerifierService
 
 
-MAX_BODY_BYTES = 4 << 20  # a request body or WebSocket message: a step's arguments are far below this (docs/episodes.md)
-# for uvicorn.run / uvicorn.Config: the WebSocket protocol refuses a longer message as it arrives (its default is 16 MiB)
-UVICORN_LIMITS: dict[str, Any] = {"ws_max_size": MAX_BODY_BYTES}
+MAX_BODY_BYTES = 4 << 20  # a request body (a task sent in full to open a session)
+# a step's body or WebSocket message: a step's arguments are at most MAX_ARGUMENTS_CHARS characters, each at most 6 bytes
+# as JSON (a \uXXXX escape), so no valid step is refused; parsing costs the event loop time by the message's size (a
+# hundred-and-fifty-ninth attacker's 4 MiB of empty objects took 0.48 s to parse, and made another client's steps 1-2 s)
+MAX_STEP_BYTES = 6 * MAX_ARGUMENTS_CHARS + (64 << 10)
+# a WebSocket step message with more JSON objects and arrays is refused before it is parsed: parsing costs by the
+# object (`_json_containers`), and no tool's arguments come near it
+MAX_STEP_VALUES = 1 << 16
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: linear, and fast on long strings
+# for uvicorn.run / uvicorn.Config: the WebSocket protocol refuses a longer message as it arrives (its default is
+# 16 MiB), and takes no compressed messages (with permessage-deflate, the same attacker's 4 MiB message cost 4 kB to send)
+UVICORN_LIMITS: dict[str, Any] = {"ws_max_size": MAX_STEP_BYTES, "ws_per_message_deflate": False}
 
 
 class ServerSettings(BaseModel):
@@ -286,7 +297,7 @@ ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (whe
           "the server's store.", 409: "The task given is not one this server's family generates.",
           422: "The request does not match the schema, or the generator refused the knobs.",
           429: "Session limit reached; close one or retry later (see Retry-After).",
-          413: f"The body is longer than {MAX_BODY_BYTES:,} bytes.",
+          413: f"The body is longer than {MAX_BODY_BYTES:,} bytes ({MAX_STEP_BYTES:,} for a step).",
           503: "The session's environment failed (an infrastructure error, no reward); the session is closed."}
 BUSY = "Another call of this session is in progress; send the next call after its response."
 
@@ -300,7 +311,8 @@ SESSION_LINKS = {"Step": {"operationId": "step_sessions__session_id__step_post",
 
 class BodyGuard:
     """Before any body is read: a request to a session route without the bearer token the server requires is a 401,
-    and a body longer than MAX_BODY_BYTES a 413 (declared, or counted as it arrives). A hundred-and-fifty-fifth
+    and a body longer than MAX_BODY_BYTES (MAX_STEP_BYTES for a step) a 413 (declared, or counted as it arrives; a route
+    that takes no body never reads one). A hundred-and-fifty-fifth
     attacker's unauthenticated 100 MB bodies were read and parsed before the token check: 3 GB of the server's memory,
     and the authorised client's steps waited 28 s."""
 
@@ -316,9 +328,10 @@ class BodyGuard:
             await _refuse(send, 401, "missing or wrong bearer token (Authorization: Bearer ...)",
                           [(b"www-authenticate", b"Bearer")])
             return
+        bound = MAX_STEP_BYTES if scope["path"].endswith("/step") else MAX_BODY_BYTES
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            await _refuse(send, 413, f"the body has {int(declared):,} bytes; at most {MAX_BODY_BYTES:,} are read")
+        if declared.isdigit() and int(declared) > bound:
+            await _refuse(send, 413, f"the body has {int(declared):,} bytes; at most {bound:,} are read")
             return
         seen, refused, started = 0, False, False
 
@@ -326,7 +339,7 @@ class BodyGuard:
             nonlocal seen, refused
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > MAX_BODY_BYTES:
+            if seen > bound:
                 refused = True
                 raise _TooLarge()
             return message
@@ -344,14 +357,26 @@ class BodyGuard:
         except _TooLarge:
             pass
         if refused and not started:
-            await _refuse(send, 413, f"the body has more than {MAX_BODY_BYTES:,} bytes")
+            await _refuse(send, 413, f"the body has more than {bound:,} bytes")
+
+
+def _json_containers(raw: str | bytes) -> int:
+    """How many JSON objects and arrays `raw` holds (its `{` and `[` outside strings), counted exactly only past
+    MAX_STEP_VALUES of those characters anywhere. Objects and arrays are what parsing pays for most (1.6 MB of empty
+    objects: 0.28 s; of integers or empty strings, 0.07 s and 0.03 s)."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    rough = text.count("{") + text.count("[")
+    if rough <= MAX_STEP_VALUES:
+        return rough
+    bare = _JSON_STRING.sub('""', text)
+    return bare.count("{") + bare.count("[")
 
 
 def _message_bytes(raw: str | bytes) -> int:
     if isinstance(raw, bytes):
         return len(raw)
     # a character is at most 4 bytes in UTF-8: the encoding is paid only for text that may be over the bound
-    return len(raw) if len(raw) * 4 <= MAX_BODY_BYTES else len(raw.encode("utf-8", "surrogatepass"))
+    return len(raw) if len(raw) * 4 <= MAX_STEP_BYTES else len(raw.encode("utf-8", "surrogatepass"))
 
 
 class _TooLarge(Exception):
@@ -470,8 +495,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.websocket("/sessions/{session_id}/ws")
     async def ws(websocket: WebSocket, session_id: str):
         """Send StepRequest JSON messages, receive StepResponse JSON. Auth: the same headers as HTTP. One WebSocket per
-        session (another is answered 409 and closed with 4409); a message longer than MAX_BODY_BYTES is answered 413 and the socket
-        closed with 1009, before it is parsed."""
+        session (another is answered 409 and closed with 4409); a message longer than MAX_STEP_BYTES is answered 413 and the socket
+        closed with 1009, and one of more than MAX_STEP_VALUES JSON objects and arrays answered 413, before it is parsed."""
         try:
             authorise(websocket.headers.get("authorization"))
             session = manager.get(session_id, websocket.headers.get("x-session-key"))
@@ -491,10 +516,15 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     return
                 text, data = message.get("text"), message.get("bytes")
                 raw: str | bytes = text if isinstance(text, str) else data if isinstance(data, bytes) else b""
-                if _message_bytes(raw) > MAX_BODY_BYTES:  # checked before parsing (uvicorn's own bound is 16 MiB)
-                    await websocket.send_json({"error": f"message longer than {MAX_BODY_BYTES:,} bytes", "status": 413})
+                if _message_bytes(raw) > MAX_STEP_BYTES:  # checked before parsing (uvicorn's own bound is 16 MiB)
+                    await websocket.send_json({"error": f"message longer than {MAX_STEP_BYTES:,} bytes", "status": 413})
                     await websocket.close(code=1009, reason="message too big")
                     return
+                if _json_containers(raw) > MAX_STEP_VALUES:  # a hundred-and-fifty-ninth attacker's parse bomb
+                    await websocket.send_json({"error": f"message with more than {MAX_STEP_VALUES:,} JSON objects "
+                                                        "and arrays",
+                                               "status": 413})
+                    continue
                 if session.lock.locked():  # an HTTP call of the session in progress: no parse to answer it
                     await websocket.send_json({"error": BUSY, "status": 409})
                     continue
