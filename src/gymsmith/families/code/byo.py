@@ -384,6 +384,36 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
             read_as_the_interpreter_reads(path, text)
 
 
+def source_roots(start: Mapping[str, str]) -> tuple[str, ...]:
+    """Top-level directories that are no package but hold one (`src/shapes/__init__.py`): a src layout, whose packages
+    the repository's configuration puts on the path and its code imports by their own names."""
+    tops = {p.split("/", 1)[0] for p in start if "/" in p}
+    return tuple(sorted(d for d in tops if f"{d}/__init__.py" not in start and d not in TEST_DIRECTORIES
+                        and any(p.startswith(f"{d}/") and p.count("/") == 2 and p.endswith("/__init__.py")
+                                for p in start)))
+
+
+def _process_reads_as_imported(sources: dict[str, str], start: Mapping[str, str],
+                               reference: Mapping[str, str]) -> list[str]:
+    """`changed_modules_process_reads` with each file named as its module is imported: under a source root
+    (`source_roots`) without the root, so `from shapes.other import top` in `src/shapes/util.py` is the own import it is
+    (read through as one), not a foreign module's (an honest src-layout fix importing a sibling was a violation). The
+    phrases name the files' own paths. Unchanged when two files would be one module."""
+    roots = source_roots(start)
+
+    def imported_as(path: str) -> str:
+        root = next((r for r in roots if path.startswith(f"{r}/")), None)
+        return path[len(root) + 1:] if root is not None else path
+    paths = set(sources) | set(start) | set(reference)
+    if len({imported_as(p) for p in paths}) < len(paths):
+        roots = ()
+    back = {imported_as(p): p for p in paths}
+    graded, before, known = ({imported_as(p): t for p, t in files.items()} for files in (sources, start, reference))
+    own = frozenset(module_name(p.split("/", 1)[0]) for p in before)
+    reads = changed_modules_process_reads(graded, dict[str, str | None](before), known, own)
+    return [f"{back.get(path, path)} {phrase}" for path, _, phrase in (r.partition(" ") for r in reads)]
+
+
 def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResult:
     """Final non-test files + the commit's own test-side files, run with pytest on FAIL_TO_PASS and PASS_TO_PASS.
     Raises UngradableState when the verifier cannot run the final state as the workspace would
@@ -401,8 +431,7 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     # verifier's per-test process) took the fix there only, accepted 0.94-0.97 on 4 of 4 repositories. Read before the
     # tests run, so its bounded time (READ_BUDGET_S) and the tests' deadline stay inside the service's wall-clock limit
     sources = {p: t for p, t in job.items() if p.endswith(".py") and not is_test_or_config(p, test_files)}
-    own = frozenset(module_name(p.split("/", 1)[0]) for p in start)
-    reads = changed_modules_process_reads(sources, dict(start), prepared.reference, own)
+    reads = _process_reads_as_imported(sources, start, prepared.reference)
     # one pytest session, as `python -m pytest <ids>` runs them: what the code keeps between calls carries from test
     # to test there too (in a process per test, a hundred-and-forty-eighth attacker's fix right only on a process's
     # first call was accepted 0.967 on 4 of 4 repositories, pytest failing every FAIL_TO_PASS test but the first)
