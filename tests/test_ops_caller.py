@@ -319,6 +319,8 @@ def test_a_mention_of_the_email_is_no_request(message):
     "Shall I refund USD \u202e81.00\u202c?", "Shall I refund \u202e8100\u202c cents?",  # shown as "00.18", "0018"
     "Shall I refund $81.00?" + " a" + "\u0301" * 20,  # a run of combining marks
     "Shall I refund $81.00?\u2028OK?",  # a line separator
+    "Shall I refund $81.00?\rThank you for your patience.",  # a bare carriage return: shown as the courtesy alone
+    "Shall I refund \u1680$81.00?",  # an Ogham space mark, read as a space, drawn as a stroke (a minus)
 ])
 def test_an_amount_shown_otherwise_than_it_is_read_is_no_agreement(message):
     """The customer agrees only to an amount stated in ASCII digits, in a message shown as it is read: a
@@ -327,6 +329,15 @@ def test_an_amount_shown_otherwise_than_it_is_read_is_no_agreement(message):
     _, disclosed, agreed = caller.answer(FACTS, message, 0)
     assert agreed is None and caller.AGREEMENT not in disclosed
     assert caller.answer(FACTS, "Shall I refund $81.00?", 0)[2] == 8100
+
+
+def test_a_request_hidden_from_the_reader_is_not_read():
+    """A hundred-and-sixtieth attacker's "Your e-mail address?\rThank you for your patience." displays as the courtesy
+    alone (the carriage return sends the cursor back), yet the customer gave the e-mail. A carriage return is read
+    only before a line feed."""
+    reply, disclosed, _ = caller.answer(FACTS, "Your e-mail address?\rThank you for your patience.", 0)
+    assert disclosed == [] and "can't make out" in reply
+    assert caller.answer(FACTS, "Thank you.\r\nWhat is your e-mail address?", 0)[1] == [caller.EMAIL]
 
 
 def test_a_long_run_of_combining_marks_is_not_read():

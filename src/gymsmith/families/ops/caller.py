@@ -113,6 +113,7 @@ MAX_READ = 4_000  # characters the customer reads of a message once normalised (
 _CHUNK = 256
 MAX_MARKS = 8  # combining marks in a row a message may hold (a script stacks a few on a letter)
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BARE_CR = re.compile(r"\r(?!\n)")
 _UNREADABLE = "Sorry, your message has characters I can't make out. Could you write it plainly?"
 _TOO_LONG = "Sorry, that's too much for me to take in at once. Could you keep it short?"
 _OPENINGS = ("Hi, I think I was charged twice for one of my orders. Can you sort it out?",
@@ -192,13 +193,17 @@ def stated_amounts(text: str) -> tuple[list[int], bool, str]:
 def readable(text: str) -> tuple[str | None, str]:
     """(the message as the customer reads it, or None; the reply when it is not read).
 
-    Read: NFKC-normalised, dashes unified, lower case, "\\r" and tabs as line breaks and spaces. Not read: a message
-    with a control, format, private-use, unassigned or surrogate character (besides line breaks and tabs), a line or
-    paragraph separator, or more than MAX_MARKS combining marks in a row: what a reader is shown of such a message is
+    Read: NFKC-normalised, dashes unified, lower case, "\\r\\n" and tabs as line breaks and spaces. Not read: a message
+    with a control, format, private-use, unassigned or surrogate character (besides line breaks and tabs), a carriage
+    return not followed by a line feed, a line or paragraph separator, a space that NFKC leaves other than a space
+    (U+1680, drawn as a stroke), or more than MAX_MARKS combining marks in a row: what a reader is shown of such a message is
     not what the grammar would read (a hundred-and-forty-ninth attacker's "Shall I refund USD \\u202e81.00\\u202c?"
     displays as "USD 00.18" and was agreed to as 81.00; a hundred-and-forty-sixth's NUL took the reader's own amount
-    mark), and NFKC's reordering of a long run of marks is quadratic; nor a message longer than MAX_READ characters
+    mark; a hundred-and-sixtieth's "Your e-mail address?\\rThank you." showed the courtesy alone, and "refund
+    \\u1680$X" a minus), and NFKC's reordering of a long run of marks is quadratic; nor a message longer than MAX_READ characters
     once normalised."""
+    if _BARE_CR.search(text):  # a carriage return alone sends the cursor back: what follows hides what came before
+        return None, _UNREADABLE
     if text.isascii():
         if _ASCII_CONTROL.search(text):
             return None, _UNREADABLE
@@ -206,7 +211,8 @@ def readable(text: str) -> tuple[str | None, str]:
         marks = 0
         for ch in text:
             category = unicodedata.category(ch)
-            if (category[0] == "C" and ch not in "\n\r\t") or category in ("Zl", "Zp"):
+            if (category[0] == "C" and ch not in "\n\r\t") or category in ("Zl", "Zp") \
+                    or category == "Zs" and ch != " " and unicodedata.normalize("NFKC", ch) != " ":
                 return None, _UNREADABLE
             marks = marks + 1 if category[0] == "M" else 0
             if marks > MAX_MARKS:
