@@ -152,3 +152,24 @@ def test_a_pytest_job_can_change_nothing_of_the_server_for_the_next():
         second = warm.run({"tests/test_look.py": look}, ["tests"])
     assert first.outcomes == {"tests/test_leave.py::test_leave": "passed"}, first
     assert second.outcomes == {"tests/test_look.py::test_look": "passed"}, second
+
+
+def test_code_under_test_has_the_frames_left_it_has_under_python_m_pytest():
+    """Code can count the frames it has left by recursing to RecursionError (pure code, no rule can read it). The warm
+    runner called `pytest.main` from its own frames, so the count was one below `python -m pytest`'s: a
+    hundred-and-sixty-first attacker's repository fix held only at the runner's count (accepted 0.96 on 3 of 3, pytest
+    failing FAIL_TO_PASS). The runner now moves its recursion limit so that the count, in a test and in a function a
+    test calls, is `python -m pytest`'s in the same runtime."""
+    probe = "def left(n=0):\n    try:\n        return left(n + 1)\n    except RecursionError:\n        return n\n"
+    counts = range(900, 1000)
+    tests = "from probe import left\n\n\n" + "".join(
+        f"def test_at_{k}():\n    assert left() == {k}\n\n\ndef test_inside_{k}():\n    assert (lambda: left())() == {k}\n\n\n"
+        for k in counts)
+    files = {"probe.py": probe, "tests/test_depth.py": tests}
+
+    def passed(run) -> list[str]:
+        return sorted(t.split("::")[1] for t, o in run.outcomes.items() if o is TestOutcome.PASSED)
+    fresh = passed(fresh_pytest(files, ["tests"]))
+    with WarmPytest() as warm:
+        served = passed(warm.run(files, ["tests"], path_first=True))
+    assert len(fresh) == 2 and served == fresh, (served, fresh)

@@ -53,6 +53,11 @@ class Collector:
 
 
 
+# what `python -m pytest` counts against the recursion limit above pytest's `_main`: runpy's `_run_module_as_main` and
+# `_run_code`, its `exec` (a C call the interpreter counts), pytest's `__main__` and `_console_main`
+PYTHON_M_PYTEST_LEVELS = 5
+
+
 def run_child(job, write_fd):
     os.setpgid(0, 0)
     # before the code under test: nothing it writes outlives this job, and in a pid namespace of its own it can name
@@ -69,6 +74,14 @@ def run_child(job, write_fd):
         sys.path.insert(0, there)
     collector = Collector(write_fd)
     error = None
+    # the frames code under test has left, as under `python -m pytest` (the task's command, in the same runtime): what
+    # sits above pytest's `_main` there is PYTHON_M_PYTEST_LEVELS; here this server's frames and `pytest.main`. Code counts them
+    # by recursing to RecursionError (pure code, no rule can see it): a hundred-and-sixty-first attacker's fix held
+    # only at this runner's count, one below `python -m pytest`'s (accepted 0.96 on 3 of 3 repositories)
+    depth, frame = 1, sys._getframe()
+    while frame.f_back is not None:
+        depth, frame = depth + 1, frame.f_back
+    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1 - PYTHON_M_PYTEST_LEVELS)  # +1: `pytest.main`
     try:
         code = int(pytest.main(args, plugins=[collector]))
     except BaseException as exc:  # noqa: BLE001 - report what was seen before the crash
