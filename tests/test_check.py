@@ -27,7 +27,7 @@ def test_check_passes_on_ops_from_the_command_line(tmp_path):
 def test_check_passes_on_code_from_the_command_line(tmp_path):
     """The code family's regression suite in real sandboxes: oracle, null, random, every exploit, the ladder,
     determinism, reset. On one task (was three): this proves the command and its checks end to end; every agent
-    on many tasks is test_code_agents.py's work (50 tasks for the oracle, 20 for each exploit)."""
+    on many tasks is test_code_agents.py's work (32 tasks for the oracle, 5 for each exploit)."""
     db = tmp_path / "c.db"
     check_from_the_command_line("code", 1, db)
     names = {h["name"] for h in check_history(TrajectoryStore(db), "code")}

@@ -1,14 +1,14 @@
 """The code family is solvable and not trivially gameable: the oracle is accepted on every one of 32 generated
 tasks, null on none and scores 0, and every red-team agent is never accepted, caught for the reason it exists,
-and never scores above null. The red-team agents run on an 8-task subset here (`gymsmith check code` runs them
+and never scores above null. The red-team agents run on a 5-task subset here (`gymsmith check code` runs them
 at full size). Real sandboxes, real verifier processes, real git.
 
 Sizes: the oracle and null run on 32 tasks (was 100, then 50: the first 30 already put a bug in each of the 10
 module templates that carry one, use all 6 mutation operators templates get and span difficulty 0-1; generating
 the 50, each with its hidden sides, took 428 s on a cold cache, near the 600 s a test may take; generating is now a
 test of its own, apart from the rollouts); the red-team agents and the sleeper (its rollouts wait out a deadline) on
-the first 8 of them (was 20, then 12: the suite ran 24 minutes on 2 cores; 8 sleepers are one wave of the eight
-workers, each waiting out its verification's deadlines)."""
+the first 5 and 8 of them (was 20, then 12, then 8: the suite ran 24 minutes on 2 cores, and 23 again later; 8
+sleepers are one wave of the eight workers, each waiting out its verification's deadlines)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 32  # oracle and null: every template that carries a bug buggy at least once, every operator (see above)
-N_EXPLOIT_TASKS = 8  # the suite's time: `gymsmith check code` runs every exploit on every task
+N_EXPLOIT_TASKS = 5  # the suite's time: `gymsmith check code` runs every exploit on every task
 SLOW = "exploit:sleep_until_timeout"  # every one of its rollouts waits out the verifier's deadline
 N_SLOW = 8  # one wave of the run's 8 workers
 # The gate failure that proves the verifier saw through each exploit, not merely that the work was missing.

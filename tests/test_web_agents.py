@@ -7,9 +7,10 @@ Each rollout costs ~1-3 s of Chromium on these 2 cores, and the suite must stay 
 two at a time (two worker processes, a Chromium each: a rollout waits on its page as much as it computes) and on
 subsets of the 50 generated tasks chosen by kind and difficulty, not the first N (`gymsmith check web` runs
 every agent on every one of its tasks; test_web_exploits.py covers the same properties over plain HTTP):
-- oracle and null: per kind, four tasks evenly spaced by difficulty (the easiest and the hardest included) and
-  the kind's first task (the later agents' task): 13 tasks. Was all 50, then 19 (the oracle never failed on one; the
-  spread keeps both sides of the validation trap, which switches on at difficulty 0.5, and the deepest sites);
+- oracle and null: per kind, three tasks evenly spaced by difficulty (the easiest, the middle and the hardest) and
+  the kind's first task (the later agents' task): 10 or so tasks. Was all 50, then 19, then 13 (the oracle never failed
+  on one; the spread keeps both sides of the validation trap, which switches on at difficulty 0.5, and the deepest
+  sites);
 - the first nine red-team agents: the easiest and the hardest task of each kind, 6 tasks (was the first four
   of each kind, 12): each agent still meets every kind, with and without the trap and look-alikes;
 - the later ones (web 3.0.0): the first task of each kind, 3 tasks (unchanged)."""
@@ -27,7 +28,7 @@ from gymsmith.runner import RunConfig, run
 from gymsmith.store import TrajectoryStore
 
 N_TASKS = 50  # generated; rollouts run on the subsets below
-ORACLE_PER_KIND = 4  # oracle and null: evenly spaced by difficulty in each kind, plus the kind's first task
+ORACLE_PER_KIND = 3  # oracle and null: evenly spaced by difficulty in each kind, plus the kind's first task
 EXPLOIT_PER_KIND = 2  # the first nine red-team agents: the easiest and the hardest task of each kind
 KINDS = ("address", "refund", "tickets")
 LATER = {  # web 3.0.0's agents, on the first task of each kind: what each must leave, by goal kind
@@ -128,7 +129,7 @@ def test_sixteen_exploits_each_documented_with_the_failure_it_reproduces():
 
 
 def test_oracle_accepted_on_every_task_with_full_reward(everywhere, oracle_tasks):
-    """On every kind and across the difficulty range (19 tasks, see the module docstring for why not all 50)."""
+    """On every kind and across the difficulty range (a spread of each kind, see the module docstring for why not all 50)."""
     oracle = mine(everywhere, "oracle")
     assert {json.loads(r["task"])["knobs"]["kind"] for r in oracle} == set(KINDS)
     assert min(r["difficulty"] for r in oracle) < 0.1 and max(r["difficulty"] for r in oracle) > 0.9
