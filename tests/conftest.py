@@ -230,7 +230,9 @@ class Running:
 
     def __init__(self, uvicorn_limits: bool = True, **settings):
         """uvicorn_limits: start uvicorn with the limits `gymsmith serve` gives it (UVICORN_LIMITS); without them the
-        app's own bounds are the only ones."""
+        app's own bounds are the only ones. Held-out tasks are served unless `allow_heldout=False` is given: the tests
+        that are not about the split take their seeds as they come."""
+        settings.setdefault("allow_heldout", True)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

@@ -86,7 +86,8 @@ def by_mcp(task, actions, max_steps, tmp_path):
 
     async def drive():
         params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", "ops", "--task", str(path),
-                                                                      "--policy", POLICY, "--max-steps", str(max_steps)])
+                                                                      "--policy", POLICY, "--max-steps", str(max_steps),
+                                                                      "--allow-heldout"])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()

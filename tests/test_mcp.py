@@ -12,8 +12,12 @@ from gymsmith.families.ops.generator import generate_world
 from gymsmith.registry import get_family
 
 
+# these tests are not about the split: their tasks are served whichever it is (test_a_held_out_task_is_refused...)
+SPLIT = ("--allow-heldout",)
+
+
 async def _drive(args, calls):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args, *SPLIT])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
@@ -79,7 +83,7 @@ async def _play(args, task, agent):
     (the first from a `goto /login`: the page a reset shows)."""
     from gymsmith.core.types import Action, Observation
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args, *SPLIT])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -108,7 +112,7 @@ def test_a_web_task_through_mcp_runs_its_browser_off_the_event_loop(tmp_path):
 
 
 async def _submit_together(args, calls, n):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gymsmith.cli", "mcp", *args, *SPLIT])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -153,3 +157,18 @@ def test_calls_queued_when_the_session_ends_are_dropped():
         session.close()
         outcomes = [c.exception(timeout=30) for c in calls]
     assert 1 <= len(session.episode.steps) <= 2 and sum(e is not None for e in outcomes) >= 6, outcomes
+
+
+def test_a_held_out_task_is_refused_unless_the_server_is_for_evaluation():
+    """Held-out tasks never train: `gymsmith mcp` served any task (a hundred-and-sixty-second attacker was paid for a
+    held-out task through `gymsmith serve`, the same rule). A held-out task is refused with a one-line error and exit
+    2 unless `--allow-heldout` (an evaluation); a train task is served."""
+    import subprocess
+
+    from gymsmith.registry import split_of
+    from gymsmith.core.types import Split
+
+    held = next(s for s in range(50) if split_of(get_family("ops").generate(s).id) is Split.HELDOUT)
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "mcp", "ops", "--seed", str(held)], capture_output=True,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and "held-out split" in out.stderr and "--allow-heldout" in out.stderr, out.stderr

@@ -366,6 +366,31 @@ def test_a_chunked_body_over_the_bound_is_a_413():
         assert httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 1}).status_code == 201
 
 
+def test_a_body_of_many_values_is_refused_before_it_is_parsed():
+    """What parsing and validating a body costs grows with its values: a hundred-and-sixty-second attacker's
+    `{"family": "ops", "task": {"tools": [0, 0, ...]}}` (one validation error per item, each made a dict on the event
+    loop) held every client 76 s with 4 MB, and 1.6 MB of empty objects in a step 0.27 s. A body opening a session
+    with more than MAX_OPEN_VALUES JSON values, or a step with more than MAX_STEP_VALUES objects and arrays, is a 413
+    before it is parsed; the same bytes in a text are parsed and answered."""
+    from gymsmith.server.app import MAX_OPEN_VALUES, MAX_STEP_VALUES
+
+    with Running(max_sessions=1) as s:
+        many = '{"family": "ops", "task": {"tools": [' + "0," * MAX_OPEN_VALUES + "0]}}"
+        reply = httpx.post(f"{s.url}/sessions", content=many, headers={"Content-Type": "application/json"})
+        assert reply.status_code == 413 and "JSON values" in reply.json()["detail"], reply.text
+        in_a_text = json.dumps({"family": "ops", "task": {"goal": "0," * MAX_OPEN_VALUES}})
+        assert httpx.post(f"{s.url}/sessions", content=in_a_text,
+                          headers={"Content-Type": "application/json"}).status_code == 422
+        created = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 4}).json()
+        headers = {"X-Session-Key": created["session_key"], "Content-Type": "application/json"}
+        objects = '{"tool": "get_status", "arguments": {"x": [' + "{}," * MAX_STEP_VALUES + "{}]}}"
+        reply = httpx.post(f"{s.url}/sessions/{created['session_id']}/step", content=objects, headers=headers)
+        assert reply.status_code == 413 and "objects and arrays" in reply.json()["detail"], reply.text
+        step = httpx.post(f"{s.url}/sessions/{created['session_id']}/step", headers=headers,
+                          content=json.dumps({"tool": "get_status", "arguments": {}}))
+        assert step.status_code == 200 and step.json()["observation"]["error"] is None
+
+
 @pytest.mark.parametrize("uvicorn_limits", [True, False], ids=["as-served", "app-alone"])
 def test_a_websocket_message_over_the_bound_is_refused_unparsed(uvicorn_limits):
     """WebSocket messages skipped the body bound (uvicorn's own is 16 MiB): the same attacker's 10 MB message was
@@ -457,3 +482,24 @@ def test_an_infrastructure_failure_is_a_503_that_closes_the_session(monkeypatch)
         assert s.app.state.manager.sessions == {}
         with pytest.raises(RemoteError, match="HTTP 404"):
             remote.step(Action(tool="get_status"))
+
+
+def test_a_held_out_task_is_refused_unless_the_server_is_for_evaluation():
+    """A hundred-and-sixty-second attacker opened ops seed 5 (a held-out task) from its seed alone, played it and was
+    paid 1.0: a trainer on the server would train on what `gymsmith eval` measures. A session on a held-out task is now
+    refused with a 403 naming the split, however the task is asked for (seed, task, task id), unless the server is
+    started with --allow-heldout; train tasks open."""
+    from gymsmith.registry import split_of
+
+    ops = get_family("ops")
+    split = {s: split_of(ops.generate(s).id) for s in range(20)}
+    held, train = next(s for s in split if split[s] is Split.HELDOUT), next(s for s in split if split[s] is Split.TRAIN)
+    with Running(allow_heldout=False, max_sessions=2) as s:
+        refused = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": held})
+        assert refused.status_code == 403 and "held-out split" in refused.json()["detail"], refused.text
+        task = json.loads(ops.generate(held).model_dump_json())
+        assert httpx.post(f"{s.url}/sessions", json={"family": "ops", "task": task}).status_code == 403
+        opened = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": train})
+        assert opened.status_code == 201, opened.text
+    with Running(allow_heldout=True, max_sessions=1) as s:
+        assert httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": held}).status_code == 201

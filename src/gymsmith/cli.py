@@ -22,9 +22,9 @@ from gymsmith.agents.model import ModelAgentConfig
 from gymsmith.cli_support import (OneLineErrors, emit_json, error_line, fail, id_column, open_store, preflight,
                                   print_table, require_runs)
 from gymsmith.core import logs
-from gymsmith.core.errors import GymsmithError, StoreError
-from gymsmith.core.types import RolloutStatus
-from gymsmith.registry import TaskSetSpec, build_taskset, get_family, list_families, split_of
+from gymsmith.core.errors import GymsmithError, SplitPolicyError, StoreError
+from gymsmith.core.types import RolloutStatus, Split
+from gymsmith.registry import DEFAULT_HELDOUT_FRACTION, TaskSetSpec, build_taskset, get_family, list_families, split_of
 from gymsmith.repos.cli import repos_app
 from gymsmith.runner.episode import DEFAULT_MAX_RECORD_BYTES
 from gymsmith.runner.driver import run as run_config
@@ -362,6 +362,9 @@ _MAX_STEPS = typer.Option(300, help="Step limit per rollout.")
 _SESSION_TIME_LIMIT = typer.Option(None, help="Seconds an episode may last (none by default: the client's model sets "
                                    "the pace); the call that passes it ends the episode, verified.")
 _POLICY = typer.Option(DEFAULT_POLICY, help="shaped | sparse | shaped_gated")
+_ALLOW_HELDOUT = typer.Option(False, help="Serve held-out tasks too (evaluation); by default they are refused: held-out "
+                              "tasks never train.")
+_HELDOUT_FRACTION = typer.Option(DEFAULT_HELDOUT_FRACTION, min=0.0, max=0.99, help="The split's held-out fraction.")
 _RETRY_FIXED = ("count", "agents", "seeds", "run_id", "difficulty", "knob", "base_seed", "max_steps", "policy",
                 "model_name", "with_heldout", "step_rewards", "group", "max_record_mib")
 
@@ -747,7 +750,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
           max_sessions: int = 16, idle_timeout: float = typer.Option(600.0, help="Seconds before an idle session is closed."),
           policy: str = _POLICY, store: Optional[str] = typer.Option(None, help="Store in which task ids are looked up."),
           family: list[str] = typer.Option([], help="Family to serve, repeatable; default: every registered one."),
-          max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT) -> None:
+          max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT,
+          allow_heldout: bool = _ALLOW_HELDOUT, heldout_fraction: float = _HELDOUT_FRACTION) -> None:
     """Serve environments as sessions over HTTP and WebSocket (the verifier stays here)."""
     import os
 
@@ -760,7 +764,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
         open_store(store, create=False)  # a mistyped --store is refused here, not made an empty store
     settings = ServerSettings(host=host, port=port, token=os.environ.get(token_env) or None, max_sessions=max_sessions,
                               idle_timeout_s=idle_timeout, policy=policy, store=store, families=family or None,
-                              max_steps=max_steps, time_limit_s=time_limit)
+                              max_steps=max_steps, time_limit_s=time_limit, allow_heldout=allow_heldout,
+                              heldout_fraction=heldout_fraction)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", **UVICORN_LIMITS)
 
 
@@ -769,7 +774,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; beyond lo
 def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (looked up in --store), or a TaskSpec JSON file or text."),
          seed: Optional[int] = typer.Option(None, help="Generate the family's task for this seed instead."),
          difficulty: Optional[float] = None, knob: list[str] = _KNOB, episode_seed: int = 0, policy: str = _POLICY,
-         store: str = _STORE, max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT) -> None:
+         store: str = _STORE, max_steps: int = _MAX_STEPS, time_limit: Optional[float] = _SESSION_TIME_LIMIT,
+         allow_heldout: bool = _ALLOW_HELDOUT, heldout_fraction: float = _HELDOUT_FRACTION) -> None:
     """Expose one task's tools over MCP on stdio; the call that ends the episode (submit, a limit) reports the reward."""
     import anyio
 
@@ -783,6 +789,9 @@ def mcp_(family: str, task: Optional[str] = typer.Option(None, help="A task id (
     except StoreError as exc:  # a task id looked up in a store that is missing (a mistyped --store) or broken
         raise StoreError(f"--store {store}: {exc}") from None
     _positive(max_steps=max_steps, time_limit=time_limit)
+    if not allow_heldout and split_of(chosen.id, heldout_fraction=heldout_fraction) is not Split.TRAIN:
+        raise SplitPolicyError(f"task {chosen.id} is in the held-out split (held-out fraction {heldout_fraction:g}), "
+                               "which never trains; pass --allow-heldout to serve it for evaluation")
     anyio.run(lambda: serve_stdio(chosen, episode_seed=episode_seed, policy=policy, max_steps=max_steps,
                                   time_limit_s=time_limit or math.inf))
 

@@ -32,8 +32,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS
 from gymsmith.core.errors import GymsmithError, is_infrastructure
-from gymsmith.core.types import Action, EndReason, Observation, Reward, TaskSpec, ToolSpec
-from gymsmith.registry import get_family, list_families
+from gymsmith.core.types import Action, EndReason, Observation, Reward, Split, TaskSpec, ToolSpec
+from gymsmith.registry import DEFAULT_HELDOUT_FRACTION, get_family, list_families, split_of
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.runner.lane import Lane
 from gymsmith.server.schema import ErrorMessage, reset_body
@@ -47,9 +47,11 @@ MAX_BODY_BYTES = 4 << 20  # a request body (a task sent in full to open a sessio
 # as JSON (a \uXXXX escape), so no valid step is refused; parsing costs the event loop time by the message's size (a
 # hundred-and-fifty-ninth attacker's 4 MiB of empty objects took 0.48 s to parse, and made another client's steps 1-2 s)
 MAX_STEP_BYTES = 6 * MAX_ARGUMENTS_CHARS + (64 << 10)
-# a WebSocket step message with more JSON objects and arrays is refused before it is parsed: parsing costs by the
-# object (`_json_containers`), and no tool's arguments come near it
+# a step (a body or a WebSocket message) with more JSON objects and arrays, or a body opening a session with more JSON
+# values, is refused before it is parsed (`_json_count`): no tool's arguments, and no family's task (a few hundred
+# values), come near them
 MAX_STEP_VALUES = 1 << 16
+MAX_OPEN_VALUES = 1 << 12  # one validation error per value at most: 4,096 cost about 0.1 s
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: linear, and fast on long strings
 # for uvicorn.run / uvicorn.Config: the WebSocket protocol refuses a longer message as it arrives (its default is
 # 16 MiB), and takes no compressed messages (with permessage-deflate, the same attacker's 4 MiB message cost 4 kB to send)
@@ -68,6 +70,10 @@ class ServerSettings(BaseModel):
                                        "(the client's model sets the pace; idle sessions still expire).")
     store: str | None = Field(default=None, description="Trajectory store in which task ids are looked up.")
     families: list[str] | None = Field(default=None, description="Families served; None: every registered one.")
+    allow_heldout: bool = Field(default=False, description="Serve held-out tasks too (an evaluation server); by "
+                                "default a session on a held-out task is refused (403): held-out tasks never train.")
+    heldout_fraction: float = Field(default=DEFAULT_HELDOUT_FRACTION, ge=0.0, lt=1.0,
+                                    description="The split's held-out fraction (a stable hash of the task id).")
 
     def requires_token(self) -> bool:
         return self.token is not None or not is_loopback(self.host)
@@ -156,6 +162,13 @@ class SessionManager:
                 task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
             if task.family != family.name:
                 raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
+            if not self.settings.allow_heldout and \
+                    split_of(task.id, heldout_fraction=self.settings.heldout_fraction) is not Split.TRAIN:
+                # a hundred-and-sixty-second attacker opened a held-out task from its seed and was paid for it: a
+                # trainer on this server would have trained on what `gymsmith eval` measures
+                raise HTTPException(403, f"task {task.id} is in the held-out split (held-out fraction "
+                                         f"{self.settings.heldout_fraction:g}), which never trains; this server serves "
+                                         "train tasks only (an evaluation server: gymsmith serve --allow-heldout)")
             episode = Episode(env=lane.run(family.make_env), task=task, verifier=self.verifier,
                               policy=self.settings.policy, max_steps=self.settings.max_steps,
                               time_limit_s=self.settings.time_limit_s or math.inf)
@@ -293,7 +306,8 @@ class SessionManager:
 
 
 ERRORS = {400: "The body is not JSON.", 401: "Bearer token missing or wrong (when the server requires one).",
-          403: "The X-Session-Key does not open this session.", 404: "No such session (or expired), or task id not in "
+          403: "The X-Session-Key does not open this session; or the task asked for is in the held-out split (a server "
+          "started without --allow-heldout serves train tasks only).", 404: "No such session (or expired), or task id not in "
           "the server's store.", 409: "The task given is not one this server's family generates.",
           422: "The request does not match the schema, or the generator refused the knobs.",
           429: "Session limit reached; close one or retry later (see Retry-After).",
@@ -310,11 +324,11 @@ SESSION_LINKS = {"Step": {"operationId": "step_sessions__session_id__step_post",
 
 
 class BodyGuard:
-    """Before any body is read: a request to a session route without the bearer token the server requires is a 401,
-    and a body longer than MAX_BODY_BYTES (MAX_STEP_BYTES for a step) a 413 (declared, or counted as it arrives; a route
-    that takes no body never reads one). A hundred-and-fifty-fifth
-    attacker's unauthenticated 100 MB bodies were read and parsed before the token check: 3 GB of the server's memory,
-    and the authorised client's steps waited 28 s."""
+    """Before the app parses a body: a request to a session route without the bearer token the server requires is a
+    401, and a body longer than MAX_BODY_BYTES (MAX_STEP_BYTES for a step), declared or counted as it arrives, or with
+    more JSON values than MAX_OPEN_VALUES (objects and arrays than MAX_STEP_VALUES for a step), a 413. A
+    hundred-and-fifty-fifth attacker's unauthenticated 100 MB bodies were read and parsed before the token check: 3 GB
+    of the server's memory, and the authorised client's steps waited 28 s."""
 
     def __init__(self, app: Any, settings: ServerSettings) -> None:
         self.app, self.settings = app, settings
@@ -328,48 +342,53 @@ class BodyGuard:
             await _refuse(send, 401, "missing or wrong bearer token (Authorization: Bearer ...)",
                           [(b"www-authenticate", b"Bearer")])
             return
-        bound = MAX_STEP_BYTES if scope["path"].endswith("/step") else MAX_BODY_BYTES
+        step = scope["path"].endswith("/step")
+        bound = MAX_STEP_BYTES if step else MAX_BODY_BYTES
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > bound:
             await _refuse(send, 413, f"the body has {int(declared):,} bytes; at most {bound:,} are read")
             return
-        seen, refused, started = 0, False, False
-
-        async def bounded() -> Any:
-            nonlocal seen, refused
+        body = bytearray()
+        while True:  # the whole body, bounded, before the app parses any of it
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > bound:
-                refused = True
-                raise _TooLarge()
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            if len(body) > bound:
+                await _refuse(send, 413, f"the body has more than {bound:,} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        # what parsing and validating a body costs grows with its values, not its bytes: a hundred-and-sixty-second
+        # attacker's `"tools": [0, 0, ...]` in a 4 MB body to open a session held the event loop 76 s (one validation
+        # error per item, each made a dict), and 1.6 MB of empty objects to a step 0.27 s
+        many = (_json_count(bytes(body), "{[", MAX_STEP_VALUES) > MAX_STEP_VALUES if step
+                else _json_count(bytes(body), "{[,", MAX_OPEN_VALUES) > MAX_OPEN_VALUES)
+        if many:
+            limit = f"{MAX_STEP_VALUES:,} JSON objects and arrays" if step else f"{MAX_OPEN_VALUES:,} JSON values"
+            await _refuse(send, 413, f"the body has more than {limit}")
+            return
+        replayed = False
 
-        async def answer(message: Any) -> None:
-            nonlocal started
-            if not refused:
-                started = started or message["type"] == "http.response.start"
-                await send(message)
-        # the app may catch the _TooLarge raised inside its body read and answer its own way (FastAPI answers 400,
-        # "error parsing the body"; a hundred-and-fifty-seventh attacker's chunked body met that): once refused, its
-        # answer is dropped and the 413 is the one sent
-        try:
-            await self.app(scope, bounded, answer)
-        except _TooLarge:
-            pass
-        if refused and not started:
-            await _refuse(send, 413, f"the body has more than {bound:,} bytes")
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+        await self.app(scope, replay, send)
 
 
-def _json_containers(raw: str | bytes) -> int:
-    """How many JSON objects and arrays `raw` holds (its `{` and `[` outside strings), counted exactly only past
-    MAX_STEP_VALUES of those characters anywhere. Objects and arrays are what parsing pays for most (1.6 MB of empty
-    objects: 0.28 s; of integers or empty strings, 0.07 s and 0.03 s)."""
+def _json_count(raw: str | bytes, chars: str, limit: int) -> int:
+    """How many of `chars` (of a JSON text's structure: "{[" its objects and arrays, "," besides its other values) `raw`
+    holds outside its strings; counted exactly only where more than `limit` are found anywhere. Parsing pays most for
+    objects and arrays (1.6 MB of empty objects: 0.28 s; of integers or empty strings, 0.07 s and 0.03 s), validating
+    a list of a model's items for each item."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    rough = text.count("{") + text.count("[")
-    if rough <= MAX_STEP_VALUES:
-        return rough
+    if sum(text.count(c) for c in chars) <= limit:
+        return sum(text.count(c) for c in chars)
     bare = _JSON_STRING.sub('""', text)
-    return bare.count("{") + bare.count("[")
+    return sum(bare.count(c) for c in chars)
 
 
 def _message_bytes(raw: str | bytes) -> int:
@@ -377,10 +396,6 @@ def _message_bytes(raw: str | bytes) -> int:
         return len(raw)
     # a character is at most 4 bytes in UTF-8: the encoding is paid only for text that may be over the bound
     return len(raw) if len(raw) * 4 <= MAX_STEP_BYTES else len(raw.encode("utf-8", "surrogatepass"))
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def _bearer_ok(authorization: str | None, token: str | None) -> bool:
@@ -474,7 +489,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     # the body's type is built from the families served, so it is set here rather than written in the signature
     open_session.__annotations__["req"] = Annotated[reset_body({f.name: tuple(f.knobs) for f in served}), Body()]
     app.post("/sessions", response_model=SessionCreated, status_code=201, dependencies=[Depends(authorise)],
-             responses={**errors(400, 404, 409, 429), 201: {"links": SESSION_LINKS}})(open_session)
+             responses={**errors(400, 403, 404, 409, 429), 201: {"links": SESSION_LINKS}})(open_session)
 
     @app.post("/sessions/{session_id}/step", response_model=StepResponse, dependencies=[Depends(authorise)],
               responses=errors(400, 403, 404, 503, busy=True))
@@ -520,7 +535,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     await websocket.send_json({"error": f"message longer than {MAX_STEP_BYTES:,} bytes", "status": 413})
                     await websocket.close(code=1009, reason="message too big")
                     return
-                if _json_containers(raw) > MAX_STEP_VALUES:  # a hundred-and-fifty-ninth attacker's parse bomb
+                if _json_count(raw, "{[", MAX_STEP_VALUES) > MAX_STEP_VALUES:  # a hundred-and-fifty-ninth attacker's
                     await websocket.send_json({"error": f"message with more than {MAX_STEP_VALUES:,} JSON objects "
                                                         "and arrays",
                                                "status": 413})
