@@ -385,8 +385,9 @@ def _json_count(raw: str | bytes, chars: str, limit: int) -> int:
     objects and arrays (1.6 MB of empty objects: 0.28 s; of integers or empty strings, 0.07 s and 0.03 s), validating
     a list of a model's items for each item."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    if sum(text.count(c) for c in chars) <= limit:
-        return sum(text.count(c) for c in chars)
+    rough = sum(text.count(c) for c in chars)
+    if rough <= limit:
+        return rough
     bare = _JSON_STRING.sub('""', text)
     return sum(bare.count(c) for c in chars)
 
