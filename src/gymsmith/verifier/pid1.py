@@ -5,6 +5,7 @@ before any code under test exists in the process.
 """
 
 import os
+import re
 import signal
 import time
 
@@ -66,7 +67,10 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def private_world(tmp_mb=32, own_pids=False, job_dir=None):
+JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # one path component, never "." or ".."
+
+
+def private_world(tmp_mb=32, own_pids=False, job_dir=None, name="job"):
     """Give this process (before any code under test runs in it) its own user, mount, IPC and network
     namespaces with fresh, empty /tmp, /workspace, /dev and /dev/shm, no /proc, then drop every capability.
 
@@ -77,8 +81,9 @@ def private_world(tmp_mb=32, own_pids=False, job_dir=None):
     With `own_pids`, the caller continues as pid 1 of a new pid namespace in a session of its own (an
     intermediate process waits for it and exits with it): it can then signal no process outside, not even the
     one that forked it.
-    With `job_dir` (a folder under the sandbox's /jobs), its files are copied into the fresh /workspace and /jobs is
-    hidden: returns the copy's path (else None). The job's files then live on a file system of their own, whose
+    With `job_dir` (a folder under the sandbox's /jobs), its files are copied into the fresh /workspace (as
+    /workspace/`name`, "job" when the name is not one path component) and /jobs is hidden: returns the copy's path
+    (else None). The job's files then live on a file system of their own, whose
     inode numbers count only them: on the shared /jobs, a job's folder's inode number counted every file written
     there before it, and a thirty-fourth attacker's correct rollout wrote as many empty modules as the index of the
     repair, which a later rollout that kept the bug read (`os.stat`) and applied (accepted).
@@ -110,7 +115,9 @@ def private_world(tmp_mb=32, own_pids=False, job_dir=None):
     if job_dir is not None:
         import shutil
 
-        copy = "/workspace/job"
+        # the copy's directory is named as the caller says (a repository's as its checkout is named): code that reads
+        # it through a package named after it (a root `__init__.py`) finds what it finds in a real checkout
+        copy = f"/workspace/{name if isinstance(name, str) and JOB_NAME.fullmatch(name) else 'job'}"
         shutil.copytree(job_dir, copy, symlinks=True)
         jobs = os.path.dirname(os.path.abspath(job_dir))
         check(libc.mount(b"tmpfs", jobs.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, b"size=4k,mode=555"),

@@ -104,7 +104,8 @@ class WarmPytest(WarmServer):
 
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
             extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False, config: str = "pytest.ini",
-            path_first: bool = False, directories: Sequence[str] = (), hash_seed: int = 0) -> TestRun:
+            path_first: bool = False, directories: Sequence[str] = (), hash_seed: int = 0,
+            job_name: str = "job") -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files` with `pytest.main`; per-test outcomes.
 
         `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
@@ -112,6 +113,7 @@ class WarmPytest(WarmServer):
         has none). `path_first`: the job's directory first on `sys.path`, as `python -m pytest` runs. `directories`:
         made in the job even when no file of `files` is in them. `hash_seed`: the PYTHONHASHSEED the tests run under
         (the server is started again when it changes; graded code runs under `drawkey.graded_hash_seed()`'s).
+        `job_name`: the name of the directory the job runs in (`pid1.JOB_NAME`; another is "job").
         `isolate`: `tests` are node ids, each run in its own process forked from the server before any code
         under test is imported; a process reports for its own test only, and a crash or hang costs that test
         (and, for a hang, the rest of `timeout`).
@@ -122,7 +124,7 @@ class WarmPytest(WarmServer):
             started = time.perf_counter()
             try:
                 request = {"id": n, "dir": f"{JOBS}/{n}", "timeout": timeout, "isolate": isolate, "tests": list(tests),
-                           "path_first": path_first,
+                           "path_first": path_first, "name": job_name,
                            "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest, config)}
                 reply = self.request(request, timeout + SERVER_GRACE_S)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it

@@ -63,7 +63,7 @@ def run_child(job, write_fd):
     # before the code under test: nothing it writes outlives this job, and in a pid namespace of its own it can name
     # no process that outlives it (the server's priority and limits are the same host uid's to change)
     # ... and its files are its own copy, on a file system of its own (pid1.private_world)
-    here, there = job["dir"], private_world(own_pids=True, job_dir=job["dir"])
+    here, there = job["dir"], private_world(own_pids=True, job_dir=job["dir"], name=job.get("name", "job"))
     args = [there + a[len(here):] if a == here or a.startswith(here + "/") else a for a in job["args"]]
     set_dumpable(True)  # the job's own processes may inspect each other; the server stays closed
     null = os.open(os.devnull, os.O_RDWR)

@@ -364,6 +364,13 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
       3 of 3), nor under another library's name or one a pytest run asks for (`workspace_rules.library_names`) that is not a root module or
       regular package of the commit's own (`own_modules`).
     Test-side files are restored from the commit, and a change to one is tampering, so they are not looked at here."""
+    # a new `__init__.py` at the root makes the checkout's directory a package, named wherever it is checked out, which
+    # graded code reads as its `__name__` (a hundred-and-sixty-third attacker's root `__init__.py` put the bug back
+    # where the name was not the verifier's `job`: accepted 0.96 on 3 of 3 layouts, pytest failing FAIL_TO_PASS)
+    for path in sorted({*tree.files, *tree.symlinks, *tree.special}):
+        if "/" not in path and module_name(path) == "__init__" and path.endswith(IMPORTABLE) and path not in start:
+            raise UngradableState(f"{path} makes the repository's directory a package, whose name is wherever it is "
+                                  "checked out: the verifier cannot run it as every checkout would")
     shadowed = RUNNER_NAMES | (library_names() - own_modules(start))
     for path in sorted({*tree.files, *tree.symlinks, *tree.special}):
         if is_test_or_config(path, test_files) or (path in start and tree.kind(path) == "file"
@@ -440,8 +447,10 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     # only there, accepted 0.97 on 3 of 3 layouts, pytest under a random seed failing FAIL_TO_PASS)
     with keyed_hash():
         seed = graded_hash_seed()
+    # in a directory named as the repository's checkout is: a root `__init__.py` makes it a package of that name
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
-                              path_first=True, directories=tree.directories, hash_seed=seed)
+                              path_first=True, directories=tree.directories, hash_seed=seed,
+                              job_name=Path(task.metadata["repository"]).name)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)
