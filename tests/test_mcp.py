@@ -172,3 +172,24 @@ def test_a_held_out_task_is_refused_unless_the_server_is_for_evaluation():
     out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "mcp", "ops", "--seed", str(held)], capture_output=True,
                          text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and "held-out split" in out.stderr and "--allow-heldout" in out.stderr, out.stderr
+
+
+def test_a_task_sent_in_full_is_played_only_as_its_family_makes_it(tmp_path):
+    """A hundred-and-sixty-fourth attacker gave a held-out task one more metadata key: its id (a hash of its JSON) fell in
+    the train split, and `gymsmith mcp --task` served it and paid 1.0 (65 of the 65 held-out tasks among ops seeds
+    0-299 have such a twin). A task sent in full is now served only if it is what its family generates from its seed
+    and knobs, as `gymsmith serve` requires; the unedited task is served as its split allows."""
+    import subprocess
+
+    from gymsmith.core.types import Split
+    from gymsmith.registry import split_of
+
+    ops = get_family("ops")
+    held = next(t for t in (ops.generate(s) for s in range(50)) if split_of(t.id) is Split.HELDOUT)
+    twin = {k: v for k, v in json.loads(held.model_dump_json()).items() if k != "id"}  # the id made from the content
+    twin["metadata"] = {**twin["metadata"], "note": 0}
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(twin))
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "mcp", "ops", "--task", str(path)], capture_output=True,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and "is not what ops" in out.stderr, out.stderr

@@ -503,3 +503,33 @@ def test_a_held_out_task_is_refused_unless_the_server_is_for_evaluation():
         assert opened.status_code == 201, opened.text
     with Running(allow_heldout=True, max_sessions=1) as s:
         assert httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": held}).status_code == 201
+
+
+def test_idle_connections_past_the_limit_get_503_not_the_servers_descriptors():
+    """A hundred-and-sixty-fourth attacker held 1,100 idle connections (a request line each, never finished) against a
+    server at a 1,024-descriptor limit: every other client's requests failed, and an honest client's submit came back
+    as a tool error ("Too many open files") inside its episode. uvicorn now serves at most MAX_CONNECTIONS at once and
+    answers past it with a 503 (nothing reaches a session); once they close, every client is served. Not covered:
+    the held connections still deny service (docs: a reverse proxy with header timeouts beyond loopback)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from gymsmith.server.app import MAX_CONNECTIONS
+
+    with Running(max_sessions=1) as s:
+        parts = urlsplit(s.url)
+        held = []
+        try:
+            for _ in range(MAX_CONNECTIONS + 8):
+                sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+                sock.sendall(b"GET / HTTP/1.1\r\n")
+                held.append(sock)
+            time.sleep(0.5)
+            assert httpx.get(f"{s.url}/openapi.json", timeout=20).status_code == 503
+        finally:
+            for sock in held:
+                sock.close()
+        deadline = time.time() + 20
+        while httpx.get(f"{s.url}/openapi.json", timeout=20).status_code != 200:
+            assert time.time() < deadline, "the server did not recover once the connections closed"
+            time.sleep(0.2)

@@ -15,7 +15,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from gymsmith.core.types import Action, TaskSpec
-from gymsmith.registry import get_family
+from gymsmith.registry import as_generated, get_family
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.runner.lane import Lane
 from gymsmith.store.sql import TrajectoryStore
@@ -96,9 +96,11 @@ async def serve_stdio(task: TaskSpec, *, episode_seed: int = 0, policy: str = DE
 def resolve_task(family: str, *, task: str | None, seed: int | None, knobs: dict[str, Any],
                  store: str | None = None) -> TaskSpec:
     """The task to serve: a task id found in `store`, a TaskSpec JSON file or text, or the family's task for
-    `seed` and `knobs`. Raises ValueError when a task id is not in the store or is of another family."""
+    `seed` and `knobs`. Raises ValueError when a task id is not in the store or is of another family, and
+    NotGeneratedError when a task sent in full is not what its family generates from its seed and knobs."""
     if not task:
         return get_family(family).generate(seed or 0, **knobs)
+    found = None
     if task.lstrip().startswith("{"):
         spec = TaskSpec.model_validate(json.loads(task))
     elif Path(task).exists():
@@ -110,4 +112,8 @@ def resolve_task(family: str, *, task: str | None, seed: int | None, knobs: dict
         spec = found
     if spec.family != family:
         raise ValueError(f"--task is a {spec.family!r} task, not {family!r}")
+    if found is None and spec.metadata.get("source") != "repository":
+        # sent in full: played only if it is what the family makes (its id, and so its split, not the sender's); a
+        # repository task is its task file's (`gymsmith tasks from-file`), checked against its commit when verified
+        return as_generated(get_family(family), spec)
     return spec

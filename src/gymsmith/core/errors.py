@@ -52,6 +52,11 @@ class TaskSetError(GymsmithError, ValueError):
     """A task-set definition cannot be satisfied (bad range, bad split, too few tasks)."""
 
 
+class NotGeneratedError(GymsmithError, ValueError):
+    """A task sent in full is not what its family generates from its seed and knobs (edited, or made by other code):
+    its id, and so its split, are the sender's writing."""
+
+
 class SplitPolicyError(GymsmithError, PermissionError):
     """Something that trains asked for held-out tasks."""
 

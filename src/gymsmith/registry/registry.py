@@ -6,7 +6,8 @@ import logging
 import threading
 from importlib.metadata import entry_points
 
-from gymsmith.core.errors import UnknownFamilyError
+from gymsmith.core.errors import GymsmithError, NotGeneratedError, UnknownFamilyError
+from gymsmith.core.types import TaskSpec
 from gymsmith.registry.family import Family, FamilyInfo
 
 ENTRY_POINT_GROUP = "gymsmith.families"
@@ -78,3 +79,22 @@ def reload_families() -> None:
         _registered.clear()
         _broken.clear()
         _loaded = False
+
+
+def as_generated(family: Family, task: TaskSpec) -> TaskSpec:
+    """The task `family` generates from `task`'s seed and knobs, if that is `task` (its id hashes its whole JSON, so
+    any edit changes it); raises NotGeneratedError naming why not. What serves a task sent in full plays only what the
+    family makes: a start state, tools and an id (and so a split) of the sender's are refused (a hundred-and-sixty-fourth
+    attacker gave a held-out task one more metadata key, whose id fell in the train split, and `gymsmith mcp` served it
+    and paid 1.0)."""
+    if task.family != family.name or task.family_version != family.version:
+        raise NotGeneratedError(f"task {task.id} is of {task.family} {task.family_version}; this plays "
+                                f"{family.name} {family.version}")
+    try:
+        made = family.generate(task.seed, **task.knobs)
+    except GymsmithError as exc:
+        raise NotGeneratedError(f"task {task.id}: its knobs do not generate a task here: {exc}") from None
+    if made.id != task.id:  # ids hash the JSON, so `true` for 1.0 differs too
+        raise NotGeneratedError(f"task {task.id} is not what {family.name} {family.version} generates from its seed "
+                                f"and knobs (that is {made.id}): edited, or made by other code")
+    return made

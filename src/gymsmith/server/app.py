@@ -31,9 +31,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from gymsmith.envs.base import MAX_ARGUMENTS_CHARS
-from gymsmith.core.errors import GymsmithError, is_infrastructure
+from gymsmith.core.errors import GymsmithError, NotGeneratedError, is_infrastructure
 from gymsmith.core.types import Action, EndReason, Observation, Reward, Split, TaskSpec, ToolSpec
-from gymsmith.registry import DEFAULT_HELDOUT_FRACTION, get_family, list_families, split_of
+from gymsmith.registry import DEFAULT_HELDOUT_FRACTION, as_generated, get_family, list_families, split_of
 from gymsmith.runner.episode import DEFAULT_MAX_STEPS, Episode
 from gymsmith.runner.lane import Lane
 from gymsmith.server.schema import ErrorMessage, reset_body
@@ -53,9 +53,14 @@ MAX_STEP_BYTES = 6 * MAX_ARGUMENTS_CHARS + (64 << 10)
 MAX_STEP_VALUES = 1 << 16
 MAX_OPEN_VALUES = 1 << 12  # one validation error per value at most: 4,096 cost about 0.1 s
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: linear, and fast on long strings
+# connections (and requests in progress) uvicorn serves at once; past it a new one is answered 503 and closed, so idle
+# connections cannot take the file descriptors a session's tools need (a hundred-and-sixty-fourth attacker's 1,100 idle
+# connections at a 1,024-descriptor limit: an honest client's submit failed "Too many open files")
+MAX_CONNECTIONS = 512
 # for uvicorn.run / uvicorn.Config: the WebSocket protocol refuses a longer message as it arrives (its default is
 # 16 MiB), and takes no compressed messages (with permessage-deflate, the same attacker's 4 MiB message cost 4 kB to send)
-UVICORN_LIMITS: dict[str, Any] = {"ws_max_size": MAX_STEP_BYTES, "ws_per_message_deflate": False}
+UVICORN_LIMITS: dict[str, Any] = {"ws_max_size": MAX_STEP_BYTES, "ws_per_message_deflate": False,
+                                  "limit_concurrency": MAX_CONNECTIONS}
 
 
 class ServerSettings(BaseModel):
@@ -138,6 +143,10 @@ class SessionManager:
         self.settings = settings
         self.sessions: dict[str, _Session | None] = {}  # None: a session being opened
         self.lock = threading.Lock()
+        # tasks are made one at a time: making one costs what its knobs ask (ops at its largest knobs, 0.55 s of CPU),
+        # and many at once took the interpreter from every other client's calls (a hundred-and-sixty-fourth attacker's
+        # 15 opens at once: another client's steps 11 -> 426 ms on average)
+        self.making = threading.Lock()
         self.verifier = VerifierService(workers=2)
 
     def open(self, req: Any) -> tuple[str, _Session, Observation]:
@@ -154,12 +163,13 @@ class SessionManager:
             self.sessions[sid] = None  # holds the place while the task and its environment are made
         lane, episode = Lane("gymsmith-session"), None
         try:
-            if req.task is not None:
-                task = self._served(family, req.task)
-            elif req.task_id:
-                task = self._lookup(req.task_id)
-            else:
-                task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
+            with self.making:
+                if req.task is not None:
+                    task = self._served(family, req.task)
+                elif req.task_id:
+                    task = self._lookup(req.task_id)
+                else:
+                    task = family.generate(req.seed, **req.knobs.model_dump(exclude_none=True))
             if task.family != family.name:
                 raise HTTPException(409, f"task {task.id} is of family {task.family!r}, not {req.family!r}")
             if not self.settings.allow_heldout and \
@@ -189,18 +199,11 @@ class SessionManager:
     @staticmethod
     def _served(family: Any, task: TaskSpec) -> TaskSpec:
         """`task` if it is what `family` generates from its seed and knobs (this server plays no start state or
-        tools it did not make); else 409 naming why."""
-        if task.family != family.name or task.family_version != family.version:
-            raise HTTPException(409, f"task {task.id} is of {task.family} {task.family_version}; this server plays "
-                                     f"{family.name} {family.version}")
+        tools it did not make); else 409 naming why (`registry.as_generated`)."""
         try:
-            made = family.generate(task.seed, **task.knobs)
-        except GymsmithError as exc:
-            raise HTTPException(409, f"task {task.id}: its knobs do not generate a task here: {exc}") from None
-        if made.id != task.id:  # ids hash the JSON, so `true` for 1.0 differs too
-            raise HTTPException(409, f"task {task.id} is not what {family.name} {family.version} generates from its seed "
-                                     f"and knobs (that is {made.id}): edited, or made by other code")
-        return made
+            return as_generated(family, task)
+        except NotGeneratedError as exc:
+            raise HTTPException(409, str(exc)) from None
 
     def _lookup(self, task_id: str) -> TaskSpec:
         found = TrajectoryStore(self.settings.store, create=False).find_task(task_id) if self.settings.store else None
