@@ -284,8 +284,10 @@ SHIM = ("cat > pprint.py <<'PY'\nimport importlib.util, sys, sysconfig\n_s = imp
     ([FIX, LATIN], "is not a regular UTF-8 text file"),
     ([FIX, "printf '\\177ELF\\377' > shapes/fast.abi3.so"], "is not a regular UTF-8 text file"),  # an extension module
     ([FIX, "printf '# coding: utf-7\\nX = 1\\n' > shapes/more.py"], "declares the source encoding"),
+    # a data file the job would lack: code that reads its files runs otherwise there (a hundred-and-sixty-fifth attacker)
+    ([FIX, "printf '\\211PNG\\377' > shapes/units.bin"], "is not a regular UTF-8 text file"),
 ], ids=["library-name-at-the-root", "library-named-data-directory", "a-name-the-library-asks-for",
-     "latin-1-package-beside-the-module", "extension", "declared-encoding"])
+     "latin-1-package-beside-the-module", "extension", "declared-encoding", "binary-data-file"])
 def test_code_a_pytest_run_of_the_workspace_would_run_and_the_verifier_could_not_is_ungradable(repo, tmp_path, commands,
                                                                                              says):
     """A hundred-and-forty-fifth attacker kept the fix in the graded `shapes/util.py` and put the bug back where a

@@ -381,12 +381,15 @@ def workspace_runs_what_is_graded(tree: Tree, start: Mapping[str, str], test_fil
         if module_name(top) in shadowed and (importable or tree.kind(path) == "symlink"):
             raise UngradableState(f"{path} would be imported as part of {module_name(top)!r} by a pytest run of the "
                                   "tests, in place of the library module the verifier runs")
+        text = tree.files.get(path) if tree.kind(path) == "file" and path not in tree.digests else None
+        if text is None:  # the job holds text files: any other would be missing there, or be a placeholder text
+            # (a hundred-and-sixty-fifth attacker's binary `units.bin`, beside code that reads its data files, put the
+            # bug back where it opened: accepted 0.967 on 3 of 3 layouts, pytest failing FAIL_TO_PASS)
+            raise UngradableState(f"{path} {'can be imported, and ' if importable else ''}is not a regular UTF-8 text "
+                                  f"file of at most {MAX_TEXT_BYTES:,} bytes: the verifier cannot run the tests with "
+                                  "it as the workspace would")
         if not importable:
             continue
-        text = tree.files.get(path) if tree.kind(path) == "file" and path not in tree.digests else None
-        if text is None:
-            raise UngradableState(f"{path} can be imported, and is not a regular UTF-8 text file of at most "
-                                  f"{MAX_TEXT_BYTES:,} bytes: the verifier cannot run it as the workspace would")
         if path.endswith((".py", ".pyw")):
             read_as_the_interpreter_reads(path, text)
 
