@@ -193,3 +193,9 @@ def test_a_task_sent_in_full_is_played_only_as_its_family_makes_it(tmp_path):
     out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "mcp", "ops", "--task", str(path)], capture_output=True,
                          text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and "is not what ops" in out.stderr, out.stderr
+    # a hundred-and-sixty-sixth attacker's twin also said `"source": "repository"`, which exempted it (any family)
+    twin["metadata"] = {**twin["metadata"], "source": "repository"}
+    path.write_text(json.dumps(twin))
+    out = subprocess.run([sys.executable, "-m", "gymsmith.cli", "mcp", "ops", "--task", str(path)], capture_output=True,
+                         text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2 and "is not what ops" in out.stderr, out.stderr

@@ -112,8 +112,7 @@ def resolve_task(family: str, *, task: str | None, seed: int | None, knobs: dict
         spec = found
     if spec.family != family:
         raise ValueError(f"--task is a {spec.family!r} task, not {family!r}")
-    if found is None and spec.metadata.get("source") != "repository":
-        # sent in full: played only if it is what the family makes (its id, and so its split, not the sender's); a
-        # repository task is its task file's (`gymsmith tasks from-file`), checked against its commit when verified
+    if found is None:  # sent in full: played only if it is what the family makes (its id, and so its split, not the
+        # sender's); a repository task is served by its id from a store that holds it (any run of it stores it)
         return as_generated(get_family(family), spec)
     return spec
