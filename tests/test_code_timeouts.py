@@ -1,13 +1,12 @@
-"""A hidden-test timeout is the agent's only where the reference finishes under the same limits, now.
+"""A hidden-test timeout is the agent's only where its code misses thrice the limits that the reference meets, now.
 
 The verifier's limits are wall-clock (`checks.VERIFY_TIMEOUT_S`, each test file's group timeout), so on a loaded
 machine an honest fix could miss them and score 0: a fifty-third attacker's control, the reference on a
 three-bug task, was rejected with "hidden test run timeout" once at a load average of 8-10 (accepted on 6 of 6
-reruns). After a timeout the verifier runs the reference on the same suites under the same limits: if it does not
-finish either, the machine is what failed (a VerifierError: an infrastructure error the runners retry, no reward);
-if it does, the timeout stands; if it does not, both run again under SLOW_SCALE times the limits, and only a
-reference that misses those too makes the verification a VerifierError. Real sandboxes and call runner; the load is
-modelled by shrinking the limits.
+reruns). After a timeout the verifier runs the agent's code again under SLOW_SCALE times the limits; if it times out
+again, the reference runs on the same suites under those limits: if it finishes, the timeout stands; if it does not,
+the machine is what failed (a VerifierError: an infrastructure error the runners retry, no reward). Real sandboxes
+and call runner; the load is modelled by shrinking the limits.
 """
 
 from __future__ import annotations
@@ -52,6 +51,27 @@ def test_a_machine_too_slow_for_the_limits_but_not_for_thrice_them_gives_a_verdi
     monkeypatch.setattr(checks, "SLOW_SCALE", 5.0 / 1e-6)  # the second try gets a real 5 s
     assert _verify(5, lambda ct, path: ct.reference[path]).accepted
     assert not _verify(5, lambda ct, path: ct.files[path]).accepted  # the bug: judged, and refused
+
+
+def test_a_stall_during_the_agents_run_only_does_not_cost_an_honest_fix_its_reward(monkeypatch):
+    """In a loaded CI run the oracle's hidden run missed the limits while the reference, run right after, finished:
+    the timeout was scored as the agent's and the oracle got 0. The agent's code now runs again under SLOW_SCALE
+    times the limits before a timeout is its own. The stall is modelled by limits nothing can meet, for the first
+    graded run only."""
+    real, graded_runs = checks._hidden_run, []
+
+    def stalled_once(task, ct, sources, scale=1.0, *, graded=False):
+        if graded:
+            graded_runs.append(scale)
+            if len(graded_runs) == 1:
+                scale = 1e-9
+        return real(task, ct, sources, scale, graded=graded)
+
+    monkeypatch.setattr(checks, "_hidden_run", stalled_once)
+    assert _verify(5, lambda ct, path: ct.reference[path]).accepted
+    assert graded_runs == [1.0, checks.SLOW_SCALE]
+    graded_runs.clear()
+    assert not _verify(5, lambda ct, path: ct.files[path]).accepted  # the bug, judged on its second run
 
 
 def test_code_slower_than_the_reference_still_times_out():

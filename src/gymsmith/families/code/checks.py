@@ -42,8 +42,8 @@ from gymsmith.verifier.pytest_runner import RunStatus, TestOutcome, TestRun
 
 VERIFY_TIMEOUT_S = 5.0  # a generated suite runs in ~50 ms; hanging code is a failure, not an error
 GROUP_TIMEOUT_S = 2.0  # each test file's
-SLOW_SCALE = 3.0  # the limits of a second try when the reference missed the first: 5 + 5 + 15 + 15 s at worst,
-# well inside the verifier service's 60 s per verification
+SLOW_SCALE = 3.0  # the limits of the second try after a timeout: 5 + 15 + 15 s at worst (code that hangs, then a
+# reference that misses them too), well inside the verifier service's 60 s per verification
 MAX_SOURCE_BYTES = 200_000
 SHADOWED = set(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py",
                                            "conftest", "sitecustomize", "usercustomize", "setup", "__main__"}
@@ -434,23 +434,22 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
     check_code_budget(sources, ct.reference)
     _check_data_files(task, tree)
     run, suites = _hidden_run(task, ct, sources, graded=True)
-    # the limits are wall-clock: on a loaded machine an honest fix can miss them. A timeout is the agent's only where
-    # the reference, run now on the same suites under the same limits, finishes (an agent cannot slow that run:
-    # nothing of its files is in it, and nothing its run started outlives it). Where it does not, both run again
-    # under SLOW_SCALE times the limits (templates; a registered package's are already wide), and only if the
-    # reference misses those too is the machine declared too loaded (a VerifierError, retried by the runners)
-    for scale in (1.0, SLOW_SCALE) if not task.knobs.get("source") else (1.0,):
+    # the limits are wall-clock: on a loaded machine an honest fix can miss them, all the more in a stall that lasts
+    # just its run (the reference, run right after, finished: the oracle was scored 0 that way in a loaded CI run). A
+    # timeout is the agent's only where its code, run again under SLOW_SCALE times the limits (templates; a registered
+    # package's are already wide: the same limits), misses those too while the reference, run now under them,
+    # finishes (nothing of the agent's files is in that run, and nothing its runs started outlives them). Where the
+    # reference misses them too, the machine is too loaded to tell (a VerifierError, retried by the runners).
+    if run.status is RunStatus.TIMEOUT:
+        scale = 1.0 if task.knobs.get("source") else SLOW_SCALE
         if scale > 1.0:
             run, suites = _hidden_run(task, ct, sources, scale, graded=True)
-        if run.status is not RunStatus.TIMEOUT:
-            break
-        reference, _ = _hidden_run(task, ct, dict(ct.reference), scale)
-        if reference.status is RunStatus.COMPLETED:
-            break
-    else:
-        raise VerifierError(f"task {task.id}: the machine is too loaded to verify: the reference itself did not "
-                            f"finish the hidden tests within {scale:g} times the verifier's limits "
-                            f"({reference.status.value}); retry the verification")
+        if run.status is RunStatus.TIMEOUT:
+            reference, _ = _hidden_run(task, ct, dict(ct.reference), scale)
+            if reference.status is not RunStatus.COMPLETED:
+                raise VerifierError(f"task {task.id}: the machine is too loaded to verify: the reference itself did "
+                                    f"not finish the hidden tests within {scale:g} times the verifier's limits "
+                                    f"({reference.status.value}); retry the verification")
     edits = edit_facts(start, tree.as_text(), set(sources), ct.reference, ct.buggy_modules)
     # a module that can tell the verifier's process from others can be the fix only there (`introspection`); a new
     # module runs in the same process, so it is read as one whose reference is empty
