@@ -38,13 +38,14 @@ def derive_knobs(difficulty: float) -> dict[str, Any]:
 
 class OpsFamily:
     name = "ops"
-    version = "3.3.8"
+    version = "3.3.9"
     checks_module = "gymsmith.families.ops.checks"
     system_prompt = (
         "You run the back office of a small distribution business through its tools. Money is in integer "
         "cents and dates are days on a simulated clock (day 0 is today). Look records up before you change "
         "them, respect the business rules the tools enforce, retry calls that fail with a transient error or "
-        "a rate limit, and never change records the task does not concern. Call submit when the task is done.\n\n"
+        "a rate limit, and never change records the task does not concern. Advance the clock only when the task "
+        "needs time to pass, and no further than it needs. Call submit when the task is done.\n\n"
         "Task:\n{goal}"
     )
     knobs = (

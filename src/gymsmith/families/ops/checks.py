@@ -74,9 +74,9 @@ resource   day H", and no others                                 (must equal the
            "purchasing budget remaining X; do not exceed it"     F purchasing spent - P spent = cost of the purchases kept -
                                                                  cost of the P purchase orders cancelled (hard constraint),
                                                                  and F spent <= limit (budget exceeded otherwise)
-           today is day 0; time may pass while stock arrives     only clock.day changes, forward; nothing else in clock.
-           (only as far as the goal needs)                       F day <= D = the latest P due_day of the targets
-                                                                 (collateral otherwise). Every plan that reaches the goal is
+           today is day 0; "let time pass only as far as these   only clock.day changes, forward; nothing else in clock.
+           shipments need: never past the last of their due      F day <= D = the latest P due_day of the targets
+           dates" (stated since 3.3.9)                            (collateral otherwise). Every plan that reaches the goal is
                                                                  done by D: each target ships by its due day <= D, and a
                                                                  purchase it needs arrives by then. A later purchase arrival
                                                                  is never needed; so no order outside the goal (all due after

@@ -268,7 +268,8 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     lead = (f"Supplier purchase order #{delayed_po['id']} for {targets_p[0]['name']} has been delayed to "
             f"{day_date(delayed_po['arrival_day'])}, after orders waiting for it are due. Re-source it. ") if delayed_po else ""
     goal = (f"Today is {day_date(0)} (day 0). {lead}Ship every pending order that is due on or before {due_text}, "
-            f"each no later than its due date. Purchasing budget remaining: {money(remaining)}; do not exceed it. "
+            f"each no later than its due date. Let time pass only as far as these shipments need: never past the last "
+            f"of their due dates. Purchasing budget remaining: {money(remaining)}; do not exceed it. "
             "An order ships only when it is fully paid and its whole quantity is allocated from one warehouse. "
             "Do not change orders outside that set. Call submit when you are done.")
     metadata = {"kind": "resource" if delayed else "fulfil", "horizon_day": horizon, "start_date": START_DATE}

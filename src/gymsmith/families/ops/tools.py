@@ -283,7 +283,8 @@ def remove_shift(conn: sqlite3.Connection, shift_id: ID) -> dict[str, Any]:
 
 @TOOLS.tool
 def advance_clock(conn: sqlite3.Connection, days: Annotated[int, Param(minimum=1, maximum=7)]) -> dict[str, Any]:
-    """Move the simulated clock forward; purchase orders due by then are received."""
+    """Move the simulated clock forward; purchase orders due by then are received. Only when the task needs time
+    to pass, and no further than it needs (never past the last due date of the orders it ships)."""
     day = _today(conn) + days
     conn.execute("UPDATE clock SET day = ?", (day,))
     received = conn.execute("SELECT id, warehouse_id, product_id, quantity FROM purchase_orders "
