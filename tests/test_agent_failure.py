@@ -173,6 +173,10 @@ def test_a_tool_that_raises_is_an_error_observation_and_the_rollout_goes_on(ops,
     ("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('s.sock')\"", "is a socket"),
     ("python3 -c \"import os\nfor i in range(40): os.mkdir('d'); os.chdir('d')\"", "nested deeper than"),
     ("touch \"$(printf 'bad\\377.py')\"", "not UTF-8"),
+    # what the sandbox's user cannot read is not graded as if it could (attacker 167: a fix gated on `chmod 000`)
+    ("echo 'X = 1' > gate.py && chmod 000 gate.py", "'gate.py': the workspace's user cannot read it"),
+    ("mkdir -p gates && echo 'X = 1' > gates/g.py && chmod 311 gates", "'gates': the workspace's user cannot list it"),
+    ("chmod 070 .", "'.': the workspace's user cannot list it"),
 ])
 def test_a_final_state_that_cannot_be_graded_is_the_agents_zero(verifier, poison, problem):
     code = get_family("code")

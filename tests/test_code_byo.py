@@ -434,6 +434,26 @@ def test_the_listed_tests_run_in_one_session_and_pytests_rootdir_is_the_tasks(re
     assert rootdir.value == 0.0 and any("tampered with: shapes/setup.py" in v for v in rootdir.violations), rootdir
 
 
+def test_the_listed_tests_run_in_the_order_python_m_pytest_runs_them(repo, tmp_path):
+    """A hundred-and-sixty-seventh attacker: the verifier ran the listed tests FAIL_TO_PASS first, so a fix right only
+    for as many calls as those tests make was accepted 0.967 on 2 of 2 repositories while the task's own `python -m
+    pytest -q` failed a FAIL_TO_PASS test. The listed tests now run in the order pytest collects them (here
+    `tests/test_fixture.py` first, then `test_util.py`'s tests as defined), so the same fix fails there as it does
+    under the task's command."""
+    from gymsmith.verifier.pytest_runner import walk_order
+
+    assert walk_order(["tests/test_util.py::a", "tests/b/test_x.py::c", "tests/test_util.py::d", "tests/a_test.py::e"]
+                      ) == ["tests/a_test.py", "tests/b/test_x.py", "tests/test_util.py"]
+    first_two = ("cat > shapes/util.py <<'PY'\n_calls = [0]\n\n\ndef clamp(x, lo, hi):\n    _calls[0] += 1\n"
+                 "    return max(lo, min(x, hi if _calls[0] <= 2 else hi + 1))\nPY")
+    task = load_task_file(task_file(tmp_path, **good(repo)))
+    with VerifierService() as verifier:
+        counting = verifier.verify(task, _final_after(task, [first_two], tmp_path / "counting"))
+        honest = verifier.verify(task, _final_after(task, [FIX], tmp_path / "honest"))
+    assert honest.accepted, honest
+    assert not counting.accepted and any("test_upper_bound" in f for f in counting.gate_failures), counting
+
+
 def test_a_directory_the_workspace_imports_is_in_the_verifiers_job(repo, tmp_path):
     """An empty directory is a namespace package to the interpreter: a hundred-and-fifty-first attacker's fix took the
     bug wherever `import shapes._m` succeeded and added an empty `shapes/_m/`, which the verifier's job (files only)

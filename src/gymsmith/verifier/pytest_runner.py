@@ -77,6 +77,12 @@ def _args(job_dir: str, tests: Sequence[str], extra: Sequence[str] = (), conftes
             *extra, *tests]
 
 
+def walk_order(tests: Sequence[str]) -> list[str]:
+    """The files of node ids `tests`, once each, in the order pytest's walk of the directory they share meets them
+    (each directory's entries sorted by name, files and directories alike)."""
+    return sorted({t.split("::", 1)[0] for t in tests}, key=lambda path: path.split("/"))
+
+
 def _reported_run(reply: Mapping[str, Any], duration_s: float) -> TestRun:
     """The run a server's reply reports, read totally: code under test can write to the report, so a status that is
     not one is a crash, and a test's outcome that is not one is a failure (never a pass, never an exception on the
@@ -105,7 +111,7 @@ class WarmPytest(WarmServer):
     def run(self, files: Mapping[str, bytes | str], tests: Sequence[str] = ("tests",), *, timeout: float = 30.0,
             extra_args: Sequence[str] = (), conftest: bool = False, isolate: bool = False, config: str = "pytest.ini",
             path_first: bool = False, directories: Sequence[str] = (), hash_seed: int = 0,
-            job_name: str = "job") -> TestRun:
+            job_name: str = "job", collection_order: bool = False) -> TestRun:
         """Run `tests` (paths or node ids inside the job) on `files` with `pytest.main`; per-test outcomes.
 
         `conftest`: load the job's conftest.py files (only for conftests the verifier itself supplies).
@@ -117,15 +123,21 @@ class WarmPytest(WarmServer):
         `isolate`: `tests` are node ids, each run in its own process forked from the server before any code
         under test is imported; a process reports for its own test only, and a crash or hang costs that test
         (and, for a hang, the rest of `timeout`).
+        `collection_order`: `tests` are node ids, run in one session in the order `python -m pytest` of the suite runs
+        them (their files given whole, in the order pytest's directory walk meets them; only the listed tests kept),
+        not in the list's order.
         """
         with self.lock:
             self.ensure_started(hash_seed)
             n, job_dir = self.jobs.write(files, {"pytest.ini": PYTEST_INI}, directories)
             started = time.perf_counter()
             try:
+                given = () if isolate else walk_order(tests) if collection_order else tests
                 request = {"id": n, "dir": f"{JOBS}/{n}", "timeout": timeout, "isolate": isolate, "tests": list(tests),
                            "path_first": path_first, "name": job_name,
-                           "args": _args(f"{JOBS}/{n}", () if isolate else tests, extra_args, conftest, config)}
+                           "args": _args(f"{JOBS}/{n}", given, extra_args, conftest, config)}
+                if collection_order and not isolate:
+                    request["keep"] = list(tests)
                 reply = self.request(request, timeout + SERVER_GRACE_S)
                 if reply is None:  # the server itself died or stopped answering: the code under test killed it
                     return TestRun(status=RunStatus.CRASHED, outcomes={}, duration_s=time.perf_counter() - started)

@@ -53,6 +53,21 @@ class Collector:
 
 
 
+class KeepListed:
+    """A pytest plugin that runs only the listed node ids, in the order pytest collects them: the run is given their
+    files whole, so the tests run in the order a `python -m pytest` of the suite runs them, not the list's."""
+
+    def __init__(self, keep):
+        self.keep = frozenset(keep)
+
+    @pytest.hookimpl(trylast=True)  # after the repository's own hooks, whose order it keeps
+    def pytest_collection_modifyitems(self, config, items):
+        dropped = [item for item in items if item.nodeid not in self.keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid in self.keep]
+
+
 # what `python -m pytest` counts against the recursion limit above pytest's `_main`: runpy's `_run_module_as_main` and
 # `_run_code`, its `exec` (a C call the interpreter counts), pytest's `__main__` and `_console_main`
 PYTHON_M_PYTEST_LEVELS = 5
@@ -83,7 +98,8 @@ def run_child(job, write_fd):
         depth, frame = depth + 1, frame.f_back
     sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1 - PYTHON_M_PYTEST_LEVELS)  # +1: `pytest.main`
     try:
-        code = int(pytest.main(args, plugins=[collector]))
+        plugins = [collector] if job.get("keep") is None else [collector, KeepListed(job["keep"])]
+        code = int(pytest.main(args, plugins=plugins))
     except BaseException as exc:  # noqa: BLE001 - report what was seen before the crash
         code, error = -1, repr(exc)[:500]
     collector.send({"exit_code": code, "error": error})

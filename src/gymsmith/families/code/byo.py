@@ -209,7 +209,8 @@ def check_task_tests(spec: RepositoryTask, *, timeout: float = 120) -> list[str]
     out = []
     config = pytest_config(start, tests)
     for name, ref, files, f2p_fails in states:
-        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, config=config, path_first=True)
+        run = shared_runner().run(files, tests, timeout=timeout, conftest=True, config=config, path_first=True,
+                                  collection_order=True)
         passed = lambda t: run.outcome(t) is TestOutcome.PASSED  # noqa: E731
         wrong = [t for t in spec.fail_to_pass if passed(t) == f2p_fails]
         if wrong:
@@ -451,9 +452,12 @@ def verify_repository_task(task: TaskSpec, final_state_path: Path) -> CheckResul
     with keyed_hash():
         seed = graded_hash_seed()
     # in a directory named as the repository's checkout is: a root `__init__.py` makes it a package of that name
+    # in the order `python -m pytest` runs them, not FAIL_TO_PASS first: a fix right only for the calls the listed
+    # FAIL_TO_PASS tests make first was accepted 0.967 on 2 of 2 repositories (a hundred-and-sixty-seventh attacker),
+    # the task's own test command failing a FAIL_TO_PASS test
     run = shared_runner().run(job, [*f2p, *p2p], timeout=VERIFY_TIMEOUT_S, conftest=True, config=prepared.config,
                               path_first=True, directories=tree.directories, hash_seed=seed,
-                              job_name=Path(task.metadata["repository"]).name)
+                              job_name=Path(task.metadata["repository"]).name, collection_order=True)
     changed = sorted(p for p in set(start) | set(final) if start.get(p) != final.get(p))
     tests = [p for p in changed if is_test_or_config(p, test_files)]
     source_changed = sum(changed_lines(start.get(p) or "", final.get(p) or "") for p in changed if p not in tests)

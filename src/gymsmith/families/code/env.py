@@ -210,14 +210,34 @@ def drop_bytecode(root: Path) -> None:
             os.close(fd)
 
 
+def _check_the_workspace_user_may_read(rel: str, st: os.stat_result, problems: list[str]) -> None:
+    """Add a problem where the sandbox's user could not read the file (or list and enter the directory) at `rel`.
+
+    The walk reads as this process's user, which may be root and read anything, and the copy is made readable; the
+    workspace's runs are the sandbox's user's, without capabilities. So a module the agent made unreadable (`chmod
+    000`) was graded as readable: a hundred-and-sixty-seventh attacker's fix ran only where its gate module could be
+    imported, the verifier's copy (accepted 0.96 on 2 of 3 repository layouts and 14 of 14 registered-package tasks,
+    pytest failing FAIL_TO_PASS). The sandbox's user is this process's, mapped into its user namespace (`bwrap
+    --uid`), so the owner's bits are its own, the group's where the group is ours, the others' otherwise."""
+    if stat.S_ISLNK(st.st_mode):
+        return  # a link has no mode of its own: what it names is walked, or is outside and refused
+    need = 0o5 if stat.S_ISDIR(st.st_mode) else 0o4
+    shift = 6 if st.st_uid == os.getuid() else 3 if st.st_gid == os.getgid() else 0
+    if (st.st_mode >> shift) & need != need:
+        problems.append(f"{preview(rel)}: the workspace's user cannot {'list' if need == 0o5 else 'read'} it (mode "
+                        f"{stat.filemode(st.st_mode)}), so the verifier would run what the workspace cannot")
+
+
 def snapshot_tree(root: Path, copy_to: Path | None = None) -> TreeSnapshot:
     """Read `root` by `walk_bounded`: each regular file's diff text, links described, and (with `copy_to`) a copy
     of the regular files (read-only), directories and symlinks. Anything that cannot be copied faithfully (a
     special file, what the walk refuses, more than MAX_TREE_BYTES of files) is a problem in the result."""
     snap = TreeSnapshot()
     size = 0
+    _check_the_workspace_user_may_read(".", os.stat(root), snap.problems)
     for entry, rel, st, _ in walk_bounded(root, snap.problems):
         target = os.path.join(copy_to, rel) if copy_to is not None else None
+        _check_the_workspace_user_may_read(rel, st, snap.problems)
         try:
             if stat.S_ISLNK(st.st_mode):
                 link = os.readlink(entry.path)
