@@ -48,6 +48,31 @@ def test_same_seed_same_site_other_seed_other_site():
     assert FAMILY.generate(11, difficulty=0.5).id == FAMILY.generate(11, difficulty=0.5).id
 
 
+@pytest.mark.parametrize("kind", ["refund", "address", "tickets"])
+def test_an_id_says_nothing_of_which_record_the_goal_means(kind):
+    """The goal's records were made first and held the first ids on every task (charge #5002 for a refund, order
+    #1003 for an address, tickets from #301): a script that opened /orders/1001/charges/5002/refund without reading
+    the goal was accepted on 9 of 9 tasks (a hundred-and-sixty-eighth attacker). They now sit at seeded places among
+    the shop's records, and what the site holds still agrees with the goal."""
+    targets = []
+    for seed in range(30):
+        task = FAMILY.generate(seed, kind=kind, difficulty=0.5)  # 160 orders
+        world = generate_world(task.seed, task.knobs)
+        x, rows = world.expected, {t: {r["id"]: r for r in world.rows[t]} for t in ("orders", "charges", "tickets")}
+        if kind == "refund":
+            kept, dup = rows["charges"][x["kept_charge_id"]], rows["charges"][x["charge_id"]]
+            assert kept["order_id"] == dup["order_id"] == x["order_id"] and x["kept_charge_id"] < x["charge_id"]
+            assert f"order #{x['order_id']}." in world.goal
+            targets.append(x["charge_id"])
+        elif kind == "address":
+            assert rows["orders"][x["order_id"]]["placed_on"] == x["placed_on"]
+            targets.append(x["order_id"])
+        else:
+            assert x["reply_to"] in x["close"] and all(rows["tickets"][t]["tag"] == x["tag"] for t in x["close"])
+            targets.append(x["reply_to"])
+    assert len(set(targets)) >= 15, sorted(targets)  # ids the goal meant: at most 4 distinct before
+
+
 @pytest.mark.parametrize("seed", [21, 22, 23])  # one task of each kind
 def test_two_rollouts_of_the_same_task_and_seed_are_identical(env, seed):
     task = FAMILY.generate(seed, difficulty=0.7)

@@ -139,9 +139,54 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     while len(b.rows["orders"]) < knobs["records"]:
         b.order(rng.choice(others), day(rng.randint(0, 120)), duplicate=rng.random() < 0.03)
     _background_tickets(b, rng, others, knobs, exclude_tag=expected.get("tag"))
+    _scatter(b.rows, expected, rng)
+    goal = goal.replace("{order_id}", str(expected.get("order_id")))
     expected["kind"] = kind
     return World(kind=kind, goal=goal + f"\n\nLog in to the ShopDesk back office as '{AGENT_USER}' with password '{AGENT_PASSWORD}'.",
                  rows=b.rows, expected=expected, metadata={"kind": kind, "records": knobs["records"]})
+
+
+SCATTERED = ("orders", "charges", "tickets")  # the tables whose ids the site shows
+# the rows that name a scattered table's id: (table, column, the table it names, for audit rows: their action's prefix)
+_REFERENCES = (("order_items", "order_id", "orders", None), ("charges", "order_id", "orders", None),
+               ("refunds", "charge_id", "charges", None), ("messages", "ticket_id", "tickets", None),
+               ("audit", "target_id", "charges", "charge."), ("audit", "target_id", "tickets", "ticket."),
+               ("audit", "target_id", "orders", "order."))
+
+
+def _scatter(rows: dict[str, list[dict[str, Any]]], expected: dict[str, Any], rng: random.Random) -> None:
+    """Deal each SCATTERED table's ids out again in a seeded order, so an id says nothing of which record the goal
+    means. The goal's records were made first, so they held the first ids on every task (order #1001 and charge #5002
+    for a refund, order #1003 for an address, tickets from #301): a hundred-and-sixty-eighth attacker's script that
+    opened /orders/1001/charges/5002/refund without reading the goal was accepted on 9 of 9 tasks. An order's charges
+    keep their order of creation (a duplicate still follows the charge it repeats); nothing else reads an id's order
+    (the goal's tickets were opened on distinct days). The ids stay the same set."""
+    for table in SCATTERED:
+        table_rows = rows[table]
+        ids = [r["id"] for r in table_rows]
+        dealt = ids[:]
+        rng.shuffle(dealt)
+        new_id = dict(zip(ids, dealt))
+        if table == "charges":
+            by_order: dict[int, list[int]] = {}
+            for r in table_rows:
+                by_order.setdefault(r["order_id"], []).append(r["id"])
+            for made in by_order.values():
+                new_id.update(zip(made, sorted(new_id[i] for i in made)))
+        for r in table_rows:
+            r["id"] = new_id[r["id"]]
+        table_rows.sort(key=lambda r: r["id"])
+        for child, column, named, action in _REFERENCES:
+            if named == table:
+                for r in rows[child]:
+                    if action is None or r["action"].startswith(action):
+                        r[column] = new_id[r[column]]
+        for key, value in expected.items():
+            if key in _EXPECTED_IDS.get(table, ()):
+                expected[key] = sorted(new_id[v] for v in value) if isinstance(value, list) else new_id[value]
+
+
+_EXPECTED_IDS = {"orders": ("order_id",), "charges": ("charge_id", "kept_charge_id"), "tickets": ("close", "reply_to")}
 
 
 def _address(b, rng, knobs, customers, target_name, variants):
@@ -176,7 +221,7 @@ def _refund(b, rng, knobs, customers, target_name, variants):
         dup["status"] = "refunded"
         b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by=ADMIN_USER)
         b.add("audit", actor=ADMIN_USER, action="charge.refund", target_id=dup["id"], on_day=when)
-    goal = (f"{target_name} was charged twice for order #{target}. Refund the duplicate charge (the later of the two "
+    goal = (f"{target_name} was charged twice for order #{{order_id}}. Refund the duplicate charge (the later of the two "
             f"identical charges) with the reason 'Duplicate charge'. Do not refund anything else.")
     return goal, {"customer": target_name, "order_id": target, "charge_id": charges[-1], "kept_charge_id": charges[0],
                   "reason": "duplicate"}
