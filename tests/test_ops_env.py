@@ -136,3 +136,26 @@ def test_faults_are_seeded_and_retryable(ops, env):
     assert a == b
     assert any("transient" in x or "rate_limited" in x for x in a)
     assert trace(1) != a
+
+
+@pytest.mark.parametrize("kind", ["fulfil", "resource", "billing"])
+def test_an_id_says_nothing_of_which_records_the_goal_means(kind):
+    """Built goal first, a fulfilment task's due orders held ids 1001 to 1000+n and their customers 101 to 100+n on
+    every task, and a billing task's duplicate pair the first payment ids: the leak a hundred-and-sixty-eighth attacker
+    used in the web family (an id told which record the goal means; a script never reading the goal was accepted).
+    Orders and payments now take ids in time order, as a real system issues them, and customers in a seeded order."""
+    from gymsmith.families.ops.generator import generate_world
+    from gymsmith.registry import get_family
+
+    ops, firsts, customers = get_family("ops"), [], []
+    for seed in range(30):
+        task = ops.generate(seed, kind=kind, difficulty=0.5)
+        world = generate_world(task.seed, task.knobs)
+        if kind == "billing":
+            firsts.append(world.expected["duplicate_pair"][0])
+            customers.append(world.expected["customer_id"])
+        else:
+            targets = set(world.expected["targets"])
+            firsts.append(min(targets))
+            customers.append(next(o["customer_id"] for o in world.rows["orders"] if o["id"] == min(targets)))
+    assert len(set(firsts)) >= 15 and len(set(customers)) >= 15, (sorted(firsts), sorted(customers))

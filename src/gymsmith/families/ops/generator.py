@@ -201,6 +201,19 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
             b.add("payments", order_id=o["id"], customer_id=c["id"], kind="charge", amount_cents=o["total_cents"],
                   day=row["placed_day"], refund_of=None, reason=None)
 
+    # ids as a real system issues them: orders and payments in time order, customers in no order the world was built
+    # in. Built goal first, the due orders held 1001 to 1000+n and their customers 101 to 100+n on every task
+    # (the same leak a hundred-and-sixty-eighth attacker used in the web family: an id told which record the goal means)
+    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
+    payment_ids = _renumber(b.rows["payments"], "day", rng)
+    customer_ids = _renumber(b.rows["customers"], None, rng)
+    for o in b.rows["orders"]:
+        o["customer_id"] = customer_ids[o["customer_id"]]
+    for pay in b.rows["payments"]:
+        pay["order_id"], pay["customer_id"] = order_ids[pay["order_id"]], customer_ids[pay["customer_id"]]
+        pay["refund_of"] = payment_ids.get(pay["refund_of"])
+    unpaid_ids = [order_ids[i] for i in unpaid_ids]
+
     for w in warehouses:
         for p in products:
             key = (w, p["id"])
@@ -438,6 +451,14 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
         if not is_target:
             _other_orders(b, rng, products, customers[nm],
                           "lookalike_duplicate" in flags and nm.startswith(first) and last in nm)
+    # ids in time order, as a real system issues them: built first, the target's orders and payments held the first
+    # ids on every task (as with the caller, below)
+    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
+    payment_ids = _renumber(b.rows["payments"], "day", rng)
+    for pay in b.rows["payments"]:
+        pay["order_id"] = order_ids[pay["order_id"]]
+        pay["refund_of"] = payment_ids.get(pay["refund_of"])
+    dup_pair = sorted(payment_ids[i] for i in dup_pair)
     amount = dup_order["total_cents"]
     d = k["difficulty"]
     if d < 0.34:  # the order is named: no search needed
@@ -458,11 +479,13 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     return World("billing", dict(b.rows), goal, {"kind": "billing", "start_date": START_DATE, **meta}, witness, expected)
 
 
-def _renumber(rows: list[dict[str, Any]], day: str, rng: random.Random) -> dict[int, int]:
-    """Give `rows` new ids, from the lowest of theirs, in the order of their `day` (ties in a seeded order); return
-    {old id: new id}. The rows are changed in place."""
+def _renumber(rows: list[dict[str, Any]], day: str | None, rng: random.Random) -> dict[int, int]:
+    """Give `rows` new ids, from the lowest of theirs, in the order of their `day` (ties, or every row if `day` is
+    None, in a seeded order); return {old id: new id}. The rows are changed in place."""
+    if not rows:
+        return {}
     first = min(r["id"] for r in rows)
-    keyed = sorted(rows, key=lambda r: (r[day], rng.random()))
+    keyed = sorted(rows, key=lambda r: (r[day] if day is not None else 0, rng.random()))
     mapping = {r["id"]: first + i for i, r in enumerate(keyed)}
     for r in rows:
         r["id"] = mapping[r["id"]]
