@@ -509,6 +509,39 @@ def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_p
     assert tried >= 8  # an identity and a None for each of the five bugs (less where a function takes nothing)
 
 
+def test_a_package_directory_holds_nothing_new_the_verifier_does_not_run(repos, tmp_path):
+    """A hundred-and-seventieth attacker's fix ran only where `import ledgerkit.gsgate` failed and added an empty
+    `ledgerkit/gsgate/`, imported in the workspace as a namespace package and missing from the verifier's job: accepted
+    on 8 of 8 registered-package tasks, pytest failing every FAIL_TO_PASS test. A new directory, or a new or changed
+    file that is no graded module, in the package's directories is now ungradable; the honest fix still passes."""
+    from gymsmith.core.errors import UngradableState
+    from gymsmith.core.types import Action
+    from gymsmith.families.code import checks
+    from gymsmith.families.code.env import code_task
+
+    family = get_family("code")
+    task = _generate(family, 0, source=PACKAGE, difficulty=0.0)
+    ct = code_task(task)
+    fix = [Action(tool="write_file", arguments={"path": m, "content": ct.reference[m]}) for m in ct.buggy_modules]
+    env = family.make_env()
+    try:
+        for name, extra, says in (("dir", "mkdir -p ledgerkit/gsgate", "ledgerkit/gsgate is new"),
+                                  ("nested", "mkdir -p ledgerkit/a/b", "ledgerkit/a is new"),
+                                  ("data", "echo 1 > ledgerkit/notes.txt", "ledgerkit/notes.txt is new"),
+                                  ("honest", None, None)):
+            env.reset(task, seed=0)
+            for action in fix:
+                env.step(action)
+            if extra:
+                env.step(Action(tool="run_command", arguments={"command": extra}))
+                with pytest.raises(UngradableState, match=says):
+                    checks.verify(task, Path(env.final_state(tmp_path / name).path))
+            else:
+                assert checks.verify(task, Path(env.final_state(tmp_path / name).path)).accepted
+    finally:
+        env.close()
+
+
 def test_a_package_module_reads_files_only_as_its_reference_and_its_data_is_graded_as_registered(repos, tmp_path):
     """ledgerkit's reference reads its VERSION with `pkgutil.get_data(__name__, "VERSION")`. A ninety-fifth attacker
     called the same function with `'../tests/test_money.py'` (found beside the package in the workspace and under

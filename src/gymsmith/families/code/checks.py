@@ -19,7 +19,7 @@ import importlib.metadata
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -399,6 +399,31 @@ def _check_data_files(task: TaskSpec, tree: Tree) -> None:
                               f"{', '.join(changed[:5])}")
 
 
+def _package_holds_only_what_is_graded(tree: Tree, start: Mapping[str, str | None], sources: Mapping[str, str],
+                                       modules: Sequence[str]) -> None:
+    """Raise UngradableState where a package directory of the task's holds a new or changed entry the verifier does not
+    carry: a file that is no graded source, or a directory the start state lacks. The verifier's job holds the graded
+    sources (over the package as registered), so such an entry is found in the workspace alone: a
+    hundred-and-seventieth attacker's empty `ledgerkit/gsgate/`, imported there as a namespace package and missing
+    where graded, ran the fix only in the verifier (accepted on 8 of 8 registered-package tasks, pytest failing every
+    FAIL_TO_PASS test); a new data file read with the package's own `pkgutil.get_data` would do the same. An honest fix
+    changes the package's modules and nothing else in it."""
+    packages = {m.split("/", 1)[0] for m in modules if "/" in m}
+    if not packages:
+        return
+    had = _directories(start)
+    for path in sorted({*tree.files, *tree.symlinks, *tree.special, *tree.directories}):
+        if "/" not in path or path.split("/", 1)[0] not in packages or path in sources:
+            continue
+        if path in tree.directories:
+            if path in had:
+                continue
+        elif tree.kind(path) == "file" and path in start and tree.files.get(path) == start[path]:
+            continue
+        raise UngradableState(f"{path} is new or changed in the package but is no module the verifier runs: the "
+                              "workspace would find it and the verifier not")
+
+
 def _hidden_run(task: TaskSpec, ct: CodeTask, sources: dict[str, str], scale: float = 1.0, *,
                 graded: bool = False) -> tuple[TestRun, list[CompiledSuite]]:
     """The task's hidden suites run as call checks on `sources` (a registered repository's in its sandbox layer),
@@ -433,6 +458,7 @@ def _verify(task: TaskSpec, final_state_path: Path) -> CheckResult:
                                    at_root=(library_names() | imported) - graded)
     check_code_budget(sources, ct.reference)
     _check_data_files(task, tree)
+    _package_holds_only_what_is_graded(tree, start, sources, ct.modules)
     run, suites = _hidden_run(task, ct, sources, graded=True)
     # the limits are wall-clock: on a loaded machine an honest fix can miss them, all the more in a stall that lasts
     # just its run (the reference, run right after, finished: the oracle was scored 0 that way in a loaded CI run). A
