@@ -30,8 +30,11 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# Test workers (pytest-xdist); each test module runs whole on one worker. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
 test: setup lint
-	$(PY) -m pytest -q -ra --durations=15
+	$(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(PY) benchmarks/ops_reset.py

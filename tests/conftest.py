@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import fcntl
 import os
 import socket
 import sys
@@ -157,13 +158,17 @@ def register_test_repos(monkeypatch, specs) -> Path:
 
     root = cache_root() / "test-repos"
     monkeypatch.setenv("GYMSMITH_REPOS", str(root))
-    for spec, path in specs:
-        try:
-            find_repo(spec)
-            load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
-        except RepoError:
-            add_repo(spec, path=path, repos_dir=root)
-            _repos.clear()
+    root.mkdir(parents=True, exist_ok=True)
+    # the suite's workers (pytest-xdist) share the directory: one registers while the others wait, then find it
+    with open(root / ".suite.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for spec, path in specs:
+            try:
+                find_repo(spec)
+                load_repo(spec)  # compiles its call checks: one reduced by an earlier gymsmith is refused
+            except RepoError:
+                add_repo(spec, path=path, repos_dir=root)
+                _repos.clear()
     return root
 
 
@@ -178,6 +183,17 @@ def postgres_url():
 
 HANG_LIMIT_S = 900  # past pytest-timeout's 600 s (pyproject): only a test its alarm could not stop gets here
 _hang_report: list[int] = []  # a duplicate of the session's real stderr: a test's own stderr is captured
+
+
+# The costliest modules (a module's fixtures run once, on one worker: `--dist loadfile`) start first, so the
+# suite's workers finish together rather than one running the last long module alone; the rest keep their order.
+COSTLIEST_FIRST = ("test_web_agents", "test_code_agents", "test_check", "test_code_task_variants", "test_code_repos",
+                   "test_reward_ladder", "test_code_byo", "test_model_agent", "test_ray_backend", "test_cli")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: within a module, its own order
 
 
 def pytest_configure(config):
