@@ -159,3 +159,29 @@ def test_an_id_says_nothing_of_which_records_the_goal_means(kind):
             firsts.append(min(targets))
             customers.append(next(o["customer_id"] for o in world.rows["orders"] if o["id"] == min(targets)))
     assert len(set(firsts)) >= 15 and len(set(customers)) >= 15, (sorted(firsts), sorted(customers))
+
+
+MIN_CANDIDATES = 3  # the goal's duplicate and OTHER_DUPLICATES others
+
+
+def test_the_duplicate_to_refund_is_not_told_by_its_age_or_by_being_the_only_one():
+    """A hundred-and-seventy-first attacker's script read nothing of a billing goal and refunded the oldest unrefunded
+    pair of identical same-day charges: accepted on 58 of 60 tasks (the goal's duplicate was the only one at low
+    difficulty, and placed older than the look-alikes' at high). Other customers now have real duplicates at every
+    difficulty, drawn on the days the goal's is; the same guess is right about one time in three."""
+    from gymsmith.families.ops.generator import generate_world
+    from gymsmith.registry import get_family
+
+    ops, right = get_family("ops"), 0
+    for seed in range(100):
+        task = ops.generate(seed, kind="billing", difficulty=(seed % 5) / 4, fidelity=0.0)
+        world = generate_world(task.seed, task.knobs)
+        refunded = {p["refund_of"] for p in world.rows["payments"] if p["kind"] == "refund"}
+        pairs: dict = {}
+        for p in world.rows["payments"]:
+            if p["kind"] == "charge" and p["id"] not in refunded:
+                pairs.setdefault((p["order_id"], p["day"], p["amount_cents"]), []).append(p["id"])
+        candidates = sorted(sorted(ids) for ids in pairs.values() if len(ids) >= 2)
+        assert sorted(world.expected["duplicate_pair"]) in candidates and len(candidates) >= MIN_CANDIDATES
+        right += candidates[0] == sorted(world.expected["duplicate_pair"])
+    assert right <= 45, right  # 94 of 100 before

@@ -386,11 +386,15 @@ def _charge(b: _Rows, o: dict[str, Any], amount: int, day: int) -> dict[str, Any
                  day=day, refund_of=None, reason=None)
 
 
+DUPLICATE_DAYS = range(-45, -3)  # the days an account's orders (and every real duplicate charge) are placed on
+OTHER_DUPLICATES = 2  # accounts the goal does not concern with a real duplicate charge of their own, at every difficulty
+
+
 def _account_with_a_duplicate(b: _Rows, rng: random.Random, products: list[dict[str, Any]], c: dict[str, Any],
                               n_orders: int, flags: set[str]) -> tuple[dict[str, Any], list[int]]:
     """`n_orders` past orders of customer `c`, one charged twice (its order and the two charges' ids returned), with
     the account features `flags` switch on: an order paid in two parts, an earlier duplicate already refunded."""
-    placed_days = sorted(rng.sample(range(-45, -3), n_orders + 3))
+    placed_days = sorted(rng.sample(DUPLICATE_DAYS, n_orders))
     dup_index = rng.randrange(n_orders)
     special = [i for i in range(n_orders) if i != dup_index]
     rng.shuffle(special)
@@ -424,8 +428,8 @@ def _other_orders(b: _Rows, rng: random.Random, products: list[dict[str, Any]], 
     for _ in range(rng.randint(1, 3)):
         o = _shipped_order(b, rng, products, c, rng.randint(-60, -2))
         _charge(b, o, o["total_cents"], o["placed_day"])
-    if real_duplicate:
-        o = _shipped_order(b, rng, products, c, rng.randint(-30, -2))
+    if real_duplicate:  # on a day drawn as the goal's duplicate's is: its age tells the two apart no better than a coin
+        o = _shipped_order(b, rng, products, c, rng.choice(DUPLICATE_DAYS))
         _charge(b, o, o["total_cents"], o["placed_day"])
         _charge(b, o, o["total_cents"], o["placed_day"])
 
@@ -443,14 +447,19 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
     if "similar_names" in flags:
         people += [(variant, False) for variant in _lookalikes(rng, used, target_name)]
     people += [(_person(rng, used), False) for _ in range(k["distractors"] // 4)]
+    # other customers charged twice too, the goal naming whose duplicate to refund: with the goal's the only one, a
+    # script reading nothing refunded the oldest pair in the books and was accepted on 58 of 60 tasks (a
+    # hundred-and-seventy-first attacker)
+    doubled = {_person(rng, used) for _ in range(OTHER_DUPLICATES)}
+    people += [(nm, False) for nm in sorted(doubled)]
     rng.shuffle(people)  # the target is not always the first id
     customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
     target = customers[target_name]
     dup_order, dup_pair = _account_with_a_duplicate(b, rng, products, target, 2 + k["n_orders"] // 4, flags)
     for nm, is_target in people:
         if not is_target:
-            _other_orders(b, rng, products, customers[nm],
-                          "lookalike_duplicate" in flags and nm.startswith(first) and last in nm)
+            _other_orders(b, rng, products, customers[nm], nm in doubled or (
+                "lookalike_duplicate" in flags and nm.startswith(first) and last in nm))
     # ids in time order, as a real system issues them: built first, the target's orders and payments held the first
     # ids on every task (as with the caller, below)
     order_ids = _renumber(b.rows["orders"], "placed_day", rng)
