@@ -373,3 +373,20 @@ def test_a_call_from_another_thread_than_the_browsers_is_an_infrastructure_failu
             assert is_infrastructure(raised.value)
     result = env.step(Action(tool="scroll", arguments={"direction": "down"}))  # on its own thread it goes on
     assert result.observation.error is None and not result.done
+
+
+def test_the_tickets_to_close_are_told_by_their_date_not_by_counting():
+    """A hundred-and-seventy-first attacker closed the older half of the goal tag's open tickets without reading the
+    goal's date (accepted 15 of 15): the newer open tickets of the tag were always as many as the goal's, and the tag
+    never appeared elsewhere. Their number is now drawn apart, and the rest of the desk uses every tag; the goal's
+    tickets are still exactly the tag's open tickets opened before the date."""
+    right = 0
+    for seed in range(100):
+        task = FAMILY.generate(seed, kind="tickets", difficulty=(seed % 5) / 4)
+        world = generate_world(task.seed, task.knobs)
+        x, tickets = world.expected, world.rows["tickets"]
+        tagged = sorted((t for t in tickets if t["tag"] == x["tag"] and t["status"] == "open"),
+                        key=lambda t: (t["opened_on"], t["id"]))
+        assert sorted(t["id"] for t in tagged if t["opened_on"] < x["cutoff"]) == x["close"]
+        right += sorted(t["id"] for t in tagged[:len(tagged) // 2]) == x["close"]
+    assert right <= 35, right  # 100 of 100 before

@@ -138,7 +138,7 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     others = [customers[n] for n in base_names[1:]]
     while len(b.rows["orders"]) < knobs["records"]:
         b.order(rng.choice(others), day(rng.randint(0, 120)), duplicate=rng.random() < 0.03)
-    _background_tickets(b, rng, others, knobs, exclude_tag=expected.get("tag"))
+    _background_tickets(b, rng, others, knobs, expected.get("tag"), expected.get("cutoff"))
     _scatter(b.rows, expected, rng)
     goal = goal.replace("{order_id}", str(expected.get("order_id")))
     expected["kind"] = kind
@@ -237,8 +237,12 @@ def _tickets(b, rng, knobs, customers, target_name, variants):
     offsets = rng.sample(range(cutoff_offset + 1, cutoff_offset + 90), n)
     for off in offsets:
         close_ids.append(_ticket(b, rng, rng.choice(pool), tag, day(off), "open"))
-    for _ in range(knobs["distractors"] + 1):  # the same tag: newer (keep open), older but already closed
+    # the same tag: newer (keep open), older but already closed; as many newer as the goal's tickets were always there
+    # (n_tickets = distractors + 1), so "the older half of the tag's open tickets" closed the goal's without reading
+    # its date (a hundred-and-seventy-first attacker: accepted 15 of 15); now drawn apart from n
+    for _ in range(rng.randint(0, 3 * knobs["distractors"] + 3)):
         _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, cutoff_offset)), "open")
+    for _ in range(knobs["distractors"] + 1):
         _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(cutoff_offset + 1, cutoff_offset + 90)), "closed")
     newest = max(close_ids, key=lambda t: (next(r["opened_on"] for r in b.rows["tickets"] if r["id"] == t), t))
     reply = rng.choice(("Thanks for your patience: this is resolved now.", "We have sorted this out; closing the ticket.",
@@ -260,10 +264,15 @@ def _ticket(b, rng, customer_id, tag, opened, status) -> int:
     return tid
 
 
-def _background_tickets(b, rng, customers, knobs, exclude_tag):
-    tags = [t for t in TAGS if t != exclude_tag]
+def _background_tickets(b, rng, customers, knobs, goal_tag, cutoff):
+    """The rest of the help desk, every tag among them: one the goal names was missing here, which told it (the tag
+    whose open tickets were twice its closed ones was the goal's on 361 of 540 tasks). Of the goal's tag, a ticket
+    opened before its date is closed (an open one would be the goal's to close)."""
     for _ in range(max(8, knobs["records"] // 4)):
-        _ticket(b, rng, rng.choice(customers), rng.choice(tags), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed")))
+        tag, opened, status = rng.choice(TAGS), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed"))
+        if tag == goal_tag and cutoff is not None and opened < cutoff:
+            status = "closed"
+        _ticket(b, rng, rng.choice(customers), tag, opened, status)
 
 
 def _start_rows(seed: int, knobs: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
