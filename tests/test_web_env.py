@@ -390,3 +390,23 @@ def test_the_tickets_to_close_are_told_by_their_date_not_by_counting():
         assert sorted(t["id"] for t in tagged if t["opened_on"] < x["cutoff"]) == x["close"]
         right += sorted(t["id"] for t in tagged[:len(tagged) // 2]) == x["close"]
     assert right <= 35, right  # 100 of 100 before
+
+
+def test_the_address_goals_order_is_told_by_its_customers_name_not_by_its_history():
+    """The look-alike customers ordered once, on the goal's day, and the goal's customer had orders on other days too:
+    the one order of that day's look-alikes whose customer had a history was the goal's, and a hundred-and-seventy-first
+    attacker's script reading only the new address was accepted on 12 of 12 tasks. Each look-alike now has a history
+    of its own, so only the name tells them apart."""
+    tried = 0
+    for seed in range(40):
+        task = FAMILY.generate(seed, kind="address", difficulty=0.5 + (seed % 3) / 4)
+        world = generate_world(task.seed, task.knobs)
+        x, orders = world.expected, world.rows["orders"]
+        names = {c["id"]: c["name"] for c in world.rows["customers"]}
+        that_day = {o["customer_id"] for o in orders if o["placed_on"] == x["placed_on"]}
+        alike = [c for c in that_day if names[c] != x["customer"]
+                 and sum(a != b for a, b in zip(names[c], x["customer"])) == 1 and len(names[c]) == len(x["customer"])]
+        histories = {c: sum(o["customer_id"] == c for o in orders) for c in alike}
+        tried += bool(alike)
+        assert all(n >= 3 for n in histories.values()), (seed, histories)
+    assert tried >= 20, tried

@@ -196,8 +196,12 @@ def _address(b, rng, knobs, customers, target_name, variants):
         b.order(cid, day(offset))
     old_country = rng.choice(COUNTRIES)
     target = b.order(cid, when, country=old_country)
-    for v in variants:  # near-identical names on the same day
+    for v in variants:  # near-identical names on the same day, each with a history of its own as the target has: the
+        # target was the one of that day with orders on other days (a hundred-and-seventy-first attacker's script
+        # reading only the new address was accepted on 12 of 12 tasks)
         b.order(customers[v], when)
+        for offset in rng.sample(range(61, 120), 2):
+            b.order(customers[v], day(offset))
     country = rng.choice([c for c in COUNTRIES if c != old_country]) if knobs["validation_trap"] else old_country
     new = {"ship_line1": f"{rng.randint(1, 180)} {rng.choice(STREETS)}", "ship_line2": "",
            "ship_city": rng.choice(CITIES[country]), "ship_postcode": postcode(country, rng), "ship_country": country}
