@@ -249,8 +249,11 @@ def test_a_sessions_calls_are_one_at_a_time_and_hold_no_other_clients_up():
         url = f"{s.url}/sessions/{slow.session_id}"
         with ThreadPoolExecutor(1) as pool:
             sleeping = pool.submit(httpx.post, f"{url}/step", json={"tool": "run_command", "arguments": {
-                "command": "sleep 4"}}, headers=headers, timeout=60)
-            time.sleep(1.0)  # the sleep is in progress
+                "command": "sleep 8"}}, headers=headers, timeout=60)
+            deadline, session = time.monotonic() + 10, s.app.state.manager.sessions[slow.session_id]
+            while not session.lock.locked():  # until the sleep is in progress (a call of ours would take the lock)
+                assert time.monotonic() < deadline and not sleeping.done()
+                time.sleep(0.05)
             replies = [httpx.post(f"{url}/step", json={"tool": "run_command", "arguments": {"command": "true"}},
                                   headers=headers, timeout=10) for _ in range(45)]
             assert {r.status_code for r in replies} == {409} and "in progress" in replies[0].json()["detail"]
