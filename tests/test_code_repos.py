@@ -528,6 +528,9 @@ def test_a_package_directory_holds_nothing_new_the_verifier_does_not_run(repos, 
         for name, extra, says in (("dir", "mkdir -p ledgerkit/gsgate", "ledgerkit/gsgate is new"),
                                   ("nested", "mkdir -p ledgerkit/a/b", "ledgerkit/a is new"),
                                   ("data", "echo 1 > ledgerkit/notes.txt", "ledgerkit/notes.txt is new"),
+                                  # the reverse (a hundred-and-seventy-second attacker): a deleted module was graded as
+                                  # an empty one, importable only where graded (accepted on 5 of 5 tasks)
+                                  ("deleted", "rm ledgerkit/__init__.py", "ledgerkit/__init__.py was deleted"),
                                   ("honest", None, None)):
             env.reset(task, seed=0)
             for action in fix:

@@ -1,7 +1,7 @@
 """Hidden checks for `code`. Loaded only by the verifier process; no agent-side module imports this one.
 
-From the final repository, only the source files are taken: the task's modules (a deleted one counts as
-empty) and new top-level modules whose names shadow nothing (not the standard library, pytest, conftest
+From the final repository, only the source files are taken: the task's modules (a deleted one makes the state
+ungradable) and new top-level modules whose names shadow nothing (not the standard library, pytest, conftest
 or site hooks). The hidden suite, with canaries, runs as call checks (`verifier/calltests`): only its
 drivers (the calls, with their inputs) go into the sandbox beside the agent's code; the expected values
 and every comparison stay in this process, which never imports the agent's code. Nothing the agent wrote
@@ -56,19 +56,24 @@ def source_files(final: Tree, modules: list[str], imported: frozenset[str] = fro
     imports (`imported`: an optional dependency the sandbox lacks, which the package would import in its place; a
     fifty-fourth attacker's `idna.py` patched rfc3986 from there, where no rule read it).
 
-    Raises UngradableState when a task module is a link, a special file, binary or larger than MAX_SOURCE_BYTES:
+    Raises UngradableState when a task module is deleted, a link, a special file, binary or larger than MAX_SOURCE_BYTES:
     the agent left something in place of the code that cannot be graded, which is its failure.
     """
     out = {}
     for m in modules:
         kind = final.kind(m)
+        if kind is None and (start or {}).get(m) is not None:
+            # graded as an empty file, it was importable where graded and not in the workspace: a hundred-and-
+            # seventy-second attacker deleted `ledgerkit/__init__.py` and took the fix only where `import
+            # ledgerkit.__init__` succeeded (accepted on 5 of 5 tasks, pytest failing every FAIL_TO_PASS test)
+            raise UngradableState(f"{m} was deleted: the workspace has no such module where the verifier would run one")
         if kind not in (None, "file"):
             raise UngradableState(f"{m} is a {kind}; a module must be a regular file")
         if kind == "file" and final.sizes[m] > MAX_SOURCE_BYTES:
             raise UngradableState(f"{m} has {final.sizes[m]} bytes; at most {MAX_SOURCE_BYTES} are graded")
         if kind == "file" and final.files[m] is None:
             raise UngradableState(f"{m} is not UTF-8 text")
-        out[m] = final.files.get(m) or ""  # a deleted module counts as empty
+        out[m] = final.files.get(m) or ""  # one the start state lacks too counts as empty
     for path, text in final.files.items():
         if (path not in out and "/" not in path and path.endswith(".py") and not is_test_path(path)
                 and path[:-3] not in SHADOWED | imported and text is not None and final.sizes[path] <= MAX_SOURCE_BYTES):
