@@ -204,14 +204,10 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     # ids as a real system issues them: orders and payments in time order, customers in no order the world was built
     # in. Built goal first, the due orders held 1001 to 1000+n and their customers 101 to 100+n on every task
     # (the same leak a hundred-and-sixty-eighth attacker used in the web family: an id told which record the goal means)
-    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
-    payment_ids = _renumber(b.rows["payments"], "day", rng)
+    order_ids, _ = _ids_in_time_order(b.rows, rng)
     customer_ids = _renumber(b.rows["customers"], None, rng)
-    for o in b.rows["orders"]:
-        o["customer_id"] = customer_ids[o["customer_id"]]
-    for pay in b.rows["payments"]:
-        pay["order_id"], pay["customer_id"] = order_ids[pay["order_id"]], customer_ids[pay["customer_id"]]
-        pay["refund_of"] = payment_ids.get(pay["refund_of"])
+    for row in (*b.rows["orders"], *b.rows["payments"]):
+        row["customer_id"] = customer_ids[row["customer_id"]]
     unpaid_ids = [order_ids[i] for i in unpaid_ids]
 
     for w in warehouses:
@@ -462,11 +458,7 @@ def _billing(rng: random.Random, k: dict[str, Any]) -> World:
                 "lookalike_duplicate" in flags and nm.startswith(first) and last in nm))
     # ids in time order, as a real system issues them: built first, the target's orders and payments held the first
     # ids on every task (as with the caller, below)
-    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
-    payment_ids = _renumber(b.rows["payments"], "day", rng)
-    for pay in b.rows["payments"]:
-        pay["order_id"] = order_ids[pay["order_id"]]
-        pay["refund_of"] = payment_ids.get(pay["refund_of"])
+    _, payment_ids = _ids_in_time_order(b.rows, rng)
     dup_pair = sorted(payment_ids[i] for i in dup_pair)
     amount = dup_order["total_cents"]
     d = k["difficulty"]
@@ -501,6 +493,17 @@ def _renumber(rows: list[dict[str, Any]], day: str | None, rng: random.Random) -
     return mapping
 
 
+def _ids_in_time_order(rows: dict[str, list[dict[str, Any]]], rng: random.Random) -> tuple[dict[int, int], dict[int, int]]:
+    """Renumber orders and payments in time order (`_renumber`), as a real system issues ids, and the payments'
+    references with them; return ({old order id: new}, {old payment id: new})."""
+    order_ids = _renumber(rows["orders"], "placed_day", rng)
+    payment_ids = _renumber(rows["payments"], "day", rng)
+    for pay in rows["payments"]:
+        pay["order_id"] = order_ids[pay["order_id"]]
+        pay["refund_of"] = payment_ids.get(pay["refund_of"])
+    return order_ids, payment_ids
+
+
 CALLER_ACCOUNTS = 4  # customers with a real duplicate charge, the caller one of them: built alike, the caller drawn last
 
 
@@ -529,11 +532,7 @@ def _billing_with_caller(rng: random.Random, k: dict[str, Any]) -> World:
         if nm not in accounts:
             _other_orders(b, rng, products, customers[nm], "lookalike_duplicate" in flags and like is not None)
     # ids in time order, as a real system issues them: the accounts were built one after another
-    order_ids = _renumber(b.rows["orders"], "placed_day", rng)
-    payment_ids = _renumber(b.rows["payments"], "day", rng)
-    for p in b.rows["payments"]:
-        p["order_id"] = order_ids[p["order_id"]]
-        p["refund_of"] = payment_ids.get(p["refund_of"])
+    _, payment_ids = _ids_in_time_order(b.rows, rng)
     name = rng.choice(holders)
     target = customers[name]
     dup_order, dup_pair = accounts[name][0], sorted(payment_ids[i] for i in accounts[name][1])
