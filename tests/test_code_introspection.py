@@ -445,7 +445,12 @@ def test_a_class_that_claims_another_module_is_a_read():
     for spelling in ("class P:\n    __module__ = 'pytest'\n", "class P:\n    pass\nP.__module__ = 'pytest'\n",
                      "class P:\n    pass\nsetattr(P, '__module__', 'pytest')\n", "P = type('P', (), {'__module__': 'pytest'})\n",
                      "__name__ = 'pytest'\n", "import enum\nE = enum.Enum('E', 'a b', module='pytest')\n",
-                     "import collections\nT = collections.namedtuple('T', 'a', module='typing')\n"):
+                     "import collections\nT = collections.namedtuple('T', 'a', module='typing')\n",
+                     # any other binding of the name (a hundred-and-seventy-third attacker's parameter `__name__`)
+                     "def g(__name__):\n    return __name__\n", "g = lambda __name__: __name__\n",
+                     "def g(*, __module__=1):\n    return __module__\n", "def __name__():\n    return 1\n",
+                     "try:\n    pass\nexcept Exception as __name__:\n    pass\n", "from math import pi as __name__\n",
+                     "match 1:\n    case __name__:\n        pass\n"):
         reads = process_reads(reference + spelling, reference)
         assert reads and all("module" in r or "__name__" in r for r in reads), (spelling, reads)
     assert process_reads(reference + "class P:\n    x: 'int' = 0\n", reference) == []  # its own module: no claim

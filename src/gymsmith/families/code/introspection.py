@@ -556,7 +556,8 @@ def _finalizers(nodes: list[ast.AST]) -> set[str]:
 
 def _module_claims(nodes: list[ast.AST]) -> set[str]:
     """What makes a class or function claim another module than its own: `__module__` or `__name__` set (in a class
-    body, by attribute or `setattr`, in a `type(...)` namespace) and a factory's `module=` (namedtuple, make_dataclass,
+    body, by attribute or `setattr`, in a `type(...)` namespace, or bound by any other binding: a parameter, a def,
+    an import, an `except ... as`, a match capture) and a factory's `module=` (namedtuple, make_dataclass,
     Enum's functional form). Computation-only modules look a class's module up in the process's loaded modules
     (`dataclasses` resolving a string annotation, `enum.global_enum`): a class claiming `pytest` told which modules
     the process had loaded (an eighty-ninth attacker's `@dataclass` on `class P: __module__ = 'pytest'; x: 'int' = 0`
@@ -564,6 +565,16 @@ def _module_claims(nodes: list[ast.AST]) -> set[str]:
     found: set[str] = set()
     claims = {"__module__", "__name__"}
     for node in nodes:
+        # every other binding of the name too: a reference's call made with `__name__` names another module once the
+        # name is bound otherwise (a hundred-and-seventy-third attacker's `def probe(__name__):
+        # pkgutil.get_data(__name__, "VERSION")` looked up test modules found only in the workspace: accepted 3 of 3)
+        bound = (node.arg if isinstance(node, ast.arg)
+                 else node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                                              | ast.ExceptHandler | ast.MatchAs | ast.MatchStar)
+                 else node.rest if isinstance(node, ast.MatchMapping)
+                 else (node.asname or node.name.split(".", 1)[0]) if isinstance(node, ast.alias) else None)
+        if bound in claims:
+            found.add(f"sets {bound}")
         if isinstance(node, ast.Name) and node.id in claims and isinstance(node.ctx, ast.Store | ast.Del):
             found.add(f"sets {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in claims and isinstance(node.ctx, ast.Store | ast.Del):
