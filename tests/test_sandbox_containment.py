@@ -89,7 +89,10 @@ def test_attack_fork_bomb(sb):
     sb.exec(["/bin/true"])
     idle = set(sb.cgroup.pids()) if sb.cgroup is not None else set()  # the sandbox's own init and bwrap
     r = sb.exec(py("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"), timeout=3)
-    assert r.killed is KillReason.TIMEOUT
+    # Contained either way: the process limit stops the forks and the timeout ends the rest, or (on a host whose
+    # copies of the interpreter cost more) the memory limit ends them first; the command server may be the one
+    # the OOM killer picks, and the next command starts a new one (the fixture's check after every attack).
+    assert r.killed in (KillReason.TIMEOUT, KillReason.MEMORY), r
     assert sb.cgroup is not None and set(sb.cgroup.pids()) <= idle  # nothing of it is left
 
 
