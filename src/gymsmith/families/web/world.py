@@ -128,12 +128,15 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     customers = {name: b.customer(name) for name in base_names}
     taken = set(base_names)
     target_name = base_names[0]
-    variants = near_names(target_name, knobs["distractors"], taken, rng)
-    for v in variants:
-        customers[v] = b.customer(v)
+    look_alikes = {}  # the goal's customer and its decoys, each with customers one letter away
+    for name in base_names[:1 + DECOYS]:
+        look_alikes[name] = near_names(name, knobs["distractors"], taken, rng)
+        taken.update(look_alikes[name])
+        for v in look_alikes[name]:
+            customers[v] = b.customer(v)
     kind = knobs["kind"]
     builders = {"address": _address, "refund": _refund, "tickets": _tickets}
-    goal, expected = builders[kind](b, rng, knobs, customers, target_name, variants)
+    goal, expected = builders[kind](b, rng, knobs, customers, target_name, look_alikes)
     # background records: the rest of the shop, in every table
     others = [customers[n] for n in base_names[1:]]
     while len(b.rows["orders"]) < knobs["records"]:
@@ -145,6 +148,13 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     return World(kind=kind, goal=goal + f"\n\nLog in to the ShopDesk back office as '{AGENT_USER}' with password '{AGENT_PASSWORD}'.",
                  rows=b.rows, expected=expected, metadata={"kind": kind, "records": knobs["records"]})
 
+
+# Customers whose records have the goal's shape, besides the goal's own: each with as many look-alikes, and (for an
+# address or refund goal) an order of that kind with the look-alikes' orders on its day. With the goal's customer
+# alone built so, a script reading nothing of the goal found it as the one name others were a letter away from, or
+# as the unrefunded duplicate on the day of the refunded ones (right on 79 and 76 of 100 refund tasks): the goal's
+# text, not the shape of the data, must tell which one.
+DECOYS = 2
 
 SCATTERED = ("orders", "charges", "tickets")  # the tables whose ids the site shows
 # the rows that name a scattered table's id: (table, column, the table it names, for audit rows: their action's prefix)
@@ -189,19 +199,27 @@ def _scatter(rows: dict[str, list[dict[str, Any]]], expected: dict[str, Any], rn
 _EXPECTED_IDS = {"orders": ("order_id",), "charges": ("charge_id", "kept_charge_id"), "tickets": ("close", "reply_to")}
 
 
-def _address(b, rng, knobs, customers, target_name, variants):
-    when = day(rng.randint(3, 60))
-    cid = customers[target_name]
-    for offset in rng.sample(range(61, 120), 2):  # the same customer on other days
-        b.order(cid, day(offset))
-    old_country = rng.choice(COUNTRIES)
-    target = b.order(cid, when, country=old_country)
-    for v in variants:  # near-identical names on the same day, each with a history of its own as the target has: the
-        # target was the one of that day with orders on other days (a hundred-and-seventy-first attacker's script
-        # reading only the new address was accepted on 12 of 12 tasks)
-        b.order(customers[v], when)
-        for offset in rng.sample(range(61, 120), 2):
-            b.order(customers[v], day(offset))
+def _in_seeded_order(rng, look_alikes):
+    """The goal's customer and its decoys in a seeded order, so that nothing made in order of creation (a refund's or
+    an audit entry's id) tells which is the goal's."""
+    return rng.sample(list(look_alikes.items()), len(look_alikes))
+
+
+def _address(b, rng, knobs, customers, target_name, look_alikes):
+    made = {}
+    for name, variants in _in_seeded_order(rng, look_alikes):  # the goal's customer and its decoys alike
+        when = day(rng.randint(3, 60))
+        for offset in rng.sample(range(61, 120), 2):  # the same customer on other days
+            b.order(customers[name], day(offset))
+        old_country = rng.choice(COUNTRIES)
+        made[name] = when, b.order(customers[name], when, country=old_country), old_country
+        for v in variants:  # near-identical names on the same day, each with a history of its own as the target has:
+            # the target was the one of that day with orders on other days (a hundred-and-seventy-first attacker's
+            # script reading only the new address was accepted on 12 of 12 tasks)
+            b.order(customers[v], when)
+            for offset in rng.sample(range(61, 120), 2):
+                b.order(customers[v], day(offset))
+    when, target, old_country = made[target_name]
     country = rng.choice([c for c in COUNTRIES if c != old_country]) if knobs["validation_trap"] else old_country
     new = {"ship_line1": f"{rng.randint(1, 180)} {rng.choice(STREETS)}", "ship_line2": "",
            "ship_city": rng.choice(CITIES[country]), "ship_postcode": postcode(country, rng), "ship_country": country}
@@ -214,24 +232,26 @@ def _address(b, rng, knobs, customers, target_name, variants):
     return goal, {"customer": target_name, "placed_on": when, "order_id": target, "address": new}
 
 
-def _refund(b, rng, knobs, customers, target_name, variants):
-    cid = customers[target_name]
-    when = day(rng.randint(1, 40))
-    target = b.order(cid, when, duplicate=True)
+def _refund(b, rng, knobs, customers, target_name, look_alikes):
+    made = {}
+    for name, variants in _in_seeded_order(rng, look_alikes):  # the goal's customer and its decoys alike
+        when = day(rng.randint(1, 40))
+        made[name] = b.order(customers[name], when, duplicate=True)
+        for v in variants:  # look-alike customers with a double charge that is already refunded
+            b.order(customers[v], when, duplicate=True)
+            dup = b.rows["charges"][-1]
+            dup["status"] = "refunded"
+            b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by=ADMIN_USER)
+            b.add("audit", actor=ADMIN_USER, action="charge.refund", target_id=dup["id"], on_day=when)
+    target = made[target_name]
     charges = [c["id"] for c in b.rows["charges"] if c["order_id"] == target]
-    for v in variants:  # look-alike customers with a double charge that is already refunded
-        b.order(customers[v], when, duplicate=True)
-        dup = b.rows["charges"][-1]
-        dup["status"] = "refunded"
-        b.add("refunds", charge_id=dup["id"], amount_cents=dup["amount_cents"], reason="duplicate", created_on=when, created_by=ADMIN_USER)
-        b.add("audit", actor=ADMIN_USER, action="charge.refund", target_id=dup["id"], on_day=when)
     goal = (f"{target_name} was charged twice for order #{{order_id}}. Refund the duplicate charge (the later of the two "
             f"identical charges) with the reason 'Duplicate charge'. Do not refund anything else.")
     return goal, {"customer": target_name, "order_id": target, "charge_id": charges[-1], "kept_charge_id": charges[0],
                   "reason": "duplicate"}
 
 
-def _tickets(b, rng, knobs, customers, target_name, variants):
+def _tickets(b, rng, knobs, customers, target_name, look_alikes):
     tag = rng.choice(TAGS)
     cutoff_offset = rng.randint(10, 30)
     cutoff = day(cutoff_offset)
