@@ -11,7 +11,7 @@ import pytest
 from gymsmith.core import Action
 from gymsmith.core.errors import KnobError
 from gymsmith.families.ops import caller
-from gymsmith.families.ops.generator import CALLER_ACCOUNTS, generate_world
+from gymsmith.families.ops.generator import DUPLICATE_ACCOUNTS, generate_world
 from gymsmith.families.ops.schema import money
 from gymsmith.verifier import VerifierService
 
@@ -103,7 +103,7 @@ def test_no_tool_reads_what_the_caller_knows_or_said(ops):
 
 
 def test_the_caller_cannot_be_told_from_the_data(ops):
-    """Without the caller's facts there is no telling whose duplicate it is: the caller is one of CALLER_ACCOUNTS
+    """Without the caller's facts there is no telling whose duplicate it is: the caller is one of DUPLICATE_ACCOUNTS
     customers with a real duplicate and as many orders, built alike, and no signal of the data picks the caller more
     often than chance among them (a hundred-and-thirty-fifth attacker picked it on 1000 of 1000 tasks when the
     caller's account was built first, with the lowest id, and alone had a past refund and look-alike names)."""
@@ -137,7 +137,7 @@ def test_the_caller_cannot_be_told_from_the_data(ops):
                             "refunds": sum(1 for p in rows["payments"] if p["customer_id"] == cid and p["kind"] == "refund"),
                             "alike": sum(1 for i, n in names.items() if i != cid and n.startswith(first) and last in n),
                             "spent": sum(p["amount_cents"] for p in rows["payments"] if p["customer_id"] == cid)}
-            assert target in accounts and len(accounts) >= CALLER_ACCOUNTS, (seed, d)
+            assert target in accounts and len(accounts) >= DUPLICATE_ACCOUNTS, (seed, d)
             for name, key in signals.items():
                 hits[name] += min(accounts.values(), key=lambda c: key(c, world))["id"] == target
             tasks += 1

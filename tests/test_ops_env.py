@@ -161,27 +161,82 @@ def test_an_id_says_nothing_of_which_records_the_goal_means(kind):
     assert len(set(firsts)) >= 15 and len(set(customers)) >= 15, (sorted(firsts), sorted(customers))
 
 
-MIN_CANDIDATES = 3  # the goal's duplicate and OTHER_DUPLICATES others
+def _accounts_with_a_duplicate(rows: dict) -> dict[int, dict]:
+    """Per customer holding an unrefunded pair of identical same-day charges: what a script reading only the data
+    could rank the accounts by."""
+    refunded = {p["refund_of"] for p in rows["payments"] if p["kind"] == "refund"}
+    by_order: dict[int, list[dict]] = {}
+    for p in rows["payments"]:
+        if p["kind"] == "charge":
+            by_order.setdefault(p["order_id"], []).append(p)
+    names = {c["id"]: c["name"] for c in rows["customers"]}
+    accounts: dict[int, dict] = {}
+    for charges in by_order.values():
+        live = [c for c in charges if c["id"] not in refunded]
+        if len(live) == 2 and len({(c["amount_cents"], c["day"]) for c in live}) == 1:
+            cid = live[0]["customer_id"]
+            first, last = names[cid].split(" ", 1)
+            mine = [o for o in rows["orders"] if o["customer_id"] == cid]
+            paid = [by_order.get(o["id"], []) for o in mine]
+            accounts[cid] = {
+                "pair": sorted(c["id"] for c in live), "oldest pair": -live[0]["day"], "lowest customer id": -cid,
+                "a split payment": any(len({c["amount_cents"] for c in cs}) > 1 for cs in paid),
+                "an earlier refund": any(p["customer_id"] == cid and p["kind"] == "refund" for p in rows["payments"]),
+                "look-alike names": sum(1 for i, n in names.items() if i != cid and n.startswith(first) and last in n),
+                "most orders": len(mine),
+                "orders in the duplicate window": all(-45 <= o["placed_day"] < -3 for o in mine)}
+    return accounts
 
 
-def test_the_duplicate_to_refund_is_not_told_by_its_age_or_by_being_the_only_one():
-    """A hundred-and-seventy-first attacker's script read nothing of a billing goal and refunded the oldest unrefunded
-    pair of identical same-day charges: accepted on 58 of 60 tasks (the goal's duplicate was the only one at low
-    difficulty, and placed older than the look-alikes' at high). Other customers now have real duplicates at every
-    difficulty, drawn on the days the goal's is; the same guess is right about one time in three."""
-    from gymsmith.families.ops.generator import generate_world
+def test_the_duplicate_to_refund_is_not_told_by_any_feature_of_the_data():
+    """The goal's account was the only one built with a billing world's account features (a split payment, an earlier
+    refunded duplicate, look-alike names, more orders, all of them in the duplicate's weeks), the other duplicates'
+    accounts plain: a hundred-and-seventy-fifth attacker's script reading nothing of the goal refunded the pair of the
+    account that had the most of them and was accepted on 92 of 100 tasks (the oldest pair, a hundred-and-seventy-first
+    attacker's guess: 94 of 100 before 3.4.1, about 25 after). Every account with a duplicate is now built by one
+    procedure and the goal's drawn after (`generator._accounts_charged_twice`, as the caller's): no feature picks it
+    more often than chance among DUPLICATE_ACCOUNTS."""
+    from gymsmith.families.ops.generator import DUPLICATE_ACCOUNTS
     from gymsmith.registry import get_family
 
-    ops, right = get_family("ops"), 0
+    ops = get_family("ops")
+    signals = ("oldest pair", "lowest customer id", "a split payment", "an earlier refund", "look-alike names",
+               "most orders", "orders in the duplicate window", "all of them")
+    hits = dict.fromkeys(signals, 0.0)
     for seed in range(100):
         task = ops.generate(seed, kind="billing", difficulty=(seed % 5) / 4, fidelity=0.0)
         world = generate_world(task.seed, task.knobs)
-        refunded = {p["refund_of"] for p in world.rows["payments"] if p["kind"] == "refund"}
-        pairs: dict = {}
-        for p in world.rows["payments"]:
-            if p["kind"] == "charge" and p["id"] not in refunded:
-                pairs.setdefault((p["order_id"], p["day"], p["amount_cents"]), []).append(p["id"])
-        candidates = sorted(sorted(ids) for ids in pairs.values() if len(ids) >= 2)
-        assert sorted(world.expected["duplicate_pair"]) in candidates and len(candidates) >= MIN_CANDIDATES
-        right += candidates[0] == sorted(world.expected["duplicate_pair"])
-    assert right <= 45, right  # 94 of 100 before
+        accounts = _accounts_with_a_duplicate(world.rows)
+        target = world.expected["customer_id"]
+        assert accounts[target]["pair"] == sorted(world.expected["duplicate_pair"])
+        alike = [a for a in accounts.values() if a["most orders"] == accounts[target]["most orders"]]
+        assert len(alike) >= DUPLICATE_ACCOUNTS, (seed, len(alike))
+        for signal in signals:
+            def score(a, signal=signal):
+                if signal == "all of them":  # the attacker's ranking
+                    return (10 * (a["a split payment"] + a["an earlier refund"] + (a["look-alike names"] >= 2))
+                            + 3 * a["orders in the duplicate window"] + a["most orders"])
+                return a[signal]
+            best = max(score(a) for a in accounts.values())
+            picked = [cid for cid, a in accounts.items() if score(a) == best]
+            hits[signal] += (target in picked) / len(picked)  # a uniform pick among the ties
+    assert all(n <= 40 for n in hits.values()), hits  # chance is 1 in 4; "all of them": 92 of 100 before
+
+
+def test_the_delayed_purchase_a_resource_goal_names_is_always_needed():
+    """A resource goal says the delayed purchase order comes after orders waiting for it and to re-source it; on 10 of
+    300 tasks the stock already covered that product (a short product's extra units in a second warehouse), the
+    fewest-units plan bought none of it, and a hundred-and-seventy-fifth attacker's agent that did what the goal says
+    (cancel, buy the same quantity in time) scored 0 on 2 of them for buying beyond the need. Every plan now needs a
+    purchase of it."""
+    from gymsmith.registry import get_family
+
+    ops = get_family("ops")
+    for seed in range(300):
+        task = ops.generate(seed, kind="resource", difficulty=(seed % 5) / 4)
+        world = generate_world(task.seed, task.knobs)
+        po = next(p for p in world.rows["purchase_orders"] if p["id"] == world.metadata["delayed_po_id"])
+        supplies = {s["id"]: s["product_id"] for s in world.rows["suppliers"]}
+        bought = [a for a in world.witness if a["tool"] == "place_purchase_order"
+                  and supplies[a["arguments"]["supplier_id"]] == po["product_id"]]
+        assert bought, (seed, po)

@@ -38,7 +38,7 @@ def derive_knobs(difficulty: float) -> dict[str, Any]:
 
 class OpsFamily:
     name = "ops"
-    version = "3.4.1"
+    version = "3.5.0"
     checks_module = "gymsmith.families.ops.checks"
     system_prompt = (
         "You run the back office of a small distribution business through its tools. Money is in integer "

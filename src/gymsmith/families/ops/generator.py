@@ -156,7 +156,11 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
         else:
             stock[(warehouses[0], pid)] += total
             if rng.random() < 0.3:
-                stock[(warehouses[1], pid)] += rng.randint(0, 2)
+                extra = rng.randint(0, 2)
+                # a short product stays short in all warehouses together: with this extra it was covered on some
+                # tasks, and a resource goal then told the agent to re-source a purchase no plan needs (a
+                # hundred-and-seventy-fifth attacker's literal re-sourcing scored 0 on 2 of 300 tasks)
+                stock[(warehouses[1], pid)] += min(extra, demand[pid] - 1 - total) if pid in short else extra
 
     # Suppliers: a fast, dearer one that always meets the earliest due date, and a cheap one that may not.
     suppliers_by_product: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -235,6 +239,8 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
     plans = planning.fewest_units(targets, warehouses, stock,
                                   [s for offers in suppliers_by_product.values() for s in offers])
     cost = sum(plan.cost_cents for plan in plans.values())
+    if delayed and not plans[targets_p[0]["id"]].purchases:
+        raise AssertionError("the goal says to re-source the delayed purchase, and no plan needs one")
     by_due = sorted(targets, key=lambda o: (o["due_day"], o["id"]))
     day0 += [_act("capture_payment", order_id=o["id"]) for o in by_due if o["id"] in unpaid_ids]
     arrivals: dict[int, list[planning.Purchase]] = defaultdict(list)
@@ -383,7 +389,9 @@ def _charge(b: _Rows, o: dict[str, Any], amount: int, day: int) -> dict[str, Any
 
 
 DUPLICATE_DAYS = range(-45, -3)  # the days an account's orders (and every real duplicate charge) are placed on
-OTHER_DUPLICATES = 2  # accounts the goal does not concern with a real duplicate charge of their own, at every difficulty
+# Customers with a real duplicate charge in a billing world, the goal's one of them: one procedure builds them all
+# (`_accounts_charged_twice`) and the goal's is drawn once all are built, so no feature of the data tells it
+DUPLICATE_ACCOUNTS = 4
 
 
 def _account_with_a_duplicate(b: _Rows, rng: random.Random, products: list[dict[str, Any]], c: dict[str, Any],
@@ -430,36 +438,46 @@ def _other_orders(b: _Rows, rng: random.Random, products: list[dict[str, Any]], 
         _charge(b, o, o["total_cents"], o["placed_day"])
 
 
-def _billing(rng: random.Random, k: dict[str, Any]) -> World:
-    if k.get("user") == "customer":
-        return _billing_with_caller(rng, k)
+def _accounts_charged_twice(rng: random.Random, k: dict[str, Any]) -> tuple[
+        _Rows, list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, tuple[dict[str, Any], list[int]]]]:
+    """The books of a billing world: DUPLICATE_ACCOUNTS customers, each with as many orders over the same weeks, one
+    charged twice, the same account features and look-alike names the flags switch on; other customers with
+    ordinary orders. Customer ids are in a shuffled order, order and payment ids in time order. Returns (rows,
+    products, {name: customer}, {holder's name: (the order charged twice, its two payment ids)}), holders in the
+    order drawn.
+
+    The goal's account was once built alone with these features, and the others with plain orders: a
+    hundred-and-thirty-fifth attacker picked the caller from the data on 1000 of 1000 tasks, and a
+    hundred-and-seventy-fifth, reading nothing of a billing goal, the goal's duplicate on 92 of 100 (the account with
+    a split payment, an earlier refund, look-alike names, the most orders)."""
     b = _Rows()
     flags = _flags(rng, BILLING_FLAGS, k["constraints"])
     products = _billing_books(b, rng)
     used: set[str] = set()
-    target_name = _person(rng, used)
-    first, last = target_name.split(" ", 1)
-    people = [(target_name, True)]
+    holders = [_person(rng, used) for _ in range(DUPLICATE_ACCOUNTS)]
+    people: list[tuple[str, str | None]] = [(nm, None) for nm in holders]  # (name, the holder it looks like)
     if "similar_names" in flags:
-        people += [(variant, False) for variant in _lookalikes(rng, used, target_name)]
-    people += [(_person(rng, used), False) for _ in range(k["distractors"] // 4)]
-    # other customers charged twice too, the goal naming whose duplicate to refund: with the goal's the only one, a
-    # script reading nothing refunded the oldest pair in the books and was accepted on 58 of 60 tasks (a
-    # hundred-and-seventy-first attacker)
-    doubled = {_person(rng, used) for _ in range(OTHER_DUPLICATES)}
-    people += [(nm, False) for nm in sorted(doubled)]
-    rng.shuffle(people)  # the target is not always the first id
+        people += [(variant, nm) for nm in holders for variant in _lookalikes(rng, used, nm)]
+    people += [(_person(rng, used), None) for _ in range(k["distractors"] // 4)]
+    rng.shuffle(people)  # customer ids in no order the accounts were built in
     customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
-    target = customers[target_name]
-    dup_order, dup_pair = _account_with_a_duplicate(b, rng, products, target, 2 + k["n_orders"] // 4, flags)
-    for nm, is_target in people:
-        if not is_target:
-            _other_orders(b, rng, products, customers[nm], nm in doubled or (
-                "lookalike_duplicate" in flags and nm.startswith(first) and last in nm))
-    # ids in time order, as a real system issues them: built first, the target's orders and payments held the first
-    # ids on every task (as with the caller, below)
+    n_orders = 2 + k["n_orders"] // 4
+    accounts = {nm: _account_with_a_duplicate(b, rng, products, customers[nm], n_orders, flags) for nm in holders}
+    for nm, like in people:
+        if nm not in accounts:
+            _other_orders(b, rng, products, customers[nm], "lookalike_duplicate" in flags and like is not None)
+    # ids in time order, as a real system issues them: the accounts were built one after another
     _, payment_ids = _ids_in_time_order(b.rows, rng)
-    dup_pair = sorted(payment_ids[i] for i in dup_pair)
+    return b, products, customers, {nm: (order, sorted(payment_ids[i] for i in pair)) for nm, (order, pair) in accounts.items()}
+
+
+def _billing(rng: random.Random, k: dict[str, Any]) -> World:
+    if k.get("user") == "customer":
+        return _billing_with_caller(rng, k)
+    b, _, customers, accounts = _accounts_charged_twice(rng, k)
+    target_name = rng.choice(list(accounts))
+    target = customers[target_name]
+    dup_order, dup_pair = accounts[target_name]
     amount = dup_order["total_cents"]
     d = k["difficulty"]
     if d < 0.34:  # the order is named: no search needed
@@ -504,38 +522,14 @@ def _ids_in_time_order(rows: dict[str, list[dict[str, Any]]], rng: random.Random
     return order_ids, payment_ids
 
 
-CALLER_ACCOUNTS = 4  # customers with a real duplicate charge, the caller one of them: built alike, the caller drawn last
-
-
 def _billing_with_caller(rng: random.Random, k: dict[str, Any]) -> World:
     """The billing world with the customer on the line (`caller`): the goal names no one, and the caller is one of
-    CALLER_ACCOUNTS customers whose accounts are built by one procedure (as many orders over the same weeks, a
-    duplicate charge each, the same account features and look-alike names the flags switch on), drawn only after
-    all are built, with customer ids in a shuffled order and order and payment ids in time order: nothing in the
-    data tells the caller's apart (a hundred-and-thirty-fifth attacker picked the caller from the data on 1000 of
-    1000 tasks when the caller's account was built first and alone had the features). The store's policy says what
-    to obtain from the caller before acting."""
-    b = _Rows()
-    flags = _flags(rng, BILLING_FLAGS, k["constraints"])
-    products = _billing_books(b, rng)
-    used: set[str] = set()
-    holders = [_person(rng, used) for _ in range(CALLER_ACCOUNTS)]
-    people: list[tuple[str, str | None]] = [(nm, None) for nm in holders]  # (name, the holder it looks like)
-    if "similar_names" in flags:
-        people += [(variant, nm) for nm in holders for variant in _lookalikes(rng, used, nm)]
-    people += [(_person(rng, used), None) for _ in range(k["distractors"] // 4)]
-    rng.shuffle(people)  # customer ids in no order the accounts were built in
-    customers = {nm: b.add("customers", name=nm, email=_email(rng, nm), card_on_file=1) for nm, _ in people}
-    n_orders = 2 + k["n_orders"] // 4
-    accounts = {nm: _account_with_a_duplicate(b, rng, products, customers[nm], n_orders, flags) for nm in holders}
-    for nm, like in people:
-        if nm not in accounts:
-            _other_orders(b, rng, products, customers[nm], "lookalike_duplicate" in flags and like is not None)
-    # ids in time order, as a real system issues them: the accounts were built one after another
-    _, payment_ids = _ids_in_time_order(b.rows, rng)
-    name = rng.choice(holders)
+    the DUPLICATE_ACCOUNTS customers `_accounts_charged_twice` builds alike. The store's policy says what to obtain
+    from the caller before acting."""
+    b, products, customers, accounts = _accounts_charged_twice(rng, k)
+    name = rng.choice(list(accounts))
     target = customers[name]
-    dup_order, dup_pair = accounts[name][0], sorted(payment_ids[i] for i in accounts[name][1])
+    dup_order, dup_pair = accounts[name]
     d, amount = k["difficulty"], dup_order["total_cents"]
     product = next(p["name"] for p in products if p["id"] == dup_order["product_id"])
     facts = caller.Facts(customer_id=target["id"], email=target["email"], name=target["name"], order_id=dup_order["id"],
