@@ -404,8 +404,9 @@ def test_the_address_goals_order_is_told_by_its_customers_name_not_by_its_histor
         x, orders = world.expected, world.rows["orders"]
         names = {c["id"]: c["name"] for c in world.rows["customers"]}
         that_day = {o["customer_id"] for o in orders if o["placed_on"] == x["placed_on"]}
-        alike = [c for c in that_day if names[c] != x["customer"]
-                 and sum(a != b for a, b in zip(names[c], x["customer"])) == 1 and len(names[c]) == len(x["customer"])]
+        group = {n for n in names.values() if _one_letter_apart(n, x["customer"])}  # the goal's customer may be an edit
+        alike = [c for c in that_day if names[c] != x["customer"] and (
+            names[c] in group or any(_one_letter_apart(names[c], n) for n in group))]
         histories = {c: sum(o["customer_id"] == c for o in orders) for c in alike}
         tried += bool(alike)
         assert all(n >= 3 for n in histories.values()), (seed, histories)
@@ -423,15 +424,24 @@ def _one_letter_apart(a: str, b: str) -> bool:
 def test_the_goals_customer_is_not_told_by_the_shape_of_the_data(kind):
     """The goal's customer was the only one with look-alikes (names a letter away), and for a refund the only
     unrefunded duplicate on the day of the look-alikes' refunded ones: a script reading nothing of the goal named its
-    order on 78 (refund) and 48 (address: the newest order of that customer) of 100 tasks by this test's reckoning. Two decoy customers now
-    have the same shape, so a script that picks among the records of that shape is right about one time in three."""
-    right = 0.0
+    order on 78 (refund) and 48 (address: the newest order of that customer) of 100 tasks by this test's reckoning.
+    Two decoy customers now have the same shape (3.4.0), and none of what the site shows of a customer tells the
+    goal's from theirs (3.5.0): the goal's customer had no other orders nor tickets, was the one name of its group
+    spelled as in the name lists, and its order alone stood to the new address as the goal's must (a
+    hundred-and-seventy-sixth attacker's script, reading nothing of the goal but the new address: 99 of 100 address
+    and 86 of 100 refund tasks; this test's ranking by all of these: 77 and 62 before, 11 and 24 now). Each way of
+    picking among the records of the goal's shape is right about one time in three or less."""
+    from gymsmith.families.ops.names import FIRST, LAST
+
+    listed = {f"{a} {b}" for a in FIRST for b in LAST}
+    signals = ("any of them", "spelled as listed", "fewest orders", "no tickets", "newest",
+               "stands to the new address as the goal's must", "all of these")
+    right = dict.fromkeys(signals, 0.0)
     for seed in range(100):
         task = FAMILY.generate(seed, kind=kind, difficulty=(seed % 10) / 9)
         world = generate_world(task.seed, task.knobs)
         rows, x = world.rows, world.expected
         names = {c["id"]: c["name"] for c in rows["customers"]}
-        centres = {cid for cid, n in names.items() if sum(_one_letter_apart(n, m) for m in names.values()) >= 2}
         orders = {o["id"]: o for o in rows["orders"]}
         if kind == "refund":
             charges: dict[int, list[dict]] = {}
@@ -440,10 +450,58 @@ def test_the_goals_customer_is_not_told_by_the_shape_of_the_data(kind):
             doubled = {o: [c["status"] for c in cs] for o, cs in charges.items() if len(cs) == 2}
             refunded_days = {orders[o]["placed_on"] for o, s in doubled.items() if s[1] == "refunded"}
             picks = [o for o, s in doubled.items() if s[1] == "captured" and orders[o]["placed_on"] in refunded_days]
-        else:
-            picks = [max((o for o in orders.values() if o["customer_id"] == c), key=lambda o: o["placed_on"])["id"]
-                     for c in centres]
-        if task.knobs["distractors"] >= 2:
-            assert len(picks) >= 3, (seed, picks)  # the goal's and two decoys'
-        right += (x["order_id"] in picks) / len(picks) if picks else 0.0
-    assert right <= 40, right  # 78 (refund) and 48 (address) of 100 before; 26 and 14 now
+        else:  # an order on a day when a customer a letter away ordered too
+            on_day: dict[str, set[int]] = {}
+            for o in orders.values():
+                on_day.setdefault(o["placed_on"], set()).add(o["customer_id"])
+            picks = [o["id"] for o in orders.values() if any(
+                c != o["customer_id"] and _one_letter_apart(names[c], names[o["customer_id"]]) for c in on_day[o["placed_on"]])]
+        if task.knobs["distractors"] < 1:
+            continue
+        assert len(picks) >= 3, (seed, picks)  # the goal's and two decoys'
+        count = {c: sum(o["customer_id"] == c for o in orders.values()) for c in names}
+        ticketed = {t["customer_id"] for t in rows["tickets"]}
+        new = x.get("address", {})
+        trap = task.knobs["validation_trap"]
+        score = {"any of them": lambda o: 0, "spelled as listed": lambda o: names[o["customer_id"]] in listed,
+                 "fewest orders": lambda o: -count[o["customer_id"]], "no tickets": lambda o: o["customer_id"] not in ticketed,
+                 "newest": lambda o: o["placed_on"],
+                 "stands to the new address as the goal's must": lambda o: (
+                     bool(o["ship_line2"]) and o["ship_country"] != new.get("ship_country") if trap
+                     else o["ship_country"] == new.get("ship_country"))}
+        score["all of these"] = lambda o: tuple(score[k](o) for k in (  # the attacker's ranking, near enough
+            "stands to the new address as the goal's must", "spelled as listed", "no tickets", "fewest orders"))
+        for signal in signals:
+            best = max(score[signal](orders[o]) for o in picks)
+            tied = [o for o in picks if score[signal](orders[o]) == best]
+            right[signal] += (x["order_id"] in tied) / len(tied)
+    assert all(n <= 40 for n in right.values()), {k: round(v) for k, v in right.items()}
+
+
+def test_the_goals_tag_is_told_by_the_goal_not_by_the_desk():
+    """The goal's tag alone was built with tickets to close, newer open ones and older closed ones, and its tickets'
+    customers marked it: a hundred-and-seventy-sixth attacker's script, reading neither the tag nor the date, closed
+    the goal's tickets on 83 of 100 tasks (the tag with the most open tickets was the goal's on 59 of 100 alone); and
+    as many tickets as the knob says, which the site's size tells, closed them reading the tag but not the date (200
+    of 200). Every tag is now built alike with a date of its own, the goal's drawn after, and the number of tickets
+    is the knob's give or take one."""
+    right = {"most open": 0.0, "fewest closed": 0.0, "most open before a month ago": 0.0}
+    counted = 0
+    for seed in range(100):
+        task = FAMILY.generate(seed, kind="tickets", difficulty=(seed % 5) / 4)
+        world = generate_world(task.seed, task.knobs)
+        x, tickets = world.expected, world.rows["tickets"]
+        tags = sorted({t["tag"] for t in tickets})
+        score = {"most open": lambda g: sum(t["tag"] == g and t["status"] == "open" for t in tickets),
+                 "fewest closed": lambda g: -sum(t["tag"] == g and t["status"] == "closed" for t in tickets),
+                 "most open before a month ago": lambda g: sum(t["tag"] == g and t["status"] == "open"
+                                                               and t["opened_on"] < "2026-02-14" for t in tickets)}
+        for signal, rank in score.items():
+            best = max(rank(g) for g in tags)
+            tied = [g for g in tags if rank(g) == best]
+            right[signal] += (x["tag"] in tied) / len(tied)
+        oldest = sorted((t for t in tickets if t["tag"] == x["tag"] and t["status"] == "open"),
+                        key=lambda t: (t["opened_on"], t["id"]))[:task.knobs["n_tickets"]]
+        counted += sorted(t["id"] for t in oldest) == x["close"]
+    assert all(n <= 32 for n in right.values()), right  # chance is 20
+    assert counted <= 55, counted  # 100 of 100 before, 47 now: the date is still the way to be sure

@@ -86,6 +86,7 @@ class _Builder:
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("users", "customers", "orders", "order_items", "charges",
                                                                     "refunds", "tickets", "messages", "audit")}
         self.next_id = {"orders": 1001, "charges": 5001, "tickets": 301}
+        self.closed_before: dict[str, str] = {}  # tag -> the date before which its background tickets are closed
 
     def add(self, table: str, **row: Any) -> int:
         rid = self.next_id.get(table, 1)
@@ -127,21 +128,32 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
     base_names = names[:n_customers]
     customers = {name: b.customer(name) for name in base_names}
     taken = set(base_names)
-    target_name = base_names[0]
-    look_alikes = {}  # the goal's customer and its decoys, each with customers one letter away
-    for name in base_names[:1 + DECOYS]:
-        look_alikes[name] = near_names(name, knobs["distractors"], taken, rng)
-        taken.update(look_alikes[name])
-        for v in look_alikes[name]:
+    # the goal's customer and its decoys, each with customers one letter away: each drawn from its group of names
+    # (a name of the lists and its one-letter edits), so that neither spelling nor being the group's centre tells it
+    look_alikes = {}
+    for root in base_names[:1 + DECOYS]:
+        group = [root, *near_names(root, knobs["distractors"], taken, rng)]
+        taken.update(group)
+        for v in group[1:]:
             customers[v] = b.customer(v)
+        holder = rng.choice(group)
+        look_alikes[holder] = [v for v in group if v != holder]
+    target_name = next(iter(look_alikes))
     kind = knobs["kind"]
     builders = {"address": _address, "refund": _refund, "tickets": _tickets}
     goal, expected = builders[kind](b, rng, knobs, customers, target_name, look_alikes)
-    # background records: the rest of the shop, in every table
-    others = [customers[n] for n in base_names[1:]]
+    # background records: the rest of the shop, in every table, of every customer alike: the goal's customer once had
+    # none, so its few records marked it (a hundred-and-seventy-sixth attacker, reading nothing of the goal: 86 of 100
+    # refund tasks, 99 of 100 address tasks). No customer gets a second order on a day it already ordered, so "the
+    # order X placed on D" stays one order
+    everyone = list(customers.values())
+    ordered = {(o["customer_id"], o["placed_on"]) for o in b.rows["orders"]}
     while len(b.rows["orders"]) < knobs["records"]:
-        b.order(rng.choice(others), day(rng.randint(0, 120)), duplicate=rng.random() < 0.03)
-    _background_tickets(b, rng, others, knobs, expected.get("tag"), expected.get("cutoff"))
+        customer, placed = rng.choice(everyone), day(rng.randint(0, 120))
+        if (customer, placed) not in ordered:
+            ordered.add((customer, placed))
+            b.order(customer, placed, duplicate=rng.random() < 0.03)
+    _background_tickets(b, rng, everyone, knobs)
     _scatter(b.rows, expected, rng)
     goal = goal.replace("{order_id}", str(expected.get("order_id")))
     expected["kind"] = kind
@@ -152,8 +164,10 @@ def generate_world(seed: int, knobs: dict[str, Any]) -> World:
 # Customers whose records have the goal's shape, besides the goal's own: each with as many look-alikes, and (for an
 # address or refund goal) an order of that kind with the look-alikes' orders on its day. With the goal's customer
 # alone built so, a script reading nothing of the goal found it as the one name others were a letter away from, or
-# as the unrefunded duplicate on the day of the refunded ones (right on 79 and 76 of 100 refund tasks): the goal's
-# text, not the shape of the data, must tell which one.
+# as the unrefunded duplicate on the day of the refunded ones (right on 79 and 76 of 100 refund tasks). The property
+# (`test_web_env.py::test_the_goals_customer_is_not_told_by_the_shape_of_the_data`): under what the site shows of a
+# customer (its name's spelling, its orders and tickets, an order's address), the goal's record is one of at least
+# three alike, and only the goal's text tells which.
 DECOYS = 2
 
 SCATTERED = ("orders", "charges", "tickets")  # the tables whose ids the site shows
@@ -206,27 +220,28 @@ def _in_seeded_order(rng, look_alikes):
 
 
 def _address(b, rng, knobs, customers, target_name, look_alikes):
+    trap = bool(knobs["validation_trap"])
+    country = rng.choice(COUNTRIES)  # the new address's
     made = {}
     for name, variants in _in_seeded_order(rng, look_alikes):  # the goal's customer and its decoys alike
         when = day(rng.randint(3, 60))
         for offset in rng.sample(range(61, 120), 2):  # the same customer on other days
             b.order(customers[name], day(offset))
-        old_country = rng.choice(COUNTRIES)
-        made[name] = when, b.order(customers[name], when, country=old_country), old_country
+        # each decoy's order stands to the new address as the goal's does (the same country, or with the trap
+        # another country and a second line to clear): else the new address alone told the goal's order apart
+        old_country = rng.choice([c for c in COUNTRIES if c != country]) if trap else country
+        made[name] = when, b.order(customers[name], when, country=old_country)
+        if trap:
+            b.rows["orders"][-1]["ship_line2"] = f"Apt {rng.randint(1, 40)}"  # the new address has none: it must be cleared
         for v in variants:  # near-identical names on the same day, each with a history of its own as the target has:
             # the target was the one of that day with orders on other days (a hundred-and-seventy-first attacker's
             # script reading only the new address was accepted on 12 of 12 tasks)
             b.order(customers[v], when)
             for offset in rng.sample(range(61, 120), 2):
                 b.order(customers[v], day(offset))
-    when, target, old_country = made[target_name]
-    country = rng.choice([c for c in COUNTRIES if c != old_country]) if knobs["validation_trap"] else old_country
+    when, target = made[target_name]
     new = {"ship_line1": f"{rng.randint(1, 180)} {rng.choice(STREETS)}", "ship_line2": "",
            "ship_city": rng.choice(CITIES[country]), "ship_postcode": postcode(country, rng), "ship_country": country}
-    if knobs["validation_trap"]:
-        for row in b.rows["orders"]:
-            if row["id"] == target:
-                row["ship_line2"] = f"Apt {rng.randint(1, 40)}"  # the new address has none: it must be cleared
     goal = (f"Change the shipping address of the order that {target_name} placed on {when} to: "
             f"{new['ship_line1']}, {new['ship_postcode']} {new['ship_city']}, {new['ship_country']} (no second address line).")
     return goal, {"customer": target_name, "placed_on": when, "order_id": target, "address": new}
@@ -252,22 +267,31 @@ def _refund(b, rng, knobs, customers, target_name, look_alikes):
 
 
 def _tickets(b, rng, knobs, customers, target_name, look_alikes):
-    tag = rng.choice(TAGS)
-    cutoff_offset = rng.randint(10, 30)
-    cutoff = day(cutoff_offset)
+    """Every tag of the desk is built alike (a date, open tickets before it, newer open ones, older closed ones), and
+    the goal's tag is drawn once all are: the goal's tag alone built so had the most open tickets (right on 59 of 100
+    tasks by that count alone) and its customers marked it, so that a hundred-and-seventy-sixth attacker's script,
+    reading nothing of the tag or the date, closed the goal's tickets on 83 of 100 tasks."""
     pool = list(customers.values())
-    n = knobs["n_tickets"]
-    close_ids = []
-    offsets = rng.sample(range(cutoff_offset + 1, cutoff_offset + 90), n)
-    for off in offsets:
-        close_ids.append(_ticket(b, rng, rng.choice(pool), tag, day(off), "open"))
-    # the same tag: newer (keep open), older but already closed; as many newer as the goal's tickets were always there
-    # (n_tickets = distractors + 1), so "the older half of the tag's open tickets" closed the goal's without reading
-    # its date (a hundred-and-seventy-first attacker: accepted 15 of 15); now drawn apart from n
-    for _ in range(rng.randint(0, 3 * knobs["distractors"] + 3)):
-        _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, cutoff_offset)), "open")
-    for _ in range(knobs["distractors"] + 1):
-        _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(cutoff_offset + 1, cutoff_offset + 90)), "closed")
+    built = {}
+    for tag in rng.sample(TAGS, len(TAGS)):
+        cutoff_offset = rng.randint(10, 30)
+        # give or take one: the site's size tells the difficulty, which sets the knob, and the tickets to close are
+        # the tag's oldest open ones, so their exact number closed them without reading the date (the same attacker,
+        # reading the tag but not the date: 200 of 200)
+        n = min(8, max(1, knobs["n_tickets"] + rng.choice((-1, 0, 1))))
+        close_ids = [_ticket(b, rng, rng.choice(pool), tag, day(off), "open")
+                     for off in rng.sample(range(cutoff_offset + 1, cutoff_offset + 90), n)]
+        # newer (keep open), older but already closed; as many newer as the goal's tickets were always there
+        # (n_tickets = distractors + 1), so "the older half of the tag's open tickets" closed the goal's without
+        # reading its date (a hundred-and-seventy-first attacker: accepted 15 of 15); drawn apart from n
+        for _ in range(rng.randint(0, 3 * knobs["distractors"] + 3)):
+            _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, cutoff_offset)), "open")
+        for _ in range(knobs["distractors"] + 1):
+            _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(cutoff_offset + 1, cutoff_offset + 90)), "closed")
+        built[tag] = day(cutoff_offset), close_ids
+    b.closed_before = {tag: cutoff for tag, (cutoff, _) in built.items()}
+    tag = rng.choice(TAGS)
+    cutoff, close_ids = built[tag]
     newest = max(close_ids, key=lambda t: (next(r["opened_on"] for r in b.rows["tickets"] if r["id"] == t), t))
     reply = rng.choice(("Thanks for your patience: this is resolved now.", "We have sorted this out; closing the ticket.",
                         "Resolved on our side. Write back if anything is still wrong."))
@@ -288,13 +312,14 @@ def _ticket(b, rng, customer_id, tag, opened, status) -> int:
     return tid
 
 
-def _background_tickets(b, rng, customers, knobs, goal_tag, cutoff):
+def _background_tickets(b, rng, customers, knobs):
     """The rest of the help desk, every tag among them: one the goal names was missing here, which told it (the tag
-    whose open tickets were twice its closed ones was the goal's on 361 of 540 tasks). Of the goal's tag, a ticket
-    opened before its date is closed (an open one would be the goal's to close)."""
+    whose open tickets were twice its closed ones was the goal's on 361 of 540 tasks). On a tickets task, a ticket
+    of a tag opened before that tag's date is closed (`_Builder.closed_before`: an open one of the goal's tag would be
+    the goal's to close, and every tag is built as the goal's)."""
     for _ in range(max(8, knobs["records"] // 4)):
         tag, opened, status = rng.choice(TAGS), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed"))
-        if tag == goal_tag and cutoff is not None and opened < cutoff:
+        if tag in b.closed_before and opened < b.closed_before[tag]:
             status = "closed"
         _ticket(b, rng, rng.choice(customers), tag, opened, status)
 
