@@ -545,6 +545,42 @@ def test_a_package_directory_holds_nothing_new_the_verifier_does_not_run(repos, 
         env.close()
 
 
+def test_no_package_around_the_hidden_tests_is_new(repos, tmp_path):
+    """A hundred-and-seventy-fourth attacker left the fix in inflection's module and the bug in a new root
+    `__init__.py`, which pytest's default import mode imports as the package of the root's `test_inflection.py`
+    before it: accepted at 0.951, pytest failing all 35 FAIL_TO_PASS tests. An `__init__` file pytest would import
+    as a package of a hidden test module, that is not the task's, makes the state ungradable; the fix alone, and an
+    `__init__.py` where pytest's walk does not reach, are graded as before."""
+    from gymsmith.core.errors import UngradableState
+    from gymsmith.core.types import Action
+    from gymsmith.families.code import checks
+    from gymsmith.families.code.env import code_task
+
+    family = get_family("code")
+    task = _generate(family, 1, source=INDEXED, difficulty=0.0)
+    ct = code_task(task)
+    assert "test_inflection.py" in ct.hidden_tests  # a hidden test module at the root
+    fix = [Action(tool="write_file", arguments={"path": m, "content": ct.reference[m]}) for m in ct.buggy_modules]
+    env = family.make_env()
+    try:
+        for name, extra, says in (("root", "touch __init__.py", "__init__.py would be imported as a package"),
+                                  ("root-bytecode", "touch __init__.py __init__.pyc", "__init__.py"),
+                                  ("elsewhere", "mkdir -p notes && touch notes/__init__.py", None),
+                                  ("honest", None, None)):
+            env.reset(task, seed=0)
+            for action in fix:
+                env.step(action)
+            if extra:
+                env.step(Action(tool="run_command", arguments={"command": extra}))
+            if says:
+                with pytest.raises(UngradableState, match=says):
+                    checks.verify(task, Path(env.final_state(tmp_path / name).path))
+            else:
+                assert checks.verify(task, Path(env.final_state(tmp_path / name).path)).accepted, name
+    finally:
+        env.close()
+
+
 def test_a_package_module_reads_files_only_as_its_reference_and_its_data_is_graded_as_registered(repos, tmp_path):
     """ledgerkit's reference reads its VERSION with `pkgutil.get_data(__name__, "VERSION")`. A ninety-fifth attacker
     called the same function with `'../tests/test_money.py'` (found beside the package in the workspace and under
