@@ -38,14 +38,15 @@ def derive_knobs(difficulty: float) -> dict[str, Any]:
 
 class OpsFamily:
     name = "ops"
-    version = "3.5.0"
+    version = "3.5.1"
     checks_module = "gymsmith.families.ops.checks"
     system_prompt = (
         "You run the back office of a small distribution business through its tools. Money is in integer "
         "cents and dates are days on a simulated clock (day 0 is today). Look records up before you change "
         "them, respect the business rules the tools enforce, retry calls that fail with a transient error or "
         "a rate limit, and never change records the task does not concern. Advance the clock only when the task "
-        "needs time to pass, and no further than it needs. Call submit when the task is done.\n\n"
+        "needs time to pass, and no further than it needs; buy no more stock and add no more shifts than it needs. "
+        "Call submit when the task is done.\n\n"
         "Task:\n{goal}"
     )
     knobs = (

@@ -68,7 +68,7 @@ resource   day H", and no others                                 (must equal the
                                                                  needed product's purchase placed and cancelled is allowed
                                                                  (no money, no stock); any purchase of a product no target
                                                                  has, even cancelled, is collateral
-           resource: "purchase order #N ... Re-source it"        P's delayed purchase order is cancelled in F (gate); while it
+           resource: "purchase order #N ... Cancel it and buy"  P's delayed purchase order is cancelled in F (gate); while it
                                                                  stays on order, its units count against the bound (so buying
                                                                  its replacement without cancelling it is over-buying)
            "purchasing budget remaining X; do not exceed it"     F purchasing spent - P spent = cost of the purchases kept -
@@ -83,7 +83,9 @@ resource   day H", and no others                                 (must equal the
                                                                  the horizon >= D) can pass its due day on the agent's clock
 staff      the week: days 0-6, every (day, warehouse) of         needs = P shift_needs (must equal the seed's expectation)
            shift_needs
-           "at least staff_needed people" per slot               F count of 8-hour shifts per (day, warehouse) >= need (gate)
+           "up to staff_needed ... and no further" per slot      F count of 8-hour shifts per (day, warehouse) >= need (gate)
+           (3.5.1; "at least" before, which the row below
+           contradicted)
            "8-hour shifts"                                       every new shift has hours = 8 (collateral otherwise)
            only the people the slots need                        new 8-hour shifts per slot <= need - P shifts on the slot;
                                                                  a shift on a slot with no unmet need, or outside days 0-6,

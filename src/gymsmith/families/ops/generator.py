@@ -281,10 +281,13 @@ def _fulfilment(rng: random.Random, k: dict[str, Any], delayed: bool) -> World:
 
     due_text = f"{day_date(horizon)} (day {horizon})"
     lead = (f"Supplier purchase order #{delayed_po['id']} for {targets_p[0]['name']} has been delayed to "
-            f"{day_date(delayed_po['arrival_day'])}, after orders waiting for it are due. Re-source it. ") if delayed_po else ""
+            f"{day_date(delayed_po['arrival_day'])}, after orders waiting for it are due. Cancel it and buy what those orders "
+            "need elsewhere, under the purchase rule below. ") if delayed_po else ""
     goal = (f"Today is {day_date(0)} (day 0). {lead}Ship every pending order that is due on or before {due_text}, "
             f"each no later than its due date. Let time pass only as far as these shipments need: never past the last "
-            f"of their due dates. Purchasing budget remaining: {money(remaining)}; do not exceed it. "
+            f"of their due dates. Buy only what these shipments need: of each product, no more units than the fewest any "
+            f"plan that ships them on time must buy (stock in any warehouse counts). "
+            f"Purchasing budget remaining: {money(remaining)}; do not exceed it. "
             "An order ships only when it is fully paid and its whole quantity is allocated from one warehouse. "
             "Do not change orders outside that set. Call submit when you are done.")
     metadata = {"kind": "resource" if delayed else "fulfil", "horizon_day": horizon, "start_date": START_DATE}
@@ -345,8 +348,9 @@ def _staffing(rng: random.Random, k: dict[str, Any]) -> World:
     witness = [_act("assign_shift", staff_id=s.staff_id, day=s.day, warehouse_id=s.warehouse_id, hours=SHIFT_HOURS)
                for s in cheapest]
     remaining = b.rows["budgets"][0]["limit_cents"] - prior
-    goal = (f"Staff the week of {day_date(0)} to {day_date(6)} (days 0-6). For every day and warehouse, assign at least "
-            f"staff_needed people to {SHIFT_HOURS}-hour shifts (see shift_needs). Labour rules: at most one shift per "
+    goal = (f"Staff the week of {day_date(0)} to {day_date(6)} (days 0-6). For every day and warehouse, bring the people "
+            f"on {SHIFT_HOURS}-hour shifts up to staff_needed (see shift_needs; shifts already rostered count) and no "
+            f"further: a shift beyond the need is a change the task does not ask for. Labour rules: at most one shift per "
             f"person per day, at most {MAX_DAYS_PER_WEEK} working days and max_hours_week hours per person, never on "
             f"their unavailable days. Labour budget remaining: {money(remaining)}. Do not change past shifts. "
             "Call submit when you are done.")

@@ -203,7 +203,8 @@ def ship_order(conn: sqlite3.Connection, order_id: ID) -> dict[str, Any]:
 def place_purchase_order(conn: sqlite3.Connection, supplier_id: ID, warehouse_id: ID,
                          quantity: Annotated[int, Param(minimum=1, maximum=1000)]) -> dict[str, Any]:
     """Buy stock from an active supplier for delivery to a warehouse after the supplier's lead time. Costs
-    quantity x unit cost from the purchasing budget."""
+    quantity x unit cost from the purchasing budget. Buy only what the task needs (no more units of a product than
+    the fewest any plan that does the task must buy)."""
     supplier = _row(conn, "suppliers", supplier_id)
     _row(conn, "warehouses", warehouse_id)
     if not supplier["active"]:
@@ -248,7 +249,8 @@ def refund_payment(conn: sqlite3.Connection, payment_id: ID, amount_cents: Annot
 @TOOLS.tool
 def assign_shift(conn: sqlite3.Connection, staff_id: ID, day: Annotated[int, Param(minimum=0, maximum=6)], warehouse_id: ID,
                  hours: Annotated[int, Param(minimum=4, maximum=10)] = 8) -> dict[str, Any]:
-    """Put a staff member on a shift (this week, today or later) at a warehouse."""
+    """Put a staff member on a shift (this week, today or later) at a warehouse. Add only the shifts the task's needs
+    call for: one beyond a slot's need is a change the task does not ask for."""
     person = _row(conn, "staff", staff_id)
     _row(conn, "warehouses", warehouse_id)
     if day < _today(conn):
