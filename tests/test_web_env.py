@@ -186,6 +186,22 @@ def test_invalid_forms_show_errors_and_change_nothing(site):
     assert server.site.image() == before
 
 
+def test_every_spelling_the_form_accepts_of_a_postcode_is_stored_as_one(site):
+    """The form takes Dutch and British postcodes with or without their space (and in any case); it stored what was
+    typed, and the checks compare the stated string, so a hundred-and-seventy-seventh attacker's honest address
+    with "1234AB" for "1234 AB" was saved ("Shipping address updated.") and scored 0 on 6 of 6 tasks. Each accepted
+    spelling is now stored as the canonical one."""
+    server, client, _ = site
+    order = server.site.one("SELECT id FROM orders LIMIT 1")[0]
+    for country, typed, stored in (("Netherlands", "1234ab", "1234 AB"), ("Netherlands", "1234 AB", "1234 AB"),
+                                   ("United Kingdom", "ls66dx", "LS6 6DX"), ("United Kingdom", "SW1A1AA", "SW1A 1AA"),
+                                   ("United Kingdom", "LS6 6DX", "LS6 6DX"), ("Germany", "04109", "04109")):
+        r = client.post(f"/orders/{order}/address", data={"line1": "1 Elm Street", "line2": "", "city": "Leeds",
+                                                           "postcode": typed, "country": country})
+        assert r.status_code == 303, (typed, r.text[-300:])
+        assert server.site.one("SELECT ship_postcode FROM orders WHERE id = ?", order)[0] == stored, typed
+
+
 def _held_post(server, path: str, sid: str, form: dict[str, str]):
     """A POST whose headers go now and whose body goes when the returned function is called (it returns the
     status line): a client holding its request open, as raw HTTP can."""
@@ -484,9 +500,12 @@ def test_the_goals_tag_is_told_by_the_goal_not_by_the_desk():
     the goal's tickets on 83 of 100 tasks (the tag with the most open tickets was the goal's on 59 of 100 alone); and
     as many tickets as the knob says, which the site's size tells, closed them reading the tag but not the date (200
     of 200). Every tag is now built alike with a date of its own, the goal's drawn after, and the number of tickets
-    is the knob's give or take one."""
+    is one of three around the knob's. And the dates showed the cut: a date 10-30 days back, the tag's other tickets
+    closed only before it (a hundred-and-seventy-seventh attacker's estimator, reading the tag but not the date: 86 of
+    100); the open tickets are now opened on days drawn alike, the date anywhere between the last to close and the
+    next, the rest of the desk closed."""
     right = {"most open": 0.0, "fewest closed": 0.0, "most open before a month ago": 0.0}
-    counted = 0
+    counted = by_age = 0
     for seed in range(100):
         task = FAMILY.generate(seed, kind="tickets", difficulty=(seed % 5) / 4)
         world = generate_world(task.seed, task.knobs)
@@ -503,5 +522,8 @@ def test_the_goals_tag_is_told_by_the_goal_not_by_the_desk():
         oldest = sorted((t for t in tickets if t["tag"] == x["tag"] and t["status"] == "open"),
                         key=lambda t: (t["opened_on"], t["id"]))[:task.knobs["n_tickets"]]
         counted += sorted(t["id"] for t in oldest) == x["close"]
+        old_open = sorted(t["id"] for t in tickets if t["tag"] == x["tag"] and t["status"] == "open" and t["opened_on"] < "2026-02-24")
+        by_age += old_open == x["close"]  # the tag's open tickets opened over three weeks back
     assert all(n <= 32 for n in right.values()), right  # chance is 20
-    assert counted <= 55, counted  # 100 of 100 before, 47 now: the date is still the way to be sure
+    assert counted <= 45, counted  # 100 of 100 at 3.4.0, 47 at 3.5.0; 38 now (one of three counts)
+    assert by_age <= 25, by_age  # 63 of 100 when the date was 10-30 days back and the tag closed before it only; 13 now

@@ -24,7 +24,7 @@ def derive_knobs(difficulty: float) -> dict[str, Any]:
 
 class WebFamily:
     name = "web"
-    version = "3.5.0"
+    version = "3.5.1"
     checks_module = "gymsmith.families.web.checks"
     system_prompt = ("You operate a web application through a browser. Each observation shows the page's path, its title "
                      "and its text, in which every element you can use has a number in brackets, like [12] link \"Orders\". "

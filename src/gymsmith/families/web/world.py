@@ -86,7 +86,7 @@ class _Builder:
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("users", "customers", "orders", "order_items", "charges",
                                                                     "refunds", "tickets", "messages", "audit")}
         self.next_id = {"orders": 1001, "charges": 5001, "tickets": 301}
-        self.closed_before: dict[str, str] = {}  # tag -> the date before which its background tickets are closed
+        self.background_closed = False  # a tickets task's desk: every background ticket closed (`_tickets`)
 
     def add(self, table: str, **row: Any) -> int:
         rid = self.next_id.get(table, 1)
@@ -267,32 +267,35 @@ def _refund(b, rng, knobs, customers, target_name, look_alikes):
 
 
 def _tickets(b, rng, knobs, customers, target_name, look_alikes):
-    """Every tag of the desk is built alike (a date, open tickets before it, newer open ones, older closed ones), and
-    the goal's tag is drawn once all are: the goal's tag alone built so had the most open tickets (right on 59 of 100
-    tasks by that count alone) and its customers marked it, so that a hundred-and-seventy-sixth attacker's script,
-    reading nothing of the tag or the date, closed the goal's tickets on 83 of 100 tasks."""
+    """Every tag of the desk is built alike and the goal's tag is drawn once all are: the goal's tag alone built so
+    had the most open tickets (right on 59 of 100 tasks by that count alone) and its customers marked it, so that a
+    hundred-and-seventy-sixth attacker's script, reading nothing of the tag or the date, closed the goal's tickets on
+    83 of 100 tasks. Within a tag, the open tickets are opened on days drawn alike over four months, and the date
+    falls between the k-th oldest and the next: a date 10-30 days back with the tickets to close spread before it,
+    the newer ones after it and the tag's other tickets closed only before it showed where the cut was, and a
+    hundred-and-seventy-seventh attacker's script reading the tag but not the date closed the goal's tickets on 86 of
+    100 tasks. Only the count k is left to guess without the date: one of three around the knob's."""
     pool = list(customers.values())
     built = {}
     for tag in rng.sample(TAGS, len(TAGS)):
-        cutoff_offset = rng.randint(10, 30)
-        # give or take one: the site's size tells the difficulty, which sets the knob, and the tickets to close are
-        # the tag's oldest open ones, so their exact number closed them without reading the date (the same attacker,
-        # reading the tag but not the date: 200 of 200)
-        n = min(8, max(1, knobs["n_tickets"] + rng.choice((-1, 0, 1))))
-        close_ids = [_ticket(b, rng, rng.choice(pool), tag, day(off), "open")
-                     for off in rng.sample(range(cutoff_offset + 1, cutoff_offset + 90), n)]
-        # newer (keep open), older but already closed; as many newer as the goal's tickets were always there
-        # (n_tickets = distractors + 1), so "the older half of the tag's open tickets" closed the goal's without
-        # reading its date (a hundred-and-seventy-first attacker: accepted 15 of 15); drawn apart from n
-        for _ in range(rng.randint(0, 3 * knobs["distractors"] + 3)):
-            _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, cutoff_offset)), "open")
-        for _ in range(knobs["distractors"] + 1):
-            _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(cutoff_offset + 1, cutoff_offset + 90)), "closed")
-        built[tag] = day(cutoff_offset), close_ids
-    b.closed_before = {tag: cutoff for tag, (cutoff, _) in built.items()}
+        # one of three counts around the knob's: the site's size tells the difficulty, which sets the knob, and the
+        # tickets to close are the tag's oldest open ones, so their exact number closed them without reading the date
+        # (the hundred-and-seventy-sixth attacker, reading the tag but not the date: 200 of 200)
+        k = max(1, knobs["n_tickets"] - 1) + rng.randint(0, 2)  # one of three counts around the knob's
+        # newer open ones (kept open): as many as the goal's were always there (n_tickets = distractors + 1), so "the
+        # older half of the tag's open tickets" closed the goal's without reading its date (a hundred-and-seventy-first
+        # attacker: accepted 15 of 15); drawn apart from k
+        newer = rng.randint(0, 3 * knobs["distractors"] + 3)
+        ages = sorted(rng.sample(range(1, 121), k + newer), reverse=True)  # days back, the oldest first; distinct
+        opened = [_ticket(b, rng, rng.choice(pool), tag, day(age), "open") for age in ages]
+        cutoff = day(rng.randint(ages[k] if newer else 0, ages[k - 1] - 1))  # after the k-th oldest, by the next
+        for _ in range(knobs["distractors"] + 1):  # older and newer ones already closed
+            _ticket(b, rng, rng.choice(pool), tag, day(rng.randint(0, 120)), "closed")
+        built[tag] = cutoff, opened[:k]
+    b.background_closed = True
     tag = rng.choice(TAGS)
     cutoff, close_ids = built[tag]
-    newest = max(close_ids, key=lambda t: (next(r["opened_on"] for r in b.rows["tickets"] if r["id"] == t), t))
+    newest = close_ids[-1]  # the k-th oldest: the most recently opened of them
     reply = rng.choice(("Thanks for your patience: this is resolved now.", "We have sorted this out; closing the ticket.",
                         "Resolved on our side. Write back if anything is still wrong."))
     goal = (f"Close every open ticket tagged '{tag}' that was opened before {cutoff}. Before closing the most recently "
@@ -314,13 +317,12 @@ def _ticket(b, rng, customer_id, tag, opened, status) -> int:
 
 def _background_tickets(b, rng, customers, knobs):
     """The rest of the help desk, every tag among them: one the goal names was missing here, which told it (the tag
-    whose open tickets were twice its closed ones was the goal's on 361 of 540 tasks). On a tickets task, a ticket
-    of a tag opened before that tag's date is closed (`_Builder.closed_before`: an open one of the goal's tag would be
-    the goal's to close, and every tag is built as the goal's)."""
+    whose open tickets were twice its closed ones was the goal's on 361 of 540 tasks). On a tickets task they are all
+    closed (`_Builder.background_closed`): an open one before the goal's date would be the goal's to close, and one
+    closed only before it showed the date."""
     for _ in range(max(8, knobs["records"] // 4)):
-        tag, opened, status = rng.choice(TAGS), day(rng.randint(0, 120)), rng.choice(("open", "open", "closed"))
-        if tag in b.closed_before and opened < b.closed_before[tag]:
-            status = "closed"
+        tag, opened = rng.choice(TAGS), day(rng.randint(0, 120))
+        status = "closed" if b.background_closed else rng.choice(("open", "open", "closed"))
         _ticket(b, rng, rng.choice(customers), tag, opened, status)
 
 
