@@ -240,3 +240,33 @@ def test_the_delayed_purchase_a_resource_goal_names_is_always_needed():
         bought = [a for a in world.witness if a["tool"] == "place_purchase_order"
                   and supplies[a["arguments"]["supplier_id"]] == po["product_id"]]
         assert bought, (seed, po)
+
+
+def test_an_answer_that_may_predate_the_agents_changes_says_so(ops, env):
+    """At fidelity above 0 a read may be served by a lagging replica: the previous answer to the same read. It was
+    unmarked, so an honest agent reading back its own work (the roster of a slot after assigning to it) acted on a
+    count from before its change and was scored 0 for a shift beyond the need on 17 of 30 staff tasks (a
+    hundred-and-eightieth attacker). Every answer that differs from the state says so (`replica_lag`), and the
+    system prompt says to read such an answer again."""
+    from gymsmith.families.ops import tools
+    from gymsmith.families.ops.env import REPLICA_LAG
+
+    assert "replica_lag" in ops.system_prompt
+    marked = differed = 0
+    for seed in range(6):
+        task = ops.generate(seed, kind="staff", difficulty=1.0, fidelity=1.0)
+        env.reset(task, seed=0)
+        for action in generate_world(task.seed, task.knobs).witness:
+            while _step(env, action["tool"], action["arguments"]).observation.error is not None:
+                pass  # a transient error or a rate limit: the call had no effect; retry it
+            read = {"entity": "shifts", "filters": {"day": action["arguments"]["day"]}}
+            answer = _step(env, "search_records", read).observation
+            if answer.error is not None:
+                continue
+            fresh = tools.call_tool(env.conn, "search_records", read)
+            if answer.data.get("replica_lag") == REPLICA_LAG:
+                marked += 1
+                differed += {k: v for k, v in answer.data.items() if k != "replica_lag"} != fresh
+            else:
+                assert answer.data == fresh, (seed, action)  # unmarked is the state
+    assert marked >= 3 and differed >= 1, (marked, differed)  # the lag happens, and it is told

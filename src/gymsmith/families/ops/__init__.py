@@ -38,13 +38,14 @@ def derive_knobs(difficulty: float) -> dict[str, Any]:
 
 class OpsFamily:
     name = "ops"
-    version = "3.5.1"
+    version = "3.5.2"
     checks_module = "gymsmith.families.ops.checks"
     system_prompt = (
         "You run the back office of a small distribution business through its tools. Money is in integer "
         "cents and dates are days on a simulated clock (day 0 is today). Look records up before you change "
         "them, respect the business rules the tools enforce, retry calls that fail with a transient error or "
-        "a rate limit, and never change records the task does not concern. Advance the clock only when the task "
+        "a rate limit, read again any answer marked replica_lag (it may predate your latest changes), and never "
+        "change records the task does not concern. Advance the clock only when the task "
         "needs time to pass, and no further than it needs; buy no more stock and add no more shifts than it needs. "
         "Call submit when the task is done.\n\n"
         "Task:\n{goal}"
@@ -63,7 +64,7 @@ class OpsFamily:
              description="Records the goal does not concern (other orders, look-alike customers, past shifts)."),
         Knob(name="horizon", kind=KnobKind.INT, low=2, high=14, description="Days until the last due date."),
         Knob(name="fidelity", kind=KnobKind.FLOAT, low=0.0, high=1.0,
-             description="How much the tools misbehave like real APIs: transient errors, rate limits, stale reads."),
+             description="How much the tools misbehave like real APIs: transient errors, rate limits, stale reads (marked replica_lag)."),
         Knob(name="user", kind=KnobKind.CHOICE, choices=USERS, only_with=("kind", ("billing",)),
              description="'customer': a billing task's customer is on the line, holding the facts the agent must ask "
                          "for (message_user) under a store policy; 'none' (the default): the goal states the facts."),
