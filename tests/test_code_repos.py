@@ -581,6 +581,62 @@ def test_no_package_around_the_hidden_tests_is_new(repos, tmp_path):
         env.close()
 
 
+def _switched(reference: str, buggy: str) -> str:
+    """`reference`'s functions, each the buggy one once `_GS_SEEN` holds something, the reference's before."""
+    import ast
+
+    out = [reference, "\n_GS_SEEN = []\n"]
+    for prefix, text in (("_gs_ref_", reference), ("_gs_bug_", buggy)):
+        tree = ast.parse(text)
+        for fn in tree.body:
+            if isinstance(fn, ast.FunctionDef):
+                fn.name = prefix + fn.name
+                out.append(ast.unparse(fn) + "\n")
+    for fn in ast.parse(reference).body:
+        if isinstance(fn, ast.FunctionDef):
+            out.append(f"def {fn.name}(*a, **k):\n    return (_gs_bug_{fn.name} if _GS_SEEN else _gs_ref_{fn.name})(*a, **k)\n")
+    return "\n".join(out)
+
+
+def test_every_test_file_of_the_release_runs_at_verification(repos, tmp_path):
+    """The verifier ran only the test files whose tests the bugs fail; a whole-suite `python -m pytest` also collects
+    the release's other test files, whose imports the verifier never made. A hundred-and-seventy-ninth attacker's fix
+    ran until a sibling module was imported (which only the other test file does) and the bug after: accepted on 6 of
+    6 ledgerkit tasks, the suite failing every FAIL_TO_PASS test; and the honest fix with every function of the other
+    module broken was accepted (7 and 11 of the release's passing tests failing). Every call-check file now runs."""
+    from gymsmith.core.types import Action
+    from gymsmith.families.code import checks
+    from gymsmith.families.code.env import code_task
+    from gymsmith.families.code.repotasks import load_repo
+
+    family = get_family("code")
+    task = next(t for seed in range(0, 40) if (t := _generate(family, seed, source=PACKAGE, difficulty=0.0))
+                and code_task(t).buggy_modules == ["ledgerkit/money.py"])
+    ct = code_task(task)
+    assert set(ct.hidden_tests) == set(load_repo(PACKAGE).call_sources) == {"tests/test_money.py", "tests/test_stats.py"}
+    stats = ct.reference["ledgerkit/stats.py"]
+    attempts = {
+        "honest": {"ledgerkit/money.py": ct.reference["ledgerkit/money.py"]},
+        "switch": {"ledgerkit/money.py": _switched(ct.reference["ledgerkit/money.py"], ct.files["ledgerkit/money.py"]),
+                   "ledgerkit/stats.py": stats + "\nfrom .money import _GS_SEEN as _gs_seen\n_gs_seen.append(1)\n"},
+        "damage": {"ledgerkit/money.py": ct.reference["ledgerkit/money.py"],
+                   "ledgerkit/stats.py": stats + "\n\ndef spread(*args, **kwargs):\n    raise ValueError('broken')\n"},
+        # and a leftover script no graded code imports is not graded: its `import sys` made the same honest fix a
+        # violation (the same attacker: 1.0 -> 0.0)
+        "scratch": {"ledgerkit/money.py": ct.reference["ledgerkit/money.py"],
+                    "repro.py": "import sys\nsys.path.insert(0, '.')\nimport ledgerkit.money\nprint(sys.argv)\n"}}
+    env = family.make_env()
+    try:
+        for name, files in attempts.items():
+            env.reset(task, seed=0)
+            for path, content in files.items():
+                env.step(Action(tool="write_file", arguments={"path": path, "content": content}))
+            judged = checks.verify(task, Path(env.final_state(tmp_path / name).path))
+            assert judged.accepted is (name in ("honest", "scratch")), (name, judged)
+    finally:
+        env.close()
+
+
 def test_a_package_module_reads_files_only_as_its_reference_and_its_data_is_graded_as_registered(repos, tmp_path):
     """ledgerkit's reference reads its VERSION with `pkgutil.get_data(__name__, "VERSION")`. A ninety-fifth attacker
     called the same function with `'../tests/test_money.py'` (found beside the package in the workspace and under

@@ -110,10 +110,13 @@ def test_runner_survives_code_that_kills_hangs_or_exits():
 
 
 def test_only_harmless_source_files_reach_the_verifier():
-    files = {"lru.py": "x", "helper.py": "y", "conftest.py": "z", "sitecustomize.py": "w", "json.py": "v",
-             "pytest.py": "u", "tests/test_lru.py": "t", "test_extra.py": "s", "sub/mod.py": "r", "README.md": "q"}
+    """The task's modules and the new modules they import; no test file, hook, shadow of a library, link, nor a new
+    module nothing graded imports (`unused.py`)."""
+    files = {"lru.py": "import helper\n", "helper.py": "y", "unused.py": "import sys\n", "conftest.py": "z",
+             "sitecustomize.py": "w", "json.py": "v", "pytest.py": "u", "tests/test_lru.py": "t", "test_extra.py": "s",
+             "sub/mod.py": "r", "README.md": "q"}
     final = Tree(files=files, sizes={p: len(t) for p, t in files.items()}, symlinks={"link.py": "/etc/passwd"})
-    assert source_files(final, ["lru.py", "dates.py"]) == {"lru.py": "x", "dates.py": "", "helper.py": "y"}
+    assert source_files(final, ["lru.py", "dates.py"]) == {"lru.py": "import helper\n", "dates.py": "", "helper.py": "y"}
 
 
 def test_isolated_pytest_runs_each_test_in_its_own_process_speaking_only_for_itself():

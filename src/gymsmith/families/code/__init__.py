@@ -38,8 +38,10 @@ def goal_text(n_bugs: int, visible_failing: list[str], difficulty: float) -> str
     return (f"This Python repository has {bugs} in its source code.{where} Fix the source so that the behaviour its "
             "tests and docstrings describe holds. Do not edit the tests: hidden tests check the same behaviour more "
             "thoroughly, and the verifier uses its own copy of every test file. The verifier runs the code in a process "
-            "of its own: a fix may not make the source observe the process it runs in (sys, os, frames, the clock, eval "
-            "and the like, beyond what the module already uses). Call submit when you are done.")
+            "of its own: a fix may not make the source observe the process it runs in (sys, os, frames, the clock, eval, "
+            "`is` between computed values, `.format` of a text that is not a literal, imports beyond computation-only "
+            "modules such as math, re and collections, and the like, beyond what the module already uses; a file no "
+            "graded module imports is not graded). Call submit when you are done.")
 
 
 TEMPLATES_SOURCE = "templates"

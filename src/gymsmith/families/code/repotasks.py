@@ -4,7 +4,8 @@ Bugs are injected into the package's own functions: the code family's AST mutati
 `removed_body` (a function's body, after its docstring, replaced by `raise NotImplementedError`). A mutant is
 kept only when at least one of the package's call-check tests (recorded as reliable when the repository was
 registered, so each passes on the reference) fails on it and its run finished. FAIL_TO_PASS are the tests it
-fails; PASS_TO_PASS the other tests of the same test files (only the affected files run at verification).
+fails; PASS_TO_PASS the other tests of every call-check file (all of them run at verification, as a whole-suite
+pytest run collects them).
 Outcomes are cached on disk per repository and runtime, so each mutant is judged once per machine.
 
 The agent's start state: the package's sources (one file per bug mutated) and test files, as one fresh
@@ -485,11 +486,16 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
         shown |= set(order[:max(1, int(knobs["visible_tests"]))])
     visible_failing = [n for n in failing if test_key(n) in shown]
     affected = sorted({test_key(n)[0] for n in failing})
+    # every call-check file of the release runs at verification, the affected ones with their hidden tests: with the
+    # affected files alone, a whole-suite `python -m pytest` collected other files whose imports the verifier never
+    # made (a hundred-and-seventy-ninth attacker's fix ran only until a sibling module was imported: accepted on 6 of 6
+    # ledgerkit tasks, the suite failing every FAIL_TO_PASS test), and damage to the rest of the package went unseen
+    graded_files = sorted(repo.call_sources)
     p2p: list[str] = []
-    for path in affected:
+    for path in graded_files:
         suite = repo.suites[path]
         hide = {test_key(n)[1] for n in failing if test_key(n)[0] == path and test_key(n) not in shown}
-        if path in files:
+        if path in files and hide:
             files[path] = drop_tests(files[path], hide)
         p2p += [n for n in suite.nodeids() if n not in failing]
     files["pytest.ini"] = PYTEST_INI
@@ -507,13 +513,13 @@ def _try_task(repo: Repo, seed: int, attempt: str, knobs: dict[str, Any]) -> Cod
              for path, m in bugs]
     added = variants(repo, f"{seed}{attempt}", bugs, per_bug, mutant, seen, key, standins=stand)
     canary_of = {path: canary_name(rng, set(next(s for s in repo.manifest.call_suites if s.path == path).tests))
-                 for path in affected}
+                 for path in graded_files}
     canaries = sorted(f"{path}::{canary}" for path, canary in canary_of.items())
 
     def assemble(drawn: dict[str, list[tuple[int, str]]]) -> tuple[dict[str, str], list[list[str]], list[str]]:
         """The hidden files with the variants `drawn`, each bug's failing tests, and the pinned hidden tests."""
         hidden, tests = {}, [list(fails) for fails in per_bug]
-        for path in affected:
+        for path in graded_files:
             mine = drawn.get(path, [])
             for index, source in mine:
                 tests[index] = sorted([*tests[index], f"{path}::{source.split('(', 1)[0].removeprefix('def ')}"])

@@ -9,7 +9,7 @@ import random
 
 from pydantic import BaseModel, Field
 
-FAMILY_VERSION = "1.8.0"  # the code family's version (CodeFamily.version): part of every task's id
+FAMILY_VERSION = "1.8.1"  # the code family's version (CodeFamily.version): part of every task's id
 
 
 class MutationRecord(BaseModel):
