@@ -114,6 +114,8 @@ def test_code_too_costly_to_read_is_the_agents_failure_not_the_verifiers_timeout
     try:
         for i in range(3):
             env.step(Action(tool="write_file", arguments={"path": f"pad{i}.py", "content": padding}))
+        module = ct.buggy_modules[0]  # graded where the graded code imports them (a module nothing imports is not read)
+        env.step(Action(tool="write_file", arguments={"path": module, "content": ct.files[module] + "\nimport pad0, pad1, pad2\n"}))
         with tempfile.TemporaryDirectory() as d, pytest.raises(UngradableState, match="characters"):
             checks.verify(task, Path(env.final_state(Path(d)).path))
         for i in range(3):

@@ -389,7 +389,7 @@ def test_a_body_of_many_values_is_refused_before_it_is_parsed():
         in_a_text = json.dumps({"family": "ops", "task": {"goal": "0," * MAX_OPEN_VALUES}})
         assert httpx.post(f"{s.url}/sessions", content=in_a_text,
                           headers={"Content-Type": "application/json"}).status_code == 422
-        created = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 4}).json()
+        created = httpx.post(f"{s.url}/sessions", json={"family": "ops", "seed": 4, "knobs": {"fidelity": 0.0}}).json()
         headers = {"X-Session-Key": created["session_key"], "Content-Type": "application/json"}
         objects = '{"tool": "get_status", "arguments": {"x": [' + "{}," * MAX_STEP_VALUES + "{}]}}"
         reply = httpx.post(f"{s.url}/sessions/{created['session_id']}/step", content=objects, headers=headers)
