@@ -509,40 +509,47 @@ def test_a_repair_that_does_not_do_the_functions_work_earns_nothing(repos, tmp_p
     assert tried >= 8  # an identity and a None for each of the five bugs (less where a function takes nothing)
 
 
-def test_a_package_directory_holds_nothing_new_the_verifier_does_not_run(repos, tmp_path):
-    """A hundred-and-seventieth attacker's fix ran only where `import ledgerkit.gsgate` failed and added an empty
-    `ledgerkit/gsgate/`, imported in the workspace as a namespace package and missing from the verifier's job: accepted
-    on 8 of 8 registered-package tasks, pytest failing every FAIL_TO_PASS test. A new directory, or a new or changed
-    file that is no graded module, in the package's directories is now ungradable; the honest fix still passes."""
+def _fix_then_judge(family, task, cases, directory: Path) -> None:
+    """For each (name, shell command or None, text the UngradableState must match or None): the reference fix, the
+    command, then the verdict: ungradable with that text, or (None) accepted."""
     from gymsmith.core.errors import UngradableState
     from gymsmith.core.types import Action
     from gymsmith.families.code import checks
     from gymsmith.families.code.env import code_task
 
-    family = get_family("code")
-    task = _generate(family, 0, source=PACKAGE, difficulty=0.0)
     ct = code_task(task)
-    fix = [Action(tool="write_file", arguments={"path": m, "content": ct.reference[m]}) for m in ct.buggy_modules]
     env = family.make_env()
     try:
-        for name, extra, says in (("dir", "mkdir -p ledgerkit/gsgate", "ledgerkit/gsgate is new"),
-                                  ("nested", "mkdir -p ledgerkit/a/b", "ledgerkit/a is new"),
-                                  ("data", "echo 1 > ledgerkit/notes.txt", "ledgerkit/notes.txt is new"),
-                                  # the reverse (a hundred-and-seventy-second attacker): a deleted module was graded as
-                                  # an empty one, importable only where graded (accepted on 5 of 5 tasks)
-                                  ("deleted", "rm ledgerkit/__init__.py", "ledgerkit/__init__.py was deleted"),
-                                  ("honest", None, None)):
+        for name, command, says in cases:
             env.reset(task, seed=0)
-            for action in fix:
-                env.step(action)
-            if extra:
-                env.step(Action(tool="run_command", arguments={"command": extra}))
+            for m in ct.buggy_modules:
+                env.step(Action(tool="write_file", arguments={"path": m, "content": ct.reference[m]}))
+            if command:
+                env.step(Action(tool="run_command", arguments={"command": command}))
+            state = Path(env.final_state(directory / name).path)
+            if says:
                 with pytest.raises(UngradableState, match=says):
-                    checks.verify(task, Path(env.final_state(tmp_path / name).path))
+                    checks.verify(task, state)
             else:
-                assert checks.verify(task, Path(env.final_state(tmp_path / name).path)).accepted
+                assert checks.verify(task, state).accepted, name
     finally:
         env.close()
+
+
+def test_a_package_directory_holds_nothing_new_the_verifier_does_not_run(repos, tmp_path):
+    """A hundred-and-seventieth attacker's fix ran only where `import ledgerkit.gsgate` failed and added an empty
+    `ledgerkit/gsgate/`, imported in the workspace as a namespace package and missing from the verifier's job: accepted
+    on 8 of 8 registered-package tasks, pytest failing every FAIL_TO_PASS test. A new directory, or a new or changed
+    file that is no graded module, in the package's directories is now ungradable; the honest fix still passes."""
+    family = get_family("code")
+    task = _generate(family, 0, source=PACKAGE, difficulty=0.0)
+    _fix_then_judge(family, task, (("dir", "mkdir -p ledgerkit/gsgate", "ledgerkit/gsgate is new"),
+                                   ("nested", "mkdir -p ledgerkit/a/b", "ledgerkit/a is new"),
+                                   ("data", "echo 1 > ledgerkit/notes.txt", "ledgerkit/notes.txt is new"),
+                                   # the reverse (a hundred-and-seventy-second attacker): a deleted module was graded
+                                   # as an empty one, importable only where graded (accepted on 5 of 5 tasks)
+                                   ("deleted", "rm ledgerkit/__init__.py", "ledgerkit/__init__.py was deleted"),
+                                   ("honest", None, None)), tmp_path)
 
 
 def test_no_package_around_the_hidden_tests_is_new(repos, tmp_path):
@@ -551,34 +558,15 @@ def test_no_package_around_the_hidden_tests_is_new(repos, tmp_path):
     before it: accepted at 0.951, pytest failing all 35 FAIL_TO_PASS tests. An `__init__` file pytest would import
     as a package of a hidden test module, that is not the task's, makes the state ungradable; the fix alone, and an
     `__init__.py` where pytest's walk does not reach, are graded as before."""
-    from gymsmith.core.errors import UngradableState
-    from gymsmith.core.types import Action
-    from gymsmith.families.code import checks
     from gymsmith.families.code.env import code_task
 
     family = get_family("code")
     task = _generate(family, 1, source=INDEXED, difficulty=0.0)
-    ct = code_task(task)
-    assert "test_inflection.py" in ct.hidden_tests  # a hidden test module at the root
-    fix = [Action(tool="write_file", arguments={"path": m, "content": ct.reference[m]}) for m in ct.buggy_modules]
-    env = family.make_env()
-    try:
-        for name, extra, says in (("root", "touch __init__.py", "__init__.py would be imported as a package"),
-                                  ("root-bytecode", "touch __init__.py __init__.pyc", "__init__.py"),
-                                  ("elsewhere", "mkdir -p notes && touch notes/__init__.py", None),
-                                  ("honest", None, None)):
-            env.reset(task, seed=0)
-            for action in fix:
-                env.step(action)
-            if extra:
-                env.step(Action(tool="run_command", arguments={"command": extra}))
-            if says:
-                with pytest.raises(UngradableState, match=says):
-                    checks.verify(task, Path(env.final_state(tmp_path / name).path))
-            else:
-                assert checks.verify(task, Path(env.final_state(tmp_path / name).path)).accepted, name
-    finally:
-        env.close()
+    assert "test_inflection.py" in code_task(task).hidden_tests  # a hidden test module at the root
+    _fix_then_judge(family, task, (("root", "touch __init__.py", "__init__.py would be imported as a package"),
+                                   ("root-bytecode", "touch __init__.py __init__.pyc", "__init__.py"),
+                                   ("elsewhere", "mkdir -p notes && touch notes/__init__.py", None),
+                                   ("honest", None, None)), tmp_path)
 
 
 def _switched(reference: str, buggy: str) -> str:
